@@ -1,0 +1,44 @@
+# larql: the one entry point for building, testing and benchmarking (see README).
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json
+
+.PHONY: all deps build test test-unit test-asan fuzz bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build build -j $(JOBS)
+
+# Everything CI runs: the normal build and all its tests, the unit tests again under
+# ASan+UBSan, and each fuzz target for FUZZ_SECONDS.
+test: build
+	ctest --test-dir build --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory fuzz
+
+test-asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON
+	cmake --build build-asan -j $(JOBS)
+	ctest --test-dir build-asan --output-on-failure -L unit -j $(JOBS)
+
+fuzz: deps
+	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
+	  work=build-fuzz/corpus/$$t; mkdir -p $$work; \
+	  echo "== $$t for $(FUZZ_SECONDS)s"; \
+	  build-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$work fuzz/corpus/$$t 2>&1 | tail -n 12 \
+	    || exit 1; \
+	done
+
+bench: build
+	build/bench/codec_bench --benchmark_min_time=0.2
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,79 @@
+// Protocol error codes (PROTOCOL.md §7) and the small result type every decoder,
+// loader and route returns. Our own type instead of std::expected: Debian's clang 14
+// (needed for libFuzzer) cannot compile std::expected against libstdc++ 12.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace larql {
+
+enum class ErrorCode {
+  truncated,
+  bad_length,
+  bad_seq_len,
+  bad_layer_count,
+  full_output_required,
+  non_finite_input,
+  bad_i8_block,
+  invalid_json,
+  layer_out_of_range,
+  layer_not_owned,
+  no_owning_shard,
+  unauthorized,
+  not_found,
+  method_not_allowed,
+  body_too_large,
+  unsupported_media_type,
+  overloaded,
+  non_finite_output,
+  internal,
+  shard_unavailable,
+  shard_timeout,
+  invalid_argument,  // local misuse (configuration, CLI); never sent on the wire
+};
+
+// The `code` string of an error body, e.g. "bad_i8_block".
+std::string_view error_code_name(ErrorCode code);
+
+// The HTTP status PROTOCOL §7 assigns to the code.
+int http_status(ErrorCode code);
+
+struct Error {
+  ErrorCode code;
+  std::string message;
+};
+
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : state_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Error error) : state_(std::move(error)) {}     // NOLINT: implicit by design
+
+  bool ok() const { return state_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & { return std::get<0>(state_); }
+  const T& value() const& { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+  const Error& error() const { return std::get<1>(state_); }
+
+ private:
+  std::variant<T, Error> state_;
+};
+
+struct Ok {};
+using Status = Result<Ok>;
+
+inline Error make_error(ErrorCode code, std::string message) {
+  return Error{code, std::move(message)};
+}
+
+}  // namespace larql

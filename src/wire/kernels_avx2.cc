@@ -1,0 +1,216 @@
+// AVX2 + F16C + FMA kernels. Every function carries the target attribute instead of the
+// file being built with -mavx2, so nothing AVX2 leaks into inline code shared with the
+// scalar build. Tails shorter than a vector use scalar code with the same arithmetic.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "wire/byte_io.h"
+#include "wire/cpu_features.h"
+#include "wire/f16.h"
+#include "wire/i8_block.h"
+#include "wire/kernels.h"
+
+#define LARQL_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace larql::wire {
+namespace {
+
+LARQL_AVX2 inline __m256i non_finite_lanes(__m256 v) {
+  const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), exp_mask), exp_mask);
+}
+
+LARQL_AVX2 inline __m128i f16_non_finite_lanes(__m128i h) {
+  const __m128i exp_mask = _mm_set1_epi16(0x7c00);
+  return _mm_cmpeq_epi16(_mm_and_si128(h, exp_mask), exp_mask);
+}
+
+LARQL_AVX2 bool encode_f32(const float* in, size_t n, uint8_t* out) {
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+#pragma GCC unroll 4
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(in + i);
+    _mm256_storeu_ps(reinterpret_cast<float*>(out + 4 * i), v);
+    bad = _mm256_or_si256(bad, non_finite_lanes(v));
+  }
+  bool finite = _mm256_testz_si256(bad, bad);
+  for (; i < n; ++i) {
+    store_f32(out + 4 * i, in[i]);
+    finite &= std::isfinite(in[i]);
+  }
+  return finite;
+}
+
+LARQL_AVX2 bool decode_f32(const uint8_t* in, size_t n, float* out) {
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+#pragma GCC unroll 4
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(reinterpret_cast<const float*>(in + 4 * i));
+    _mm256_storeu_ps(out + i, v);
+    bad = _mm256_or_si256(bad, non_finite_lanes(v));
+  }
+  bool finite = _mm256_testz_si256(bad, bad);
+  for (; i < n; ++i) {
+    out[i] = load_f32(in + 4 * i);
+    finite &= std::isfinite(out[i]);
+  }
+  return finite;
+}
+
+LARQL_AVX2 bool encode_f16(const float* in, size_t n, uint8_t* out) {
+  __m128i bad = _mm_setzero_si128();
+  size_t i = 0;
+#pragma GCC unroll 4
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), h);
+    bad = _mm_or_si128(bad, f16_non_finite_lanes(h));
+  }
+  bool fits = _mm_testz_si128(bad, bad);
+  for (; i < n; ++i) {
+    uint16_t h = f32_to_f16(in[i]);
+    std::memcpy(out + 2 * i, &h, 2);
+    fits &= f16_is_finite(h);
+  }
+  return fits;
+}
+
+LARQL_AVX2 bool decode_f16(const uint8_t* in, size_t n, float* out) {
+  __m128i bad = _mm_setzero_si128();
+  size_t i = 0;
+#pragma GCC unroll 4
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+    bad = _mm_or_si128(bad, f16_non_finite_lanes(h));
+  }
+  bool finite = _mm_testz_si128(bad, bad);
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    out[i] = f16_to_f32(h);
+    finite &= f16_is_finite(h);
+  }
+  return finite;
+}
+
+// Largest |x| as IEEE bits (non-negative floats order like their bit patterns, and NaN/inf
+// compare above every finite value, so one integer max also detects non-finite input).
+LARQL_AVX2 uint32_t max_abs_bits(const float* in, size_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  __m256i m = _mm256_setzero_si256();
+  size_t i = 0;
+#pragma GCC unroll 4
+  for (; i + 8 <= n; i += 8)
+    m = _mm256_max_epi32(m, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)), abs_mask));
+  __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+  uint32_t best = static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+  for (; i < n; ++i) {
+    uint32_t bits = std::bit_cast<uint32_t>(in[i]) & 0x7fffffffu;
+    best = bits > best ? bits : best;
+  }
+  return best;
+}
+
+// q = round_half_away(x × inv), then corrected by one step if x - q·scale (one rounding,
+// via FMA) shows the neighbour is nearer: the multiply-by-reciprocal shortcut stays
+// within scale/2 of x, as PROTOCOL §5 requires.
+LARQL_AVX2 inline float quantize_one(float x, float inv, float scale) {
+  const float y = x * inv;
+  float q = std::trunc(y);
+  if (std::fabs(y - q) >= 0.5f) q += std::copysign(1.0f, y);
+  const float r = std::fma(-q, scale, x);
+  if (std::fabs(r) > 0.5f * scale) q += std::copysign(1.0f, r);
+  return q;
+}
+
+LARQL_AVX2 inline __m256i quantize8(const float* x, __m256 inv, __m256 scale, __m256 half_scale) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  const __m256 limit = _mm256_set1_ps(127.0f);
+  const __m256 v = _mm256_loadu_ps(x);
+  const __m256 y = _mm256_mul_ps(v, inv);
+  __m256 q = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(y, q));
+  const __m256 y_sign_one = _mm256_or_ps(_mm256_and_ps(y, sign_bit), one);
+  q = _mm256_add_ps(q, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), y_sign_one));
+  const __m256 r = _mm256_fnmadd_ps(q, scale, v);
+  const __m256 r_sign_one = _mm256_or_ps(_mm256_and_ps(r, sign_bit), one);
+  const __m256 far = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, r), half_scale, _CMP_GT_OQ);
+  q = _mm256_add_ps(q, _mm256_and_ps(far, r_sign_one));
+  q = _mm256_min_ps(_mm256_max_ps(q, _mm256_sub_ps(_mm256_setzero_ps(), limit)), limit);
+  return _mm256_cvttps_epi32(q);
+}
+
+LARQL_AVX2 bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
+  const uint32_t max_bits = max_abs_bits(in, n);
+  if (max_bits >= 0x7f800000u) return false;  // NaN or inf in the row
+  const float max_abs = std::bit_cast<float>(max_bits);
+  const float scale = i8_scale_for_max(max_abs);
+  if (!i8_scale_is_valid(scale)) return false;
+  write_i8_block_header(block, scale);
+  int8_t* q = reinterpret_cast<int8_t*>(block + kI8BlockHeaderBytes);
+  if (max_abs == 0.0f) {
+    std::memset(q, 0, n);
+    return true;
+  }
+  const float inv = 127.0f / max_abs;
+  if (!std::isfinite(inv)) {  // subnormal row maximum: divide, as the scalar oracle does
+    for (size_t i = 0; i < n; ++i) q[i] = clamp_i8(std::round(in[i] / scale));
+    return true;
+  }
+  const __m256 vinv = _mm256_set1_ps(inv), vscale = _mm256_set1_ps(scale), vhalf = _mm256_set1_ps(0.5f * scale);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i a = quantize8(in + i, vinv, vscale, vhalf);
+    __m256i b = quantize8(in + i + 8, vinv, vscale, vhalf);
+    __m256i c = quantize8(in + i + 16, vinv, vscale, vhalf);
+    __m256i d = quantize8(in + i + 24, vinv, vscale, vhalf);
+    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(packed, order));
+  }
+  for (; i < n; ++i) q[i] = clamp_i8(quantize_one(in[i], inv, scale));
+  return true;
+}
+
+LARQL_AVX2 void decode_i8_row(const uint8_t* q, size_t n, float scale, float* out) {
+  const __m256 s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+    __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(raw));
+    __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(raw, 8)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(lo, s));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(hi, s));
+  }
+  for (; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(q[i])) * scale;
+}
+
+}  // namespace
+
+const WireKernels& best_kernels() {
+  static const WireKernels avx2{"avx2+f16c+fma", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row};
+  static const WireKernels& chosen = cpu_has_avx2_fma_f16c() ? avx2 : scalar_kernels();
+  return chosen;
+}
+
+}  // namespace larql::wire
+
+#else  // not x86-64: the scalar kernels are the only ones
+
+#include "wire/kernels.h"
+namespace larql::wire {
+const WireKernels& best_kernels() { return scalar_kernels(); }
+}  // namespace larql::wire
+
+#endif

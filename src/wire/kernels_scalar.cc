@@ -1,0 +1,73 @@
+// Scalar kernels: the literal reading of PROTOCOL §5, used as the test oracle.
+#include <cmath>
+#include <cstring>
+
+#include "wire/byte_io.h"
+#include "wire/f16.h"
+#include "wire/i8_block.h"
+#include "wire/kernels.h"
+
+namespace larql::wire {
+namespace {
+
+bool encode_f32(const float* in, size_t n, uint8_t* out) {
+  std::memcpy(out, in, n * 4);
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) finite &= std::isfinite(in[i]);
+  return finite;
+}
+
+bool decode_f32(const uint8_t* in, size_t n, float* out) {
+  std::memcpy(out, in, n * 4);
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) finite &= std::isfinite(out[i]);
+  return finite;
+}
+
+bool encode_f16(const float* in, size_t n, uint8_t* out) {
+  bool fits = true;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h = f32_to_f16(in[i]);
+    fits &= f16_is_finite(h);
+    std::memcpy(out + 2 * i, &h, 2);
+  }
+  return fits;
+}
+
+bool decode_f16(const uint8_t* in, size_t n, float* out) {
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    finite &= f16_is_finite(h);
+    out[i] = f16_to_f32(h);
+  }
+  return finite;
+}
+
+bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
+  float max_abs = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(in[i])) return false;
+    max_abs = std::fmax(max_abs, std::fabs(in[i]));
+  }
+  const float scale = i8_scale_for_max(max_abs);
+  if (!i8_scale_is_valid(scale)) return false;
+  write_i8_block_header(block, scale);
+  int8_t* q = reinterpret_cast<int8_t*>(block + kI8BlockHeaderBytes);
+  for (size_t i = 0; i < n; ++i) q[i] = clamp_i8(std::round(in[i] / scale));  // ties away from zero
+  return true;
+}
+
+void decode_i8_row(const uint8_t* q, size_t n, float scale, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(q[i])) * scale;
+}
+
+}  // namespace
+
+const WireKernels& scalar_kernels() {
+  static const WireKernels k{"scalar", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row};
+  return k;
+}
+
+}  // namespace larql::wire
