@@ -37,8 +37,10 @@ fuzz: deps
 	    || exit 1; \
 	done
 
+# Codec throughput, then the same run as multiples of memcpy (the issue's targets).
 bench: build
-	build/bench/codec_bench --benchmark_min_time=0.2
+	build/bench/codec_bench --benchmark_min_time=0.2 --benchmark_out=build/codec_bench.json --benchmark_out_format=json
+	python3 bench/codec_ratios.py < build/codec_bench.json
 
 clean:
 	rm -rf build build-asan build-fuzz

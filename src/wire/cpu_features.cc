@@ -22,4 +22,18 @@ bool cpu_has_avx2_fma_f16c() {
 #endif
 }
 
+bool cpu_has_avx512f_bw() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xe6u) != 0xe6u) return false;  // XMM, YMM, opmask, ZMM state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b & (1u << 16)) && (b & (1u << 30));  // AVX512F, AVX512BW
+#else
+  return false;
+#endif
+}
+
 }  // namespace larql

@@ -6,4 +6,7 @@ namespace larql {
 // AVX2, FMA and F16C, with the OS saving YMM state.
 bool cpu_has_avx2_fma_f16c();
 
+// AVX-512 Foundation and Byte/Word, with the OS saving ZMM and mask-register state.
+bool cpu_has_avx512f_bw();
+
 }  // namespace larql

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace larql::wire {
 
@@ -28,7 +29,10 @@ struct WireKernels {
 };
 
 const WireKernels& scalar_kernels();
-// AVX2 + F16C + FMA when the CPU has them, otherwise the scalar table.
+// The fastest table this CPU runs: AVX2 + F16C + FMA (with the AVX-512BW i8 encoder where
+// available), otherwise the scalar table.
 const WireKernels& best_kernels();
+// Every table this CPU can run, scalar first: the tests check each against the scalar one.
+std::vector<const WireKernels*> supported_kernels();
 
 }  // namespace larql::wire

@@ -13,6 +13,7 @@
 #include "wire/f16.h"
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
+#include "wire/kernels_avx512.h"
 
 #define LARQL_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -120,35 +121,32 @@ LARQL_AVX2 uint32_t max_abs_bits(const float* in, size_t n) {
   return best;
 }
 
-// q = round_half_away(x × inv), then corrected by one step if x - q·scale (one rounding,
-// via FMA) shows the neighbour is nearer: the multiply-by-reciprocal shortcut stays
-// within scale/2 of x, as PROTOCOL §5 requires.
-LARQL_AVX2 inline float quantize_one(float x, float inv, float scale) {
-  const float y = x * inv;
-  float q = std::trunc(y);
-  if (std::fabs(y - q) >= 0.5f) q += std::copysign(1.0f, y);
-  const float r = std::fma(-q, scale, x);
-  if (std::fabs(r) > 0.5f * scale) q += std::copysign(1.0f, r);
+// Quantising with a reciprocal multiply (PROTOCOL §5 allows it) and then correcting
+// exactly: q0 = round(x × inv) is at most one step from the nearest level, and the
+// residual r = x - q0·scale (one rounding, via FMA) says which way to step. Measured
+// away from zero (r·sign(x)), r ≥ scale/2 steps outward and r < -scale/2 steps inward,
+// so exact ties go away from zero, as round(x / scale) in the reference does.
+LARQL_AVX2 float quantize_one(float x, float inv, float scale) {
+  float q = std::nearbyint(x * inv);
+  const float s = std::copysign(1.0f, x);
+  const float r_away = std::fma(-q, scale, x) * s;
+  if (r_away >= 0.5f * scale) q += s;
+  else if (r_away < -0.5f * scale) q -= s;
   return q;
 }
 
-LARQL_AVX2 inline __m256i quantize8(const float* x, __m256 inv, __m256 scale, __m256 half_scale) {
+// Eight values of quantise_one; the result needs no clamp: |x × inv| ≤ 127 (1 + 2^-22).
+LARQL_AVX2 inline __m256i quantize8(const float* x, __m256 inv, __m256 scale, __m256 half_scale,
+                                    __m256 neg_half_scale) {
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 half = _mm256_set1_ps(0.5f);
-  const __m256 limit = _mm256_set1_ps(127.0f);
   const __m256 v = _mm256_loadu_ps(x);
-  const __m256 y = _mm256_mul_ps(v, inv);
-  __m256 q = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(y, q));
-  const __m256 y_sign_one = _mm256_or_ps(_mm256_and_ps(y, sign_bit), one);
-  q = _mm256_add_ps(q, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), y_sign_one));
-  const __m256 r = _mm256_fnmadd_ps(q, scale, v);
-  const __m256 r_sign_one = _mm256_or_ps(_mm256_and_ps(r, sign_bit), one);
-  const __m256 far = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, r), half_scale, _CMP_GT_OQ);
-  q = _mm256_add_ps(q, _mm256_and_ps(far, r_sign_one));
-  q = _mm256_min_ps(_mm256_max_ps(q, _mm256_sub_ps(_mm256_setzero_ps(), limit)), limit);
-  return _mm256_cvttps_epi32(q);
+  __m256 q = _mm256_round_ps(_mm256_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 x_sign = _mm256_and_ps(v, sign_bit);
+  const __m256 r_away = _mm256_xor_ps(_mm256_fnmadd_ps(q, scale, v), x_sign);
+  const __m256 step = _mm256_or_ps(x_sign, _mm256_set1_ps(1.0f));  // ±1 toward x's sign
+  q = _mm256_add_ps(q, _mm256_and_ps(_mm256_cmp_ps(r_away, half_scale, _CMP_GE_OQ), step));
+  q = _mm256_sub_ps(q, _mm256_and_ps(_mm256_cmp_ps(r_away, neg_half_scale, _CMP_LT_OQ), step));
+  return _mm256_cvtps_epi32(q);
 }
 
 LARQL_AVX2 bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
@@ -168,14 +166,15 @@ LARQL_AVX2 bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
     for (size_t i = 0; i < n; ++i) q[i] = clamp_i8(std::round(in[i] / scale));
     return true;
   }
-  const __m256 vinv = _mm256_set1_ps(inv), vscale = _mm256_set1_ps(scale), vhalf = _mm256_set1_ps(0.5f * scale);
+  const __m256 vinv = _mm256_set1_ps(inv), vscale = _mm256_set1_ps(scale);
+  const __m256 vhalf = _mm256_set1_ps(0.5f * scale), vneg_half = _mm256_set1_ps(-0.5f * scale);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m256i a = quantize8(in + i, vinv, vscale, vhalf);
-    __m256i b = quantize8(in + i + 8, vinv, vscale, vhalf);
-    __m256i c = quantize8(in + i + 16, vinv, vscale, vhalf);
-    __m256i d = quantize8(in + i + 24, vinv, vscale, vhalf);
+    __m256i a = quantize8(in + i, vinv, vscale, vhalf, vneg_half);
+    __m256i b = quantize8(in + i + 8, vinv, vscale, vhalf, vneg_half);
+    __m256i c = quantize8(in + i + 16, vinv, vscale, vhalf, vneg_half);
+    __m256i d = quantize8(in + i + 24, vinv, vscale, vhalf, vneg_half);
     __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(packed, order));
   }
@@ -196,11 +195,27 @@ LARQL_AVX2 void decode_i8_row(const uint8_t* q, size_t n, float scale, float* ou
   for (; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(q[i])) * scale;
 }
 
+bool encode_i8_row_wide(const float* in, size_t n, uint8_t* block) {
+  return encode_i8_row_avx512(in, n, block, quantize_one);
+}
+
 }  // namespace
 
+namespace {
+const WireKernels kAvx2{"avx2+f16c+fma", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row};
+const WireKernels kAvx512{"avx2+f16c+fma, avx512bw i8 encode", encode_f32, decode_f32, encode_f16, decode_f16,
+                          encode_i8_row_wide, decode_i8_row};
+}  // namespace
+
+std::vector<const WireKernels*> supported_kernels() {
+  std::vector<const WireKernels*> tables{&scalar_kernels()};
+  if (cpu_has_avx2_fma_f16c()) tables.push_back(&kAvx2);
+  if (cpu_has_avx2_fma_f16c() && cpu_has_avx512f_bw()) tables.push_back(&kAvx512);
+  return tables;
+}
+
 const WireKernels& best_kernels() {
-  static const WireKernels avx2{"avx2+f16c+fma", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row};
-  static const WireKernels& chosen = cpu_has_avx2_fma_f16c() ? avx2 : scalar_kernels();
+  static const WireKernels& chosen = *supported_kernels().back();
   return chosen;
 }
 
@@ -210,6 +225,7 @@ const WireKernels& best_kernels() {
 
 #include "wire/kernels.h"
 namespace larql::wire {
+std::vector<const WireKernels*> supported_kernels() { return {&scalar_kernels()}; }
 const WireKernels& best_kernels() { return scalar_kernels(); }
 }  // namespace larql::wire
 

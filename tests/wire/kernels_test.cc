@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cctype>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -15,16 +16,27 @@
 namespace larql::wire {
 namespace {
 
-const WireKernels& simd() { return best_kernels(); }
 const WireKernels& scalar() { return scalar_kernels(); }
 
-TEST(Kernels, ReportsWhichTableIsActive) {
-  // Informational: tells the test log whether the SIMD path was exercised.
-  std::printf("wire kernels in use: %s\n", simd().name);
-  EXPECT_STRNE(simd().name, "");
+// Every table this CPU runs, the scalar oracle included (it must pass the same checks).
+class Kernels : public ::testing::TestWithParam<const WireKernels*> {
+ protected:
+  const WireKernels& simd() const { return *GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Supported, Kernels, ::testing::ValuesIn(supported_kernels()),
+                         [](const auto& info) {
+                           std::string name;
+                           for (char c : std::string(info.param->name)) name += std::isalnum(c) ? c : '_';
+                           return name;
+                         });
+
+TEST(KernelDispatch, BestIsTheWidestSupported) {
+  std::printf("wire kernels in use: %s (of %zu supported)\n", best_kernels().name, supported_kernels().size());
+  EXPECT_EQ(&best_kernels(), supported_kernels().back());
 }
 
-TEST(Kernels, F16EncodeMatchesScalarForEveryF32Class) {
+TEST_P(Kernels, F16EncodeMatchesScalarForEveryF32Class) {
   std::vector<float> in;
   std::mt19937 rng(3);
   // Random bit patterns cover subnormals, ties, overflow, NaN payloads and signs.
@@ -43,7 +55,7 @@ TEST(Kernels, F16EncodeMatchesScalarForEveryF32Class) {
   }
 }
 
-TEST(Kernels, F16DecodeIsExactForAllHalfValues) {
+TEST_P(Kernels, F16DecodeIsExactForAllHalfValues) {
   std::vector<uint8_t> in(65536 * 2);
   for (uint32_t h = 0; h < 65536; ++h) {
     in[2 * h] = h & 0xff;
@@ -59,7 +71,7 @@ TEST(Kernels, F16DecodeIsExactForAllHalfValues) {
   }
 }
 
-TEST(Kernels, F16FitsFlagOnlyForFiniteInRangeData) {
+TEST_P(Kernels, F16FitsFlagOnlyForFiniteInRangeData) {
   for (size_t n : {1u, 7u, 8u, 33u, 1000u}) {
     std::vector<float> in = test::random_rows(1, n, n, 100.0f);
     std::vector<uint8_t> out(2 * n);
@@ -69,7 +81,7 @@ TEST(Kernels, F16FitsFlagOnlyForFiniteInRangeData) {
   }
 }
 
-TEST(Kernels, I8MatchesScalarExceptAtNearTies) {
+TEST_P(Kernels, I8MatchesScalarExceptAtNearTies) {
   for (size_t hidden : {1u, 5u, 31u, 32u, 33u, 64u, 4096u, 5120u}) {
     const auto values = test::random_rows(8, hidden, static_cast<uint32_t>(hidden));
     const size_t block = 8 + hidden;
@@ -94,7 +106,7 @@ TEST(Kernels, I8MatchesScalarExceptAtNearTies) {
   }
 }
 
-TEST(Kernels, I8TiesGoAwayFromZeroInTheVectorBody) {
+TEST_P(Kernels, I8TiesGoAwayFromZeroInTheVectorBody) {
   // §10's edge case tiled to 64 values so the 32-wide SIMD loop handles it.
   const float pattern[] = {127, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5};
   const int8_t expected[] = {127, 1, -1, 2, -2, 3, -3, 127};
@@ -105,15 +117,15 @@ TEST(Kernels, I8TiesGoAwayFromZeroInTheVectorBody) {
   for (size_t i = 0; i < row.size(); ++i) EXPECT_EQ(static_cast<int8_t>(block[8 + i]), expected[i % 8]) << i;
 }
 
-TEST(Kernels, I8RejectsNonFiniteRowsAndHandlesTinyMaxima) {
+TEST_P(Kernels, I8RejectsNonFiniteRowsAndHandlesTinyMaxima) {
   for (const WireKernels* k : {&scalar(), &simd()}) {
-    std::vector<float> row(40, 1.0f);
-    std::vector<uint8_t> block(48);
+    std::vector<float> row(100, 1.0f);
+    std::vector<uint8_t> block(108);
     for (float bad : {NAN, INFINITY, -INFINITY}) {
-      row[37] = bad;
+      row[97] = bad;
       EXPECT_FALSE(k->encode_i8_row(row.data(), row.size(), block.data())) << k->name;
       row[3] = bad;
-      row[37] = 1.0f;
+      row[97] = 1.0f;
       EXPECT_FALSE(k->encode_i8_row(row.data(), row.size(), block.data())) << k->name;
       row[3] = 1.0f;
     }
@@ -130,7 +142,7 @@ TEST(Kernels, I8RejectsNonFiniteRowsAndHandlesTinyMaxima) {
   }
 }
 
-TEST(Kernels, DecodeI8MatchesScalar) {
+TEST_P(Kernels, DecodeI8MatchesScalar) {
   std::vector<uint8_t> q(77);
   for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>(i * 37);
   std::vector<float> a(q.size()), b(q.size());
@@ -139,7 +151,7 @@ TEST(Kernels, DecodeI8MatchesScalar) {
   EXPECT_EQ(a, b);
 }
 
-TEST(Kernels, F32CopyFlagsNonFinite) {
+TEST_P(Kernels, F32CopyFlagsNonFinite) {
   std::vector<float> in = test::random_rows(1, 100, 1);
   std::vector<uint8_t> bytes(400);
   std::vector<float> back(100);
