@@ -1,0 +1,119 @@
+#include "cli/run_command.h"
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "infer/generate.h"
+#include "infer/local_ffn.h"
+#include "model/loader.h"
+
+namespace larql::cli {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::optional<std::string> tokenizer;
+  std::optional<std::string> prompt;
+  std::vector<int> prompt_ids;
+  size_t steps = 256;
+  float temperature = 0;
+  float top_p = 1;
+  uint64_t seed = 0;
+  size_t threads = 0;
+  bool ignore_eos = false;
+  bool json = false;
+};
+
+int fail(const std::string& message) {
+  std::cerr << "larql run: " << message << "\n";
+  return 1;
+}
+
+int run(const RunOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto load_start = Clock::now();
+  auto model = load_model(o.model);
+  if (!model) return fail(model.error().message);
+  auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
+  if (!tokenizer) return fail(tokenizer.error().message);
+  const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
+
+  std::vector<int> prompt = o.prompt_ids;
+  if (o.prompt) {
+    if (!*tokenizer) return fail("--prompt needs a tokenizer (--tokenizer FILE); or pass --prompt-ids");
+    prompt = (*tokenizer)->encode(*o.prompt);
+  }
+  for (int id : prompt)
+    if (id < 0 || size_t(id) >= model->config.vocab)
+      return fail("prompt id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                  std::to_string(model->config.vocab - 1) + ")");
+
+  ThreadPool pool(o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency()));
+  LocalFfn ffn(*model, pool);
+  Transformer transformer(*model, ffn, pool);
+  GenerateOptions options{o.steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
+
+  const Tokenizer* tok = tokenizer->get();
+  std::string text;
+  int prev = prompt.back();
+  bool first = true;
+  auto on_token = [&](int token) {
+    const std::string piece = tok ? tok->decode_step(prev, token) : (first ? "" : " ") + std::to_string(token);
+    prev = token;
+    first = false;
+    if (tok) text += piece;
+    if (!o.json) std::cout << piece << std::flush;
+  };
+  auto result = generate(transformer, prompt, options, on_token);
+  if (!result) return fail(result->generated.empty() ? result.error().message : result.error().message);
+  if (result->stop == StopReason::context)
+    std::cerr << "larql run: stopped at the model's context length (" << model->config.context << " positions)\n";
+
+  const double tps = result->decode_seconds > 0 && result->generated.size() > 1
+                         ? double(result->generated.size() - 1) / result->decode_seconds
+                         : 0.0;
+  if (o.json) {
+    nlohmann::json out{{"model", model->config.name},
+                       {"prompt_ids", prompt},
+                       {"generated_ids", result->generated},
+                       {"text", text},
+                       {"stop_reason", stop_reason_name(result->stop)},
+                       {"tokens_per_second", tps},
+                       {"prefill_tokens_per_second", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
+                       {"load_seconds", load_seconds},
+                       {"threads", pool.size()}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Generate text from a model (FFN computed locally)");
+  cmd->add_option("model", o->model, "llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file (llama2.c tokenizer.bin)");
+  auto* prompt = cmd->add_option("--prompt", o->prompt, "prompt text, encoded with the tokenizer's rules");
+  auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt token ids, used exactly as given")->delimiter(',');
+  prompt->excludes(ids);
+  cmd->add_option("--steps", o->steps, "maximum number of generated tokens")->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "0 = greedy; above 0 samples")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (with --temperature)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--seed", o->seed, "sampling seed");
+  cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
+  cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
+  cmd->callback([o, prompt, ids] {
+    if (prompt->count() == 0 && ids->count() == 0) throw CLI::RequiredError("--prompt or --prompt-ids");
+    if (int rc = run(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace larql::cli

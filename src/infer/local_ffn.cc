@@ -1,0 +1,24 @@
+#include "infer/local_ffn.h"
+
+#include "kernels/matvec.h"
+
+namespace larql {
+
+Status LocalFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
+  const ModelConfig& c = model_.config;
+  if (layer >= c.layers)
+    return make_error(ErrorCode::layer_out_of_range,
+                      "layer " + std::to_string(layer) + " is out of range: the model has " + std::to_string(c.layers) + " layers");
+  if (x.size() != rows * c.hidden || out.size() != rows * c.hidden)
+    return make_error(ErrorCode::internal, "FFN input/output sizes do not match rows × hidden");
+  const LayerWeights& w = model_.layers[layer];
+  gate_.resize(rows * c.ffn);
+  up_.resize(rows * c.ffn);
+  matmul(w.gate, x.data(), rows, gate_.data(), pool_);
+  matmul(w.up, x.data(), rows, up_.data(), pool_);
+  gated_activation(gate_.data(), up_.data(), rows * c.ffn, c.activation);
+  matmul(w.down, gate_.data(), rows, out.data(), pool_);
+  return Ok{};
+}
+
+}  // namespace larql

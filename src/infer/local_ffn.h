@@ -1,0 +1,24 @@
+// The FFN computed in process: down · act(gate · x) ⊙ (up · x), per position.
+#pragma once
+
+#include <vector>
+
+#include "infer/ffn_backend.h"
+#include "kernels/thread_pool.h"
+#include "model/model.h"
+
+namespace larql {
+
+class LocalFfn : public FfnBackend {
+ public:
+  LocalFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
+  // Not thread-safe (it owns scratch buffers): one instance per concurrent caller.
+  Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
+
+ private:
+  const Model& model_;
+  ThreadPool& pool_;
+  std::vector<float> gate_, up_;
+};
+
+}  // namespace larql

@@ -1,0 +1,149 @@
+#include "infer/transformer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matvec.h"
+#include "kernels/ops.h"
+
+namespace larql {
+namespace {
+
+// Llama 3.x frequency scaling (rope_type "llama3").
+float scale_llama3(float inv_freq, const Llama3RopeScaling& s) {
+  constexpr float kTwoPi = 6.283185307179586f;
+  const float wavelen = kTwoPi / inv_freq;
+  const float low_freq_wavelen = s.original_max_position / s.low_freq_factor;
+  const float high_freq_wavelen = s.original_max_position / s.high_freq_factor;
+  if (wavelen < high_freq_wavelen) return inv_freq;
+  if (wavelen > low_freq_wavelen) return inv_freq / s.factor;
+  const float smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * inv_freq / s.factor + smooth * inv_freq;
+}
+
+void add_bias(float* rows, size_t n, const Matrix& bias) {
+  if (!bias.data) return;
+  for (size_t t = 0; t < n; ++t)
+    for (size_t i = 0; i < bias.cols; ++i) rows[t * bias.cols + i] += load_as_f32(bias.dtype, bias.data, i);
+}
+
+}  // namespace
+
+Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) : model_(model), ffn_(ffn), pool_(pool) {
+  const ModelConfig& c = model.config;
+  // As run.c computes it: 1 / theta^(2i / head_dim), in float.
+  for (size_t i = 0; i < c.head_dim / 2; ++i) {
+    float f = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
+    inv_freq_.push_back(c.rope_scaling ? scale_llama3(f, *c.rope_scaling) : f);
+  }
+  key_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
+  value_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
+}
+
+void Transformer::rope(float* v, size_t heads, size_t pos) const {
+  const size_t hd = model_.config.head_dim, half = hd / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const float angle = float(pos) * inv_freq_[i];
+    const float cos = std::cos(angle), sin = std::sin(angle);
+    for (size_t h = 0; h < heads; ++h) {
+      float* head = v + h * hd;
+      // adjacent pairs (llama2.c) or the two halves of the head (Hugging Face)
+      const size_t a = model_.config.rope_layout == RopeLayout::adjacent_pairs ? 2 * i : i;
+      const size_t b = model_.config.rope_layout == RopeLayout::adjacent_pairs ? 2 * i + 1 : i + half;
+      const float v0 = head[a], v1 = head[b];
+      head[a] = v0 * cos - v1 * sin;
+      head[b] = v0 * sin + v1 * cos;
+    }
+  }
+}
+
+void Transformer::attention(size_t layer, size_t n, size_t pos) {
+  const ModelConfig& c = model_.config;
+  const size_t hd = c.head_dim, kv_dim = c.kv_dim(), group = c.heads / c.kv_heads;
+  const size_t span = pos + n;  // the longest history any of these positions sees
+  scores_.resize(n * c.heads * span);
+  const float* keys = key_cache_.data() + layer * c.context * kv_dim;
+  const float* values = value_cache_.data() + layer * c.context * kv_dim;
+  const float inv_sqrt = 1.0f / std::sqrt(float(hd));
+  pool_.parallel_for(n * c.heads, [&](size_t begin, size_t end) {
+    for (size_t job = begin; job < end; ++job) {
+      const size_t t = job / c.heads, h = job % c.heads, kvh = h / group;
+      const float* q = q_.data() + t * c.q_dim() + h * hd;
+      float* att = scores_.data() + job * span;
+      const size_t seen = pos + t + 1;  // causal: positions 0 .. pos + t
+      for (size_t j = 0; j < seen; ++j) {
+        const float* k = keys + j * kv_dim + kvh * hd;
+        float s = 0;
+        for (size_t i = 0; i < hd; ++i) s += q[i] * k[i];
+        att[j] = s * inv_sqrt;
+      }
+      softmax(att, seen);
+      float* out = att_out_.data() + t * c.q_dim() + h * hd;
+      std::memset(out, 0, hd * sizeof(float));
+      for (size_t j = 0; j < seen; ++j) {
+        const float* v = values + j * kv_dim + kvh * hd;
+        for (size_t i = 0; i < hd; ++i) out[i] += att[j] * v[i];
+      }
+    }
+  });
+}
+
+Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector<float>& logits) {
+  const ModelConfig& c = model_.config;
+  const size_t n = tokens.size(), D = c.hidden;
+  if (n == 0) return make_error(ErrorCode::invalid_argument, "forward needs at least one token");
+  if (pos + n > c.context)
+    return make_error(ErrorCode::invalid_argument, "positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
+                                                       " exceed the model's context of " + std::to_string(c.context));
+  for (int tok : tokens)
+    if (tok < 0 || size_t(tok) >= c.vocab)
+      return make_error(ErrorCode::invalid_argument,
+                        "token id " + std::to_string(tok) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
+  x_.resize(n * D);
+  xb_.resize(n * D);
+  proj_.resize(n * D);
+  q_.resize(n * c.q_dim());
+  att_out_.resize(n * c.q_dim());
+  k_.resize(n * c.kv_dim());
+  v_.resize(n * c.kv_dim());
+
+  for (size_t t = 0; t < n; ++t)
+    for (size_t i = 0; i < D; ++i) x_[t * D + i] = load_as_f32(model_.embed.dtype, model_.embed.row_ptr(tokens[t]), i);
+
+  for (size_t l = 0; l < c.layers; ++l) {
+    const LayerWeights& w = model_.layers[l];
+    for (size_t t = 0; t < n; ++t) rmsnorm(&xb_[t * D], &x_[t * D], w.attn_norm, D, c.norm_eps);
+    matmul(w.wq, xb_.data(), n, q_.data(), pool_);
+    matmul(w.wk, xb_.data(), n, k_.data(), pool_);
+    matmul(w.wv, xb_.data(), n, v_.data(), pool_);
+    add_bias(q_.data(), n, w.bq);
+    add_bias(k_.data(), n, w.bk);
+    add_bias(v_.data(), n, w.bv);
+    if (c.qk_norm) {
+      for (size_t r = 0; r < n * c.heads; ++r) rmsnorm(&q_[r * c.head_dim], &q_[r * c.head_dim], w.q_norm, c.head_dim, c.norm_eps);
+      for (size_t r = 0; r < n * c.kv_heads; ++r) rmsnorm(&k_[r * c.head_dim], &k_[r * c.head_dim], w.k_norm, c.head_dim, c.norm_eps);
+    }
+    float* key_rows = key_cache_.data() + (l * c.context + pos) * c.kv_dim();
+    float* value_rows = value_cache_.data() + (l * c.context + pos) * c.kv_dim();
+    for (size_t t = 0; t < n; ++t) {
+      rope(&q_[t * c.q_dim()], c.heads, pos + t);
+      rope(&k_[t * c.kv_dim()], c.kv_heads, pos + t);
+    }
+    std::memcpy(key_rows, k_.data(), n * c.kv_dim() * sizeof(float));
+    std::memcpy(value_rows, v_.data(), n * c.kv_dim() * sizeof(float));
+    attention(l, n, pos);
+    matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
+    for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
+
+    for (size_t t = 0; t < n; ++t) rmsnorm(&xb_[t * D], &x_[t * D], w.ffn_norm, D, c.norm_eps);
+    if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
+    for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
+  }
+
+  rmsnorm(xb_.data(), &x_[(n - 1) * D], model_.final_norm, D, c.norm_eps);
+  logits.resize(c.vocab);
+  matvec(model_.classifier, xb_.data(), logits.data(), pool_);
+  return Ok{};
+}
+
+}  // namespace larql

@@ -1,0 +1,37 @@
+// The forward pass: embeddings, attention, norms and the KV cache run here; each layer's
+// FFN goes through an FfnBackend.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "infer/ffn_backend.h"
+#include "kernels/thread_pool.h"
+#include "model/model.h"
+
+namespace larql {
+
+class Transformer {
+ public:
+  Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool);
+
+  // Runs `tokens` at positions [pos, pos + tokens.size()) in one pass per layer (a prefill
+  // when there are several) and writes the logits of the last position.
+  Status forward(std::span<const int> tokens, size_t pos, std::vector<float>& logits);
+
+  const ModelConfig& config() const { return model_.config; }
+
+ private:
+  void attention(size_t layer, size_t n, size_t pos);
+  void rope(float* v, size_t heads, size_t pos) const;
+
+  const Model& model_;
+  FfnBackend& ffn_;
+  ThreadPool& pool_;
+  std::vector<float> inv_freq_;           // per rotated pair of a head
+  std::vector<float> key_cache_, value_cache_;  // [layer][context][kv_dim]
+  // Scratch, sized for the largest chunk seen.
+  std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, scores_;
+};
+
+}  // namespace larql

@@ -1,0 +1,38 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace larql {
+
+void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps) {
+  float ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  ss = ss / static_cast<float>(n) + eps;
+  const float inv = 1.0f / std::sqrt(ss);
+  for (size_t i = 0; i < n; ++i) out[i] = load_as_f32(weight.dtype, weight.data, i) * (inv * x[i]);
+}
+
+void softmax(float* x, size_t n) {
+  const float max = *std::max_element(x, x + n);
+  float sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  for (size_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+void gated_activation(float* gate, const float* up, size_t n, Activation act) {
+  if (act == Activation::silu) {
+    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    return;
+  }
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+}  // namespace larql

@@ -1,0 +1,20 @@
+// Element-wise transformer operations (scalar; they are a small share of the time).
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/dtype.h"
+
+namespace larql {
+
+// out = weight ⊙ x / sqrt(mean(x²) + eps). `weight` is a vector of any stored type.
+void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps);
+
+// In-place softmax over n values.
+void softmax(float* x, size_t n);
+
+// gate[i] = act(gate[i]) * up[i], for the gated FFN activations we support.
+enum class Activation { silu, gelu_tanh };
+void gated_activation(float* gate, const float* up, size_t n, Activation act);
+
+}  // namespace larql
