@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "model/hf_loader.h"
 #include "model/llama2c_loader.h"
 #include "model/llama2c_tokenizer.h"
 
@@ -11,9 +12,7 @@ Result<Model> load_model(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return make_error(ErrorCode::invalid_argument, path + ": no such file or directory");
-  if (fs::is_directory(path, ec))
-    return make_error(ErrorCode::invalid_argument,
-                      path + ": Hugging Face directories are not supported yet; expected a llama2.c .bin checkpoint");
+  if (fs::is_directory(path, ec)) return load_hf_directory(path);
   return load_llama2c(path);
 }
 

@@ -1,0 +1,201 @@
+#include "model/hf_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "model/safetensors.h"
+
+namespace larql {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Result<json> read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(ErrorCode::invalid_argument, "cannot read " + path.string());
+  json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return make_error(ErrorCode::invalid_argument, path.string() + " is not a JSON object");
+  return doc;
+}
+
+// Family differences, as data.
+struct Family {
+  bool attention_bias;
+  bool qk_norm;
+};
+
+const std::map<std::string, Family>& families() {
+  static const std::map<std::string, Family> table{
+      {"llama", {false, false}}, {"mistral", {false, false}}, {"qwen2", {true, false}}, {"qwen3", {false, true}}};
+  return table;
+}
+
+std::vector<int> ids_of(const json& v) {
+  std::vector<int> out;
+  if (v.is_number_integer()) out.push_back(v.get<int>());
+  if (v.is_array())
+    for (const auto& x : v)
+      if (x.is_number_integer()) out.push_back(x.get<int>());
+  return out;
+}
+
+}  // namespace
+
+Result<ModelConfig> read_hf_config(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "config.json";
+  auto doc = read_json(path);
+  if (!doc) return doc.error();
+  const json& j = *doc;
+  auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, path.string() + ": " + what); };
+  auto need = [&](const char* key, size_t& out) -> Status {
+    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<size_t>() == 0)
+      return fail(std::string("field '") + key + "' must be a positive integer");
+    out = j[key].get<size_t>();
+    return Ok{};
+  };
+
+  ModelConfig c;
+  c.name = fs::path(dir).filename().string();
+  if (c.name.empty()) c.name = fs::path(dir).parent_path().filename().string();
+  c.family = j.value("model_type", std::string());
+  auto family = families().find(c.family);
+  if (family == families().end())
+    return fail("model_type '" + c.family + "' is not supported; expected llama, mistral, qwen2 or qwen3");
+  for (auto [key, out] : {std::pair{"hidden_size", &c.hidden}, {"intermediate_size", &c.ffn},
+                          {"num_hidden_layers", &c.layers}, {"num_attention_heads", &c.heads}, {"vocab_size", &c.vocab},
+                          {"max_position_embeddings", &c.context}})
+    if (auto s = need(key, *out); !s) return s.error();
+  c.kv_heads = c.heads;
+  if (j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null())
+    if (auto s = need("num_key_value_heads", c.kv_heads); !s) return s.error();
+  c.head_dim = c.hidden / c.heads;
+  if (j.contains("head_dim") && !j["head_dim"].is_null())
+    if (auto s = need("head_dim", c.head_dim); !s) return s.error();
+  if (c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0)
+    return fail("num_attention_heads must be a multiple of num_key_value_heads, and head_dim even");
+  c.norm_eps = j.value("rms_norm_eps", 1e-6f);
+  c.rope_theta = j.value("rope_theta", 10000.0f);
+  c.rope_layout = RopeLayout::half_split;
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const json& rs = j["rope_scaling"];
+    const std::string type = rs.value("rope_type", rs.value("type", std::string()));
+    if (type != "llama3") return fail("rope_scaling type '" + type + "' is not supported; expected llama3 (or none)");
+    c.rope_scaling = Llama3RopeScaling{rs.value("factor", 8.0f), rs.value("low_freq_factor", 1.0f),
+                                       rs.value("high_freq_factor", 4.0f),
+                                       rs.value("original_max_position_embeddings", 8192.0f)};
+  }
+  const std::string act = j.value("hidden_act", std::string("silu"));
+  if (act == "silu") c.activation = Activation::silu;
+  else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") c.activation = Activation::gelu_tanh;
+  else return fail("hidden_act '" + act + "' is not supported; expected silu or gelu_pytorch_tanh");
+  c.attention_bias = j.value("attention_bias", family->second.attention_bias);
+  c.qk_norm = family->second.qk_norm;
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int>();
+  if (j.contains("eos_token_id")) c.eos_ids = ids_of(j["eos_token_id"]);
+  // generation_config.json, where present, is what generation should use.
+  if (fs::exists(fs::path(dir) / "generation_config.json")) {
+    auto gen = read_json(fs::path(dir) / "generation_config.json");
+    if (!gen) return gen.error();
+    if (gen->contains("eos_token_id")) c.eos_ids = ids_of((*gen)["eos_token_id"]);
+    if (gen->contains("bos_token_id") && (*gen)["bos_token_id"].is_number_integer()) c.bos_id = (*gen)["bos_token_id"].get<int>();
+  }
+  return c;
+}
+
+Result<Model> load_hf_directory(const std::string& dir) {
+  auto config = read_hf_config(dir);
+  if (!config) return config.error();
+  Model m;
+  m.config = *config;
+  const ModelConfig& c = m.config;
+
+  // Which files hold the weights.
+  std::vector<std::string> shard_files;
+  const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(single)) {
+    shard_files.push_back(single.string());
+  } else if (fs::exists(index)) {
+    auto idx = read_json(index);
+    if (!idx) return idx.error();
+    if (!idx->contains("weight_map") || !(*idx)["weight_map"].is_object())
+      return make_error(ErrorCode::invalid_argument, index.string() + ": no weight_map object");
+    std::set<std::string> names;
+    for (const auto& [tensor, file] : (*idx)["weight_map"].items())
+      if (file.is_string()) names.insert(file.get<std::string>());
+    for (const auto& name : names) shard_files.push_back((fs::path(dir) / name).string());
+  } else {
+    return make_error(ErrorCode::invalid_argument, dir + ": neither model.safetensors nor model.safetensors.index.json");
+  }
+  std::map<std::string, std::pair<TensorInfo, std::string>> tensors;
+  for (const auto& file : shard_files) {
+    auto st = read_safetensors(file);
+    if (!st) return st.error();
+    for (auto& [name, info] : st->tensors) tensors.emplace(name, std::pair{info, file});
+    m.files.push_back(st->file);
+  }
+
+  auto tensor = [&](const std::string& name, std::vector<size_t> shape, bool optional = false) -> Result<Matrix> {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      if (optional) return Matrix{};
+      return make_error(ErrorCode::invalid_argument, dir + ": tensor '" + name + "' is missing");
+    }
+    const TensorInfo& t = it->second.first;
+    if (t.shape != shape) {
+      auto str = [](const std::vector<size_t>& s) {
+        std::string out = "[";
+        for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+        return out + "]";
+      };
+      return make_error(ErrorCode::invalid_argument, it->second.second + ": tensor '" + name + "' has shape " + str(t.shape) +
+                                                         ", expected " + str(shape) + " from config.json");
+    }
+    return Matrix{t.dtype, shape.size() == 2 ? shape[0] : 1, shape.back(), t.data};
+  };
+
+#define LARQL_TAKE(dst, ...)                \
+  do {                                      \
+    auto r_ = tensor(__VA_ARGS__);          \
+    if (!r_) return r_.error();             \
+    dst = *r_;                              \
+  } while (0)
+
+  const size_t D = c.hidden, F = c.ffn, Q = c.q_dim(), KV = c.kv_dim();
+  LARQL_TAKE(m.embed, "model.embed_tokens.weight", {c.vocab, D});
+  LARQL_TAKE(m.final_norm, "model.norm.weight", {D});
+  LARQL_TAKE(m.classifier, "lm_head.weight", {c.vocab, D}, /*optional=*/true);
+  const bool tied = m.classifier.data == nullptr;
+  if (tied) m.classifier = m.embed;
+  for (size_t l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights w;
+    LARQL_TAKE(w.attn_norm, p + "input_layernorm.weight", {D});
+    LARQL_TAKE(w.wq, p + "self_attn.q_proj.weight", {Q, D});
+    LARQL_TAKE(w.wk, p + "self_attn.k_proj.weight", {KV, D});
+    LARQL_TAKE(w.wv, p + "self_attn.v_proj.weight", {KV, D});
+    LARQL_TAKE(w.wo, p + "self_attn.o_proj.weight", {D, Q});
+    if (c.attention_bias) {
+      LARQL_TAKE(w.bq, p + "self_attn.q_proj.bias", {Q});
+      LARQL_TAKE(w.bk, p + "self_attn.k_proj.bias", {KV});
+      LARQL_TAKE(w.bv, p + "self_attn.v_proj.bias", {KV});
+    }
+    if (c.qk_norm) {
+      LARQL_TAKE(w.q_norm, p + "self_attn.q_norm.weight", {c.head_dim});
+      LARQL_TAKE(w.k_norm, p + "self_attn.k_norm.weight", {c.head_dim});
+    }
+    LARQL_TAKE(w.ffn_norm, p + "post_attention_layernorm.weight", {D});
+    LARQL_TAKE(w.gate, p + "mlp.gate_proj.weight", {F, D});
+    LARQL_TAKE(w.up, p + "mlp.up_proj.weight", {F, D});
+    LARQL_TAKE(w.down, p + "mlp.down_proj.weight", {D, F});
+    m.layers.push_back(w);
+  }
+#undef LARQL_TAKE
+  return m;
+}
+
+}  // namespace larql

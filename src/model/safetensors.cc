@@ -1,0 +1,108 @@
+#include "model/safetensors.h"
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "wire/f16.h"
+
+namespace larql {
+namespace {
+
+std::optional<DType> dtype_from_safetensors(const std::string& s) {
+  if (s == "F32") return DType::f32;
+  if (s == "F16") return DType::f16;
+  if (s == "BF16") return DType::bf16;
+  return std::nullopt;
+}
+
+const char* safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+  }
+  return "F32";
+}
+
+}  // namespace
+
+Result<SafetensorsFile> read_safetensors(const std::string& path) {
+  auto file = MappedFile::open(path);
+  if (!file) return file.error();
+  const auto& f = **file;
+  auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, path + ": " + what); };
+  if (f.size() < 8) return fail("too short for a safetensors header");
+  uint64_t header_len;
+  std::memcpy(&header_len, f.data(), 8);
+  if (header_len > f.size() - 8) return fail("header length " + std::to_string(header_len) + " exceeds the file");
+  auto header = nlohmann::json::parse(f.data() + 8, f.data() + 8 + header_len, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) return fail("header is not a JSON object");
+  const uint8_t* data = f.data() + 8 + header_len;
+  const size_t data_size = f.size() - 8 - header_len;
+
+  SafetensorsFile out{*file, {}};
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    auto tensor_fail = [&](const std::string& what) { return fail("tensor '" + name + "': " + what); };
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+      return tensor_fail("needs dtype, shape and data_offsets");
+    if (!info["dtype"].is_string()) return tensor_fail("dtype is not a string");
+    auto dtype = dtype_from_safetensors(info["dtype"].get<std::string>());
+    if (!dtype) return tensor_fail("dtype " + info["dtype"].get<std::string>() + " is not supported; expected F32, F16 or BF16");
+    TensorInfo t{*dtype, {}, nullptr, 0};
+    size_t count = 1;
+    for (const auto& d : info["shape"]) {
+      if (!d.is_number_unsigned()) return tensor_fail("shape holds a non-integer");
+      t.shape.push_back(d.get<size_t>());
+      if (__builtin_mul_overflow(count, t.shape.back(), &count)) return tensor_fail("shape overflows");
+    }
+    const auto& off = info["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      return tensor_fail("data_offsets must be two integers");
+    const size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
+    size_t expected = 0;
+    if (__builtin_mul_overflow(count, dtype_size(*dtype), &expected) || end < begin || end > data_size ||
+        end - begin != expected)
+      return tensor_fail("byte range [" + std::to_string(begin) + ", " + std::to_string(end) + ") does not fit the " +
+                         std::to_string(data_size) + "-byte data section or the shape's " + std::to_string(expected) + " bytes");
+    t.data = data + begin;
+    t.bytes = expected;
+    out.tensors.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  size_t offset = 0;
+  for (const auto& t : tensors) {
+    header[t.name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // align the data section, as the reference writer does
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return make_error(ErrorCode::invalid_argument, "cannot write " + path);
+  const uint64_t len = text.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out.write(text.data(), std::streamsize(text.size()));
+  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+  if (!out) return make_error(ErrorCode::invalid_argument, "failed writing " + path);
+  return Ok{};
+}
+
+std::vector<uint8_t> encode_tensor(DType dtype, const std::vector<float>& values) {
+  std::vector<uint8_t> out(values.size() * dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(&out[4 * i], &values[i], 4);
+    } else {
+      const uint16_t h = dtype == DType::f16 ? wire::f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+}  // namespace larql

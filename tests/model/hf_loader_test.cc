@@ -1,0 +1,123 @@
+// The same model in two formats gives the same tokens: aidreams260K as a llama2.c file and
+// as a Hugging Face checkpoint (half-split RoPE, permuted q/k rows) agree on greedy ids and
+// on logits within 1e-5. Also: what a broken checkpoint's error names.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "infer/generate.h"
+#include "infer/local_ffn.h"
+#include "model/hf_loader.h"
+#include "model/loader.h"
+#include "support/hf_fixture.h"
+#include "support/shared_models.h"
+
+namespace larql {
+namespace {
+
+namespace fs = std::filesystem;
+
+class HfCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("larql_hf_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+std::vector<int> greedy_ids(const Model& m, const std::vector<int>& prompt, size_t steps, std::vector<std::vector<float>>* logits) {
+  ThreadPool pool(2);
+  LocalFfn ffn(m, pool);
+  Transformer t(m, ffn, pool);
+  std::vector<int> ids = prompt;
+  std::vector<float> l;
+  EXPECT_TRUE(t.forward(prompt, 0, l).ok());
+  for (size_t s = 0; s < steps; ++s) {
+    logits->push_back(l);
+    ids.push_back(argmax(l));
+    EXPECT_TRUE(t.forward({&ids.back(), 1}, ids.size() - 1, l).ok());
+  }
+  return {ids.begin() + std::ptrdiff_t(prompt.size()), ids.end()};
+}
+
+TEST_F(HfCheckpoint, Aidreams260KSameTokensInBothFormats) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  auto original = load_model(test::shared_model("aidreams260K.bin"));
+  ASSERT_TRUE(original.ok()) << original.error().message;
+  test::write_hf_checkpoint(*original, dir_ / "f32", DType::f32);
+  auto hf = load_model((dir_ / "f32").string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  EXPECT_EQ(hf->config.rope_layout, RopeLayout::half_split);
+
+  const std::vector<int> prompt{1, 429, 480, 375, 438, 437, 272, 284, 438, 441};
+  std::vector<std::vector<float>> la, lb;
+  const auto a = greedy_ids(*original, prompt, 64, &la);
+  const auto b = greedy_ids(*hf, prompt, 64, &lb);
+  EXPECT_EQ(a, b);
+  float max_diff = 0;
+  for (size_t s = 0; s < la.size(); ++s)
+    for (size_t i = 0; i < la[s].size(); ++i) max_diff = std::max(max_diff, std::fabs(la[s][i] - lb[s][i]));
+  EXPECT_LE(max_diff, 1e-5f);
+  std::printf("max |logit difference| llama2.c vs Hugging Face f32 over 64 steps: %g\n", max_diff);
+
+  // bf16 and f16 copies load and run in their stored type (no f32 copy is made).
+  for (DType t : {DType::bf16, DType::f16}) {
+    const auto sub = dir_ / std::string(dtype_name(t));
+    test::write_hf_checkpoint(*original, sub, t);
+    auto half = load_model(sub.string());
+    ASSERT_TRUE(half.ok()) << half.error().message;
+    EXPECT_EQ(half->layers[0].gate.dtype, t);
+    std::vector<std::vector<float>> lh;
+    const auto h = greedy_ids(*half, prompt, 16, &lh);
+    size_t same = 0;
+    for (size_t i = 0; i < h.size(); ++i) same += h[i] == a[i];
+    std::printf("%s copy: %zu of 16 greedy ids equal to f32\n", std::string(dtype_name(t)).c_str(), same);
+    EXPECT_GE(same, 8u);
+  }
+}
+
+TEST_F(HfCheckpoint, ErrorsNameTheFieldOrTensor) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "config.json") << R"({"model_type": "gpt2", "hidden_size": 8})";
+  auto r = load_model(dir_.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("model_type 'gpt2' is not supported"), std::string::npos) << r.error().message;
+
+  std::ofstream(dir_ / "config.json") << R"({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 4, "max_position_embeddings": 8})";
+  r = load_model(dir_.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("model.safetensors"), std::string::npos) << r.error().message;
+
+  ASSERT_TRUE(write_safetensors((dir_ / "model.safetensors").string(),
+                                {{"model.embed_tokens.weight", DType::f32, {4, 9}, std::vector<uint8_t>(4 * 9 * 4)}}).ok());
+  r = load_model(dir_.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("'model.embed_tokens.weight' has shape [4, 9], expected [4, 8]"), std::string::npos)
+      << r.error().message;
+
+  ASSERT_TRUE(write_safetensors((dir_ / "model.safetensors").string(),
+                                {{"model.embed_tokens.weight", DType::f32, {4, 8}, std::vector<uint8_t>(4 * 8 * 4)}}).ok());
+  r = load_model(dir_.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("'model.norm.weight' is missing"), std::string::npos) << r.error().message;
+}
+
+TEST_F(HfCheckpoint, SafetensorsRangesAreChecked) {
+  fs::create_directories(dir_);
+  const auto path = (dir_ / "bad.safetensors").string();
+  ASSERT_TRUE(write_safetensors(path, {{"x", DType::f32, {4}, std::vector<uint8_t>(16)}}).ok());
+  fs::resize_file(path, fs::file_size(path) - 1);
+  auto r = read_safetensors(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("tensor 'x'"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace larql

@@ -1,0 +1,68 @@
+// Writes a loaded llama2.c model as a Hugging Face checkpoint directory, the way the
+// usual export scripts do: q/k rows permuted for Hugging Face's half-split RoPE.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/model.h"
+#include "model/safetensors.h"
+
+namespace larql::test {
+
+inline std::vector<float> read_matrix(const Matrix& m) {
+  std::vector<float> out(m.rows * m.cols);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_as_f32(m.dtype, m.data, i);
+  return out;
+}
+
+// llama2.c pairs (2i, 2i+1) of a head become Hugging Face rows (i, i + head_dim/2).
+inline std::vector<float> permute_for_half_rope(const Matrix& m, size_t heads, size_t head_dim) {
+  std::vector<float> in = read_matrix(m), out(in.size());
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t j = 0; j < head_dim; ++j) {
+      const size_t src = h * head_dim + j;
+      const size_t dst = h * head_dim + (j % 2) * (head_dim / 2) + j / 2;
+      std::copy_n(&in[src * m.cols], m.cols, &out[dst * m.cols]);
+    }
+  return out;
+}
+
+inline void write_hf_checkpoint(const Model& m, const std::filesystem::path& dir, DType dtype) {
+  const ModelConfig& c = m.config;
+  std::filesystem::create_directories(dir);
+  nlohmann::json config{{"model_type", "llama"},          {"hidden_size", c.hidden},
+                        {"intermediate_size", c.ffn},     {"num_hidden_layers", c.layers},
+                        {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads},
+                        {"vocab_size", c.vocab},          {"max_position_embeddings", c.context},
+                        {"rms_norm_eps", c.norm_eps},     {"rope_theta", c.rope_theta},
+                        {"hidden_act", "silu"},           {"tie_word_embeddings", m.classifier.data == m.embed.data},
+                        {"bos_token_id", 1},              {"eos_token_id", 1}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  std::vector<TensorToWrite> t;
+  auto add = [&](const std::string& name, std::vector<size_t> shape, const std::vector<float>& values) {
+    t.push_back({name, dtype, std::move(shape), encode_tensor(dtype, values)});
+  };
+  add("model.embed_tokens.weight", {c.vocab, c.hidden}, read_matrix(m.embed));
+  add("model.norm.weight", {c.hidden}, read_matrix(m.final_norm));
+  if (m.classifier.data != m.embed.data) add("lm_head.weight", {c.vocab, c.hidden}, read_matrix(m.classifier));
+  for (size_t l = 0; l < c.layers; ++l) {
+    const auto& w = m.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {c.hidden}, read_matrix(w.attn_norm));
+    add(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden}, permute_for_half_rope(w.wq, c.heads, c.head_dim));
+    add(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden}, permute_for_half_rope(w.wk, c.kv_heads, c.head_dim));
+    add(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden}, read_matrix(w.wv));
+    add(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()}, read_matrix(w.wo));
+    add(p + "post_attention_layernorm.weight", {c.hidden}, read_matrix(w.ffn_norm));
+    add(p + "mlp.gate_proj.weight", {c.ffn, c.hidden}, read_matrix(w.gate));
+    add(p + "mlp.up_proj.weight", {c.ffn, c.hidden}, read_matrix(w.up));
+    add(p + "mlp.down_proj.weight", {c.hidden, c.ffn}, read_matrix(w.down));
+  }
+  auto s = write_safetensors((dir / "model.safetensors").string(), t);
+  if (!s) throw std::runtime_error(s.error().message);
+}
+
+}  // namespace larql::test
