@@ -73,12 +73,19 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
   return out;
 }
 
-Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors) {
+size_t TensorSpec::bytes() const {
+  size_t n = dtype_size(dtype);
+  for (size_t d : shape) n *= d;
+  return n;
+}
+
+Status write_safetensors(const std::string& path, const std::vector<TensorSpec>& specs,
+                         const std::function<std::vector<uint8_t>(size_t index)>& fill) {
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
-  for (const auto& t : tensors) {
-    header[t.name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+  for (const auto& t : specs) {
+    header[t.name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes()}}};
+    offset += t.bytes();
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data section, as the reference writer does
@@ -87,9 +94,21 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   const uint64_t len = text.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
   out.write(text.data(), std::streamsize(text.size()));
-  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto bytes = fill(i);
+    if (bytes.size() != specs[i].bytes())
+      return make_error(ErrorCode::internal, "tensor '" + specs[i].name + "' was given " + std::to_string(bytes.size()) +
+                                                 " bytes, its shape needs " + std::to_string(specs[i].bytes()));
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
   if (!out) return make_error(ErrorCode::invalid_argument, "failed writing " + path);
   return Ok{};
+}
+
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors) {
+  std::vector<TensorSpec> specs;
+  for (const auto& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
+  return write_safetensors(path, specs, [&](size_t i) { return tensors[i].bytes; });
 }
 
 std::vector<uint8_t> encode_tensor(DType dtype, const std::vector<float>& values) {

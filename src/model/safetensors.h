@@ -3,6 +3,7 @@
 // writing is for `larql synth` and test fixtures.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +29,18 @@ struct SafetensorsFile {
 // Fails with a message naming the file and the tensor for a bad header, an unsupported
 // dtype (we take F32, F16, BF16) or a byte range outside the file or of the wrong size.
 Result<SafetensorsFile> read_safetensors(const std::string& path);
+
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  std::vector<size_t> shape;
+  size_t bytes() const;
+};
+
+// Writes tensors one at a time: `fill(i)` returns the bytes of specs[i] (in its dtype,
+// little-endian), so a large checkpoint never has to be in memory whole.
+Status write_safetensors(const std::string& path, const std::vector<TensorSpec>& specs,
+                         const std::function<std::vector<uint8_t>(size_t index)>& fill);
 
 struct TensorToWrite {
   std::string name;

@@ -1,0 +1,35 @@
+#include "cli/synth_command.h"
+
+#include <iostream>
+#include <map>
+
+#include "model/synth.h"
+
+namespace larql::cli {
+
+void add_synth_command(CLI::App& app) {
+  auto spec = std::make_shared<SynthSpec>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("synth", "Write a synthetic (random-weight) Hugging Face checkpoint for speed tests");
+  cmd->add_option("--out", *out, "output directory")->required();
+  cmd->add_option("--hidden", spec->hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--layers", spec->layers, "number of layers")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--ffn", spec->ffn, "FFN inner size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--heads", spec->heads, "attention heads")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-heads", spec->kv_heads, "key/value heads")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--vocab", spec->vocab, "vocabulary size (at least 256)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--context", spec->context, "maximum positions")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", spec->dtype, "weight type")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, DType>{{"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32}}))
+      ->capture_default_str();
+  cmd->add_option("--seed", spec->seed, "random seed")->capture_default_str();
+  cmd->callback([spec, out] {
+    if (auto s = write_synthetic_checkpoint(*out, *spec); !s) {
+      std::cerr << "larql synth: " << s.error().message << "\n";
+      throw CLI::RuntimeError(1);
+    }
+    std::cerr << "larql synth: wrote " << *out << "\n";
+  });
+}
+
+}  // namespace larql::cli

@@ -1,0 +1,132 @@
+#include "model/synth.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/safetensors.h"
+
+namespace larql {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Uniform values with the variance of N(0, 1/fan_in), so activations stay O(1) through
+// many layers; norm weights are 1.
+std::vector<float> random_values(size_t count, size_t fan_in, uint64_t seed) {
+  std::vector<float> v(count);
+  const float bound = std::sqrt(3.0f / float(fan_in));
+  uint64_t state = seed;
+  for (float& x : v) x = (float(splitmix64(state) >> 40) / float(1ull << 24) * 2.0f - 1.0f) * bound;
+  return v;
+}
+
+// Byte-level BPE vocabulary: GPT-2's printable mapping of the 256 bytes.
+std::string byte_level_char(unsigned b) {
+  unsigned cp = b;
+  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
+    unsigned n = 0;
+    for (unsigned x = 0; x < b; ++x)
+      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
+    cp = 256 + n;
+  }
+  std::string out;
+  if (cp < 0x80) {
+    out += char(cp);
+  } else {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+nlohmann::json tokenizer_json(size_t vocab) {
+  nlohmann::json v = nlohmann::json::object();
+  for (unsigned b = 0; b < 256 && b < vocab; ++b) v[byte_level_char(b)] = b;
+  for (size_t i = 256; i < vocab; ++i) v["<|synth_" + std::to_string(i) + "|>"] = i;
+  return {{"version", "1.0"},
+          {"added_tokens", nlohmann::json::array()},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+          {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                     {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+                     {"vocab", v}, {"merges", nlohmann::json::array()}}}};
+}
+
+}  // namespace
+
+Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
+  namespace fs = std::filesystem;
+  if (s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0 || (s.hidden / s.heads) % 2 != 0 || s.vocab < 256)
+    return make_error(ErrorCode::invalid_argument,
+                      "synth: hidden must be a multiple of heads with an even head size, heads a multiple of "
+                      "kv-heads, and vocab at least 256");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(ErrorCode::invalid_argument, "cannot create " + dir + ": " + ec.message());
+  const size_t head_dim = s.hidden / s.heads;
+  const int eos = int(s.vocab - 1);
+  nlohmann::json config{{"model_type", "llama"},       {"architectures", {"LlamaForCausalLM"}},
+                        {"hidden_size", s.hidden},      {"intermediate_size", s.ffn},
+                        {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+                        {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab},
+                        {"max_position_embeddings", s.context}, {"rms_norm_eps", 1e-5},
+                        {"rope_theta", 10000.0},        {"hidden_act", "silu"},
+                        {"tie_word_embeddings", false}, {"eos_token_id", eos},
+                        {"torch_dtype", s.dtype == DType::bf16 ? "bfloat16" : s.dtype == DType::f16 ? "float16" : "float32"},
+                        {"larql_synthetic", {{"seed", s.seed}}}};
+  std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", eos}}.dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
+
+  struct Planned {
+    TensorSpec spec;
+    size_t fan_in;  // 0: a norm weight (all ones)
+  };
+  std::vector<Planned> plan;
+  auto add = [&](std::string name, std::vector<size_t> shape, size_t fan_in) {
+    plan.push_back({{std::move(name), s.dtype, std::move(shape)}, fan_in});
+  };
+  const size_t q = s.heads * head_dim, kv = s.kv_heads * head_dim;
+  add("model.embed_tokens.weight", {s.vocab, s.hidden}, 1);
+  for (size_t l = 0; l < s.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {s.hidden}, 0);
+    add(p + "self_attn.q_proj.weight", {q, s.hidden}, s.hidden);
+    add(p + "self_attn.k_proj.weight", {kv, s.hidden}, s.hidden);
+    add(p + "self_attn.v_proj.weight", {kv, s.hidden}, s.hidden);
+    add(p + "self_attn.o_proj.weight", {s.hidden, q}, q);
+    add(p + "post_attention_layernorm.weight", {s.hidden}, 0);
+    add(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, s.hidden);
+    add(p + "mlp.up_proj.weight", {s.ffn, s.hidden}, s.hidden);
+    add(p + "mlp.down_proj.weight", {s.hidden, s.ffn}, s.ffn);
+  }
+  add("model.norm.weight", {s.hidden}, 0);
+  add("lm_head.weight", {s.vocab, s.hidden}, s.hidden);
+
+  std::vector<TensorSpec> specs;
+  for (const auto& p : plan) specs.push_back(p.spec);
+  return write_safetensors((fs::path(dir) / "model.safetensors").string(), specs, [&](size_t i) {
+    const auto& p = plan[i];
+    const size_t count = p.spec.bytes() / dtype_size(s.dtype);
+    std::vector<float> values = p.fan_in == 0 ? std::vector<float>(count, 1.0f)
+                                              : random_values(count, p.fan_in, s.seed ^ name_hash(p.spec.name));
+    return encode_tensor(s.dtype, values);
+  });
+}
+
+}  // namespace larql
