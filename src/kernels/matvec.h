@@ -1,9 +1,12 @@
-// Matrix-vector products over weights in their stored type (f32, f16, bf16).
+// Matrix-vector and matrix-matrix products over weights in their stored type (f32, f16,
+// bf16), for decode (one token) and prefill (many).
 //
-// Every output element is one dot product computed the same way whether it comes from
-// matvec (decode) or matmul (prefill), and whatever the thread count: the split is over
-// output rows only. So a prefill chunked differently, or run on a server with other
-// threads, gives bit-identical results — what makes remote f32 runs exact.
+// Every output element is one dot product with a fixed arithmetic: sixteen lanes of FMA
+// accumulation over k (element k goes to lane k mod 16, the tail padded with zeros), then
+// a fixed tree over the lanes. The scalar, AVX2 and AVX-512 versions all follow it, so the
+// result of y[t][r] depends on nothing else: not the ISA, not the thread count, not
+// whether it came from a matvec or from which tile of a matmul. That is what makes a
+// remote f32 run bit-identical to a local one, and a chunked prefill equal to a whole one.
 #pragma once
 
 #include <cstddef>
@@ -13,15 +16,16 @@
 
 namespace larql {
 
-// dot(W[row], x) for a row of `n` values of type `t`.
-using DotFn = float (*)(const void* row, const float* x, size_t n);
-DotFn dot_kernel(DType t);
-DotFn scalar_dot_kernel(DType t);  // the test oracle
+enum class MatmulIsa { scalar, avx2, avx512 };
 
-// y[r] = W[r] · x for every row r.
-void matvec(const Matrix& w, const float* x, float* y, ThreadPool& pool);
+// The widest implementation this CPU runs (all give identical results).
+MatmulIsa best_matmul_isa();
 
 // y[t][r] = W[r] · x[t] for t < n: x is [n][w.cols], y is [n][w.rows].
 void matmul(const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool);
+void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool);
+
+// y[r] = W[r] · x: matmul with n = 1.
+inline void matvec(const Matrix& w, const float* x, float* y, ThreadPool& pool) { matmul(w, x, 1, y, pool); }
 
 }  // namespace larql

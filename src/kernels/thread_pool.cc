@@ -1,8 +1,22 @@
 #include "kernels/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace larql {
+namespace {
+
+// How long an idle worker spins before it sleeps; short enough not to steal a core from
+// other processes between requests, long enough to bridge the gaps inside a token.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(size_t threads) {
   const size_t n = std::max<size_t>(threads, 1);
@@ -14,15 +28,14 @@ ThreadPool::~ThreadPool() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  work_ready_.notify_all();
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain) {
   if (n == 0) return;
-  const size_t parts = size();
   grain = std::max<size_t>(grain, 1);
-  size_t chunk = (n + parts - 1) / parts;
+  size_t chunk = (n + size() - 1) / size();
   chunk = (chunk + grain - 1) / grain * grain;
   if (workers_.empty() || chunk >= n) {
     fn(0, n);
@@ -33,35 +46,35 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     job_ = &fn;
     job_n_ = n;
     job_chunk_ = chunk;
-    pending_ = workers_.size();
-    ++generation_;
+    pending_.store(workers_.size(), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  work_ready_.notify_all();
+  wake_.notify_all();
   fn(0, std::min(chunk, n));  // the caller's share is chunk 0
-  std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
 }
 
 void ThreadPool::worker_loop(size_t index) {
   size_t seen = 0;
   for (;;) {
+    // Spin for new work first, then sleep until it comes.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    while (generation_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
+           std::chrono::steady_clock::now() < spin_until)
+      cpu_relax();
     const std::function<void(size_t, size_t)>* job;
     size_t begin, end;
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stopping_) return;
-      seen = generation_;
+      seen = generation_.load(std::memory_order_relaxed);
       job = job_;
       begin = std::min(index * job_chunk_, job_n_);
       end = std::min(begin + job_chunk_, job_n_);
     }
     if (begin < end) (*job)(begin, end);
-    {
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -1,8 +1,13 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes part,
 // so a pool of N threads starts N-1 workers. Work is split into contiguous chunks in a
 // fixed way, so results never depend on scheduling.
+//
+// Decode calls parallel_for about a hundred times per token, each a few hundred
+// microseconds of work, so waking a sleeping thread each time would cost more than the
+// work is worth: workers spin for a short while before they sleep.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -22,7 +27,8 @@ class ThreadPool {
   size_t size() const { return workers_.size() + 1; }
 
   // Calls fn(begin, end) over [0, n) split into size() contiguous chunks; returns when all
-  // are done. Chunks are multiples of `grain` (except the last), so SIMD loops keep whole vectors.
+  // are done. Chunks are multiples of `grain` (except the last). Not reentrant: one
+  // parallel_for at a time per pool.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain = 1);
 
  private:
@@ -30,14 +36,13 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::condition_variable work_done_;
+  std::condition_variable wake_;
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_chunk_ = 0;
-  size_t generation_ = 0;
-  size_t pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<size_t> generation_{0};
+  std::atomic<size_t> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace larql

@@ -40,28 +40,43 @@ std::vector<float> random_vector(size_t n, uint32_t seed) {
   return v;
 }
 
-TEST(Matvec, AgreesWithScalarOracleForEveryType) {
+std::vector<MatmulIsa> supported_isas() {
+  std::vector<MatmulIsa> isas{MatmulIsa::scalar};
+  if (best_matmul_isa() != MatmulIsa::scalar) isas.push_back(MatmulIsa::avx2);
+  if (best_matmul_isa() == MatmulIsa::avx512) isas.push_back(MatmulIsa::avx512);
+  return isas;
+}
+
+TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
+  ThreadPool pool(2);
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
-    for (size_t cols : {1u, 7u, 8u, 31u, 32u, 33u, 100u, 2048u}) {
-      auto w = random_matrix(t, 5, cols, uint32_t(cols));
-      auto x = random_vector(cols, 7);
-      for (size_t r = 0; r < 5; ++r) {
-        const float fast = dot_kernel(t)(w.m.row_ptr(r), x.data(), cols);
-        const float slow = scalar_dot_kernel(t)(w.m.row_ptr(r), x.data(), cols);
-        double exact = 0, magnitude = 0;
-        for (size_t i = 0; i < cols; ++i) {
-          exact += double(load_as_f32(t, w.m.row_ptr(r), i)) * x[i];
-          magnitude += std::fabs(double(load_as_f32(t, w.m.row_ptr(r), i)) * x[i]);
+    for (size_t cols : {1u, 7u, 16u, 31u, 33u, 100u, 2048u}) {
+      auto w = random_matrix(t, 9, cols, uint32_t(cols));
+      for (size_t n : {1u, 2u, 3u, 5u}) {
+        auto x = random_vector(n * cols, 7);
+        std::vector<float> reference(n * 9);
+        matmul_with(MatmulIsa::scalar, w.m, x.data(), n, reference.data(), pool);
+        for (MatmulIsa isa : supported_isas()) {
+          std::vector<float> y(n * 9);
+          matmul_with(isa, w.m, x.data(), n, y.data(), pool);
+          ASSERT_EQ(y, reference) << dtype_name(t) << " cols " << cols << " n " << n << " isa " << int(isa);
         }
-        // Summation order differs; both stay within float rounding of the exact sum.
-        EXPECT_NEAR(fast, exact, 1e-5 * magnitude + 1e-6) << dtype_name(t) << " cols " << cols;
-        EXPECT_NEAR(slow, exact, 1e-5 * magnitude + 1e-6) << dtype_name(t) << " cols " << cols;
+        // And the contract is a dot product: within float rounding of the exact sum.
+        for (size_t r = 0; r < 9; ++r) {
+          double exact = 0, magnitude = 0;
+          for (size_t k = 0; k < cols; ++k) {
+            const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * x[k];
+            exact += p;
+            magnitude += std::fabs(p);
+          }
+          EXPECT_NEAR(reference[r], exact, 1e-5 * magnitude + 1e-7);
+        }
       }
     }
   }
 }
 
-TEST(Matvec, MatmulRowsEqualMatvecBitForBitAcrossThreadCounts) {
+TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
   for (DType t : {DType::f32, DType::bf16}) {
     auto w = random_matrix(t, 300, 257, 1);
     const size_t n = 5;

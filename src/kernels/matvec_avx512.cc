@@ -1,0 +1,105 @@
+// AVX-512 tiles: one zmm accumulator (sixteen lanes) per (row, token), as the contract in
+// matvec.h says, up to 4 rows × 4 tokens per tile.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <array>
+
+#include "kernels/matvec_tiles.h"
+
+#define LARQL_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+namespace larql {
+namespace {
+
+template <DType T>
+LARQL_AVX512 inline __m512 load16(const uint8_t* row, size_t k) {
+  if constexpr (T == DType::f32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  } else {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k));
+    if constexpr (T == DType::bf16)
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+    else
+      return _mm512_cvtph_ps(raw);
+  }
+}
+
+template <DType T, int NR, int NT>
+LARQL_AVX512 void tile_fixed(const Tile& t) {
+  const size_t n = t.w->cols, main = n / 16 * 16;
+  const uint8_t* rows[NR];
+  const float* xs[NT];
+  for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
+  for (int j = 0; j < NT; ++j) xs[j] = t.x + (t.t0 + j) * n;
+  __m512 acc[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (size_t k = 0; k < main; k += 16) {
+    __m512 xv[NT];
+    for (int j = 0; j < NT; ++j) xv[j] = _mm512_loadu_ps(xs[j] + k);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 w = load16<T>(rows[r], k);
+      for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_fmadd_ps(w, xv[j], acc[r][j]);
+    }
+  }
+  if (main < n) {  // the tail, zero-padded to sixteen lanes
+    __m512 xv[NT];
+    for (int j = 0; j < NT; ++j) {
+      alignas(64) float pad[16] = {};
+      for (size_t k = main; k < n; ++k) pad[k - main] = xs[j][k];
+      xv[j] = _mm512_load_ps(pad);
+    }
+    for (int r = 0; r < NR; ++r) {
+      alignas(64) float pad[16] = {};
+      for (size_t k = main; k < n; ++k) pad[k - main] = load_as_f32(T, rows[r], k);
+      const __m512 w = _mm512_load_ps(pad);
+      for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_fmadd_ps(w, xv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int j = 0; j < NT; ++j) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][j]);
+      t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(lanes);
+    }
+}
+
+using TileFn = void (*)(const Tile&);
+
+template <DType T, int... I>
+constexpr std::array<TileFn, 16> table_for(std::integer_sequence<int, I...>) {
+  return {&tile_fixed<T, I / 4 + 1, I % 4 + 1>...};
+}
+
+template <DType T>
+const std::array<TileFn, 16> kTiles = table_for<T>(std::make_integer_sequence<int, 16>{});
+
+// Decode (one token): up to eight rows at once, eight independent weight streams.
+template <DType T>
+const std::array<TileFn, 8> kRowTiles{&tile_fixed<T, 1, 1>, &tile_fixed<T, 2, 1>, &tile_fixed<T, 3, 1>,
+                                      &tile_fixed<T, 4, 1>, &tile_fixed<T, 5, 1>, &tile_fixed<T, 6, 1>,
+                                      &tile_fixed<T, 7, 1>, &tile_fixed<T, 8, 1>};
+
+template <DType T>
+void dispatch(const Tile& t) {
+  if (t.nt == 1)
+    kRowTiles<T>[t.nr - 1](t);
+  else
+    kTiles<T>[(t.nr - 1) * 4 + (t.nt - 1)](t);
+}
+
+}  // namespace
+
+void tile_avx512(const Tile& t) {
+  switch (t.w->dtype) {
+    case DType::f32: return dispatch<DType::f32>(t);
+    case DType::f16: return dispatch<DType::f16>(t);
+    case DType::bf16: return dispatch<DType::bf16>(t);
+  }
+}
+
+}  // namespace larql
+
+#endif
