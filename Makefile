@@ -4,7 +4,9 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json
 
-.PHONY: all deps build test test-unit test-asan fuzz bench clean
+SYNTH_085B := build/models/synth-0.85b-bf16
+
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine clean
 
 all: build
 
@@ -41,6 +43,12 @@ fuzz: deps
 bench: build
 	build/bench/codec_bench --benchmark_min_time=0.2 --benchmark_out=build/codec_bench.json --benchmark_out_format=json
 	python3 bench/codec_ratios.py < build/codec_bench.json
+
+# Engine speed on the 0.85B-parameter synthetic Llama shape of issue 3 (written once, 1.7 GB).
+bench-engine: build
+	@test -f $(SYNTH_085B)/model.safetensors || build/larql synth --out $(SYNTH_085B) --hidden 2048 --layers 16 \
+	  --ffn 5632 --heads 32 --kv-heads 8 --vocab 32000 --dtype bf16 --seed 1
+	build/bench/engine_bench $(SYNTH_085B) --reps 7 --threads 2
 
 clean:
 	rm -rf build build-asan build-fuzz
