@@ -20,6 +20,7 @@ build: deps
 # Everything CI runs: the normal build and all its tests, the unit tests again under
 # ASan+UBSan, and each fuzz target for FUZZ_SECONDS.
 test: build
+	@bash scripts/install-js-tokenizers.sh
 	ctest --test-dir build --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz

@@ -5,6 +5,7 @@
 
 #include "cli/run_command.h"
 #include "cli/synth_command.h"
+#include "cli/tokenize_command.h"
 #include "wire/kernels.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   larql::cli::add_run_command(app);
   larql::cli::add_synth_command(app);
+  larql::cli::add_tokenize_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

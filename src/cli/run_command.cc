@@ -58,18 +58,22 @@ int run(const RunOptions& o) {
   GenerateOptions options{o.steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
 
   const Tokenizer* tok = tokenizer->get();
+  std::optional<TextStream> stream;
+  if (tok) stream.emplace(*tok, prompt.back());
   std::string text;
-  int prev = prompt.back();
   bool first = true;
-  auto on_token = [&](int token) {
-    const std::string piece = tok ? tok->decode_step(prev, token) : (first ? "" : " ") + std::to_string(token);
-    prev = token;
-    first = false;
-    if (tok) text += piece;
+  auto emit = [&](const std::string& piece) {
+    text += piece;
     if (!o.json) std::cout << piece << std::flush;
   };
+  auto on_token = [&](int token) {
+    emit(stream ? stream->push(token) : (first ? "" : " ") + std::to_string(token));
+    first = false;
+  };
   auto result = generate(transformer, prompt, options, on_token);
-  if (!result) return fail(result->generated.empty() ? result.error().message : result.error().message);
+  if (!result) return fail(result.error().message);
+  if (stream) emit(stream->finish());
+  if (!tok) text.clear();  // without a tokenizer the ids were printed, not text
   if (result->stop == StopReason::context)
     std::cerr << "larql run: stopped at the model's context length (" << model->config.context << " positions)\n";
 

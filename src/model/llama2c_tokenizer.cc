@@ -87,6 +87,12 @@ std::string Llama2cTokenizer::piece(int id) const {
   return id >= 0 && size_t(id) < pieces_.size() ? pieces_[id] : std::string();
 }
 
+std::string Llama2cTokenizer::decode(std::span<const int> ids) const {
+  std::string out;
+  for (size_t i = 1; i < ids.size(); ++i) out += decode_step(ids[i - 1], ids[i]);
+  return out;
+}
+
 std::string Llama2cTokenizer::decode_step(int prev, int token) const {
   std::string_view p = token >= 0 && size_t(token) < pieces_.size() ? std::string_view(pieces_[token]) : "";
   if (prev == kBos && !p.empty() && p[0] == ' ') p.remove_prefix(1);  // run.c strips the prefix space after BOS

@@ -19,7 +19,10 @@ class Llama2cTokenizer : public Tokenizer {
   size_t vocab_size() const override { return pieces_.size(); }
   std::vector<int> encode(std::string_view text) const override;
   std::string piece(int id) const override;
-  std::string decode_step(int prev, int token) const override;
+  // run.c's decode of each id after its predecessor (the first id is only context).
+  std::string decode(std::span<const int> ids) const override;
+  // The text `token` adds after `prev`, exactly as run.c prints it.
+  std::string decode_step(int prev, int token) const;
 
   static constexpr int kBos = 1;
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,8 +19,25 @@ class Tokenizer {
   virtual std::vector<int> encode(std::string_view text) const = 0;
   // The vocabulary string of one id (what `larql tokenize --json` lists).
   virtual std::string piece(int id) const = 0;
-  // The text `token` adds when it follows `prev` in a generated stream.
-  virtual std::string decode_step(int prev, int token) const = 0;
+  // The text of a sequence of ids, as the format's own decoder writes it.
+  virtual std::string decode(std::span<const int> ids) const = 0;
+};
+
+// Turns generated ids into text as they arrive. Each push returns the text that became
+// final; bytes of a character split across tokens are held until it is complete.
+class TextStream {
+ public:
+  // `context` is the token before the first pushed one (the prompt's last), so that
+  // decoders that treat a sequence's start specially do not do so mid-text.
+  TextStream(const Tokenizer& tokenizer, int context);
+  std::string push(int token);
+  // Whatever is still held (an incomplete character at the very end).
+  std::string finish();
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::vector<int> window_;
+  size_t emitted_ = 0;
 };
 
 }  // namespace larql

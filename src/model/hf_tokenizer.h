@@ -1,0 +1,69 @@
+// Hugging Face tokenizer.json with a BPE model, in both flavours the Llama-family models
+// use: byte-level (GPT-2 / Llama 3 / Qwen: regex pre-tokenizer via PCRE2, bytes mapped to
+// printable characters) and SentencePiece-style (▁ for spaces, <0xXX> byte fallback).
+// The pipeline is the file's: added tokens are split out first, then normalizer (NFC via
+// utf8proc, Prepend, Replace, ...), pre-tokenizer, BPE merges by rank, post-processor
+// template (BOS and friends); decoding runs the file's decoder chain.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/tokenizer.h"
+
+namespace larql {
+
+class Regex;
+
+class HfTokenizer : public Tokenizer {
+ public:
+  static Result<std::unique_ptr<HfTokenizer>> load(const std::string& tokenizer_json_path);
+  ~HfTokenizer() override;
+
+  size_t vocab_size() const override { return id_to_token_.size(); }
+  // With the post-processor's special tokens, as Hugging Face's default encode does.
+  std::vector<int> encode(std::string_view text) const override;
+  // Without them.
+  std::vector<int> encode_plain(std::string_view text) const;
+  std::string piece(int id) const override;
+  std::string decode(std::span<const int> ids) const override;
+  // Whether `id` is one of the file's added tokens (matched whole in raw text).
+  bool is_added_token(int id) const;
+
+  // Pipeline steps, parsed from the file (defined in hf_tokenizer.cc).
+  struct NormalizerStep;
+  struct PreTokenizerStep;
+  struct DecoderStep;
+  struct AddedToken {
+    std::string content;
+    int id;
+    bool special, lstrip, rstrip;
+  };
+
+ private:
+  HfTokenizer();
+  std::string normalize(std::string s) const;
+  std::vector<std::string> pre_tokenize(const std::string& s, bool at_text_start) const;
+  void bpe(const std::string& word, std::vector<int>& out) const;
+  int token_id(const std::string& token) const;
+
+  std::unordered_map<std::string, int> vocab_;
+  std::vector<std::string> id_to_token_;
+  std::unordered_map<std::string, int> merge_rank_;  // "left\0right" → rank
+  std::vector<AddedToken> added_;                    // longest first
+  std::vector<NormalizerStep> normalizers_;
+  std::vector<PreTokenizerStep> pre_tokenizers_;
+  std::vector<DecoderStep> decoders_;
+  std::vector<std::string> template_single_;  // "$A" for the sequence, else a special token's content
+  std::map<std::string, std::vector<int>> template_ids_;
+  int unk_id_ = -1;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
+  bool ignore_merges_ = false;
+};
+
+}  // namespace larql

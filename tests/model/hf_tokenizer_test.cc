@@ -1,0 +1,109 @@
+// Hand-made tokenizer.json files for the corner cases: merge priority (rank, not length;
+// leftmost on ties), both merge formats, special tokens found in raw text, byte fallback,
+// and a stream that reassembles a character split over byte tokens.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/hf_tokenizer.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+
+std::unique_ptr<HfTokenizer> load_from(const json& doc) {
+  const auto path = std::filesystem::temp_directory_path() / ("larql_tokjson_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << doc.dump();
+  auto tok = HfTokenizer::load(path.string());
+  std::filesystem::remove(path);
+  EXPECT_TRUE(tok.ok()) << (tok.ok() ? "" : tok.error().message);
+  return tok.ok() ? std::move(*tok) : nullptr;
+}
+
+// SentencePiece-style: ▁ for spaces, byte fallback, <s> template.
+json sentencepiece_style(json merges) {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  int id = 259;
+  for (const char* t : {"\u2581", "a", "b", "c", "ab", "bc", "abc", "\u2581a", "\u2581ab"}) vocab[t] = id++;
+  return {{"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}, {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+          {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                                 {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", {{"type", "TemplateProcessing"},
+                              {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+                              {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}}}}}}},
+          {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                                           {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                                           {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true}, {"fuse_unk", true},
+                     {"vocab", vocab}, {"merges", merges}}}};
+}
+
+TEST(HfTokenizer, MergePriorityIsByRankAndLeftmost) {
+  // "b c" ranks before "a b": "abc" → a + bc (no "a bc" merge) even though "ab" exists.
+  auto tok = load_from(sentencepiece_style({"b c", "a b", "ab c", "\u2581 a"}));
+  ASSERT_TRUE(tok);
+  // "▁abc": b c (rank 0) first, so "a b" never applies; then ▁ a (rank 3) → ▁a bc.
+  EXPECT_EQ(tok->encode_plain("abc"), (std::vector<int>{266, 264}));
+  // Array form of merges gives the same.
+  auto tok2 = load_from(sentencepiece_style(json::array({json::array({"b", "c"}), json::array({"a", "b"}),
+                                                         json::array({"ab", "c"}), json::array({"\u2581", "a"})})));
+  ASSERT_TRUE(tok2);
+  EXPECT_EQ(tok2->encode_plain("abc"), tok->encode_plain("abc"));
+  // With only "a b": "ab" → ▁ ab.
+  auto tok3 = load_from(sentencepiece_style({"a b"}));
+  EXPECT_EQ(tok3->encode_plain("ab"), (std::vector<int>{259, 263}));
+}
+
+TEST(HfTokenizer, SpecialTokensTemplateAndByteFallback) {
+  auto tok = load_from(sentencepiece_style({"a b", "\u2581 ab"}));
+  ASSERT_TRUE(tok);
+  // Template adds <s>; "é" is not in the vocabulary: its UTF-8 bytes become <0xC3><0xA9>.
+  EXPECT_EQ(tok->encode("ab é"), (std::vector<int>{1, 267, 259, 3 + 0xC3, 3 + 0xA9}));
+  // Special tokens are matched in the raw text.
+  EXPECT_EQ(tok->encode_plain("ab</s>ab"), (std::vector<int>{267, 2, 267}));
+  // Unknown characters without byte tokens fuse into one <unk>... here bytes exist, so none appear.
+  EXPECT_EQ(tok->decode(tok->encode_plain("ab é")), "ab é");
+}
+
+TEST(HfTokenizer, StreamReassemblesCharactersSplitOverByteTokens) {
+  auto tok = load_from(sentencepiece_style({"a b", "\u2581 ab"}));
+  ASSERT_TRUE(tok);
+  std::string long_text;
+  for (int i = 0; i < 12; ++i) long_text += "ab é€ a";  // long enough for the window to restart
+  const std::vector<int> ids = tok->encode_plain(long_text);
+  TextStream stream(*tok, 1);
+  std::string text;
+  std::vector<std::string> pieces;
+  for (int id : ids) {
+    pieces.push_back(stream.push(id));
+    text += pieces.back();
+  }
+  text += stream.finish();
+  EXPECT_EQ(text, " " + long_text);  // the stream starts mid-text: the first space is kept
+  for (const auto& p : pieces) EXPECT_EQ(p.find("\xEF\xBF\xBD"), std::string::npos) << "a partial character leaked";
+}
+
+TEST(HfTokenizer, UnsupportedPartsAreNamed) {
+  json doc = sentencepiece_style(json::array());
+  doc["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  const auto path = std::filesystem::temp_directory_path() / ("larql_tokjson_bad_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << doc.dump();
+  auto tok = HfTokenizer::load(path.string());
+  std::filesystem::remove(path);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.error().message.find("pre_tokenizer 'BertPreTokenizer' is not supported"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace larql
