@@ -42,7 +42,9 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
   const size_t data_size = f.size() - 8 - header_len;
 
   SafetensorsFile out{*file, {}};
-  for (const auto& [name, info] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();
+    const auto& info = item.value();
     if (name == "__metadata__") continue;
     auto tensor_fail = [&](const std::string& what) { return fail("tensor '" + name + "': " + what); };
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
