@@ -1,0 +1,90 @@
+// The `larql` binary as a user runs it: `run --json` fields and ids, errors that name the
+// problem, `tokenize`, and `synth` output that `run` loads.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "support/shared_models.h"
+
+namespace larql {
+namespace {
+
+struct Output {
+  int status;
+  std::string out;
+};
+
+Output larql(const std::string& args) {
+  const std::string cmd = std::string(LARQL_BINARY) + " " + args + " 2>&1";
+  Output r{-1, {}};
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    r.status = WEXITSTATUS(pclose(p));
+  }
+  return r;
+}
+
+TEST(RunCli, JsonHasTheContractFields) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  const auto r = larql("run " + test::shared_model("aidreams260K.bin") + " --tokenizer " +
+                       test::shared_model("aidreams-tok512.bin") + " --prompt 'Hello world' --steps 12 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], (std::vector<int>{1, 429, 480, 375, 438, 437, 272, 284, 438, 441}));
+  EXPECT_EQ(j["generated_ids"], (std::vector<int>{301, 312, 429, 452, 437, 361, 448, 429, 465, 438, 340, 431}));
+  EXPECT_EQ(j["text"].get<std::string>(), " in the void. Class");  // run.c prints "Hello world in the void. Classifications ..."
+  EXPECT_EQ(j["stop_reason"], "steps");
+  for (const char* key : {"tokens_per_second", "load_seconds"}) EXPECT_TRUE(j[key].is_number()) << key;
+}
+
+TEST(RunCli, StreamsTextAndIdsWithoutTokenizer) {
+  LARQL_REQUIRE_SHARED_MODEL("stories260K.bin");
+  const auto r = larql("run " + test::shared_model("stories260K.bin") + " --prompt-ids 1,403,407 --steps 5 --ignore-eos");
+  ASSERT_EQ(r.status, 0) << r.out;
+  int count = 0;
+  for (std::string_view s = r.out; !s.empty();) {
+    const size_t sp = s.find_first_of(" \n");
+    if (sp != 0) ++count;
+    if (sp == std::string_view::npos) break;
+    s.remove_prefix(sp + 1);
+  }
+  EXPECT_EQ(count, 5) << r.out;
+}
+
+TEST(RunCli, ErrorsNameTheProblem) {
+  auto r = larql("run /nonexistent/model.bin --prompt-ids 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("/nonexistent/model.bin: no such file"), std::string::npos) << r.out;
+  LARQL_REQUIRE_SHARED_MODEL("stories260K.bin");
+  r = larql("run " + test::shared_model("stories260K.bin") + " --prompt-ids 1,99999");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("prompt id 99999 is outside the vocabulary"), std::string::npos) << r.out;
+  r = larql("run " + test::shared_model("stories260K.bin") + " --prompt hello");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--prompt needs a tokenizer"), std::string::npos) << r.out;
+}
+
+TEST(RunCli, SynthOutputRunsWithItsTokenizer) {
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_synth_cli_" + std::to_string(::getpid()));
+  auto r = larql("synth --out " + dir.string() + " --hidden 64 --layers 2 --ffn 128 --heads 4 --kv-heads 2 --vocab 300 --seed 9");
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = larql("run " + dir.string() + " --prompt 'hi there' --steps 4 --ignore-eos --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  // The synthetic tokenizer is byte-level with no merges: one id per byte, id = byte.
+  EXPECT_EQ(j["prompt_ids"], (std::vector<int>{'h', 'i', ' ', 't', 'h', 'e', 'r', 'e'}));
+  EXPECT_EQ(j["generated_ids"].size(), 4u);
+  r = larql("tokenize " + dir.string() + " --text 'ab' --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], (std::vector<int>{'a', 'b'}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace larql
