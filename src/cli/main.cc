@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/run_command.h"
+#include "cli/serve_command.h"
 #include "cli/synth_command.h"
 #include "cli/tokenize_command.h"
 #include "wire/kernels.h"
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("larql 0.1.0 (wire kernels: ") + larql::wire::best_kernels().name + ")");
   app.require_subcommand(1);
   larql::cli::add_run_command(app);
+  larql::cli::add_serve_command(app);
   larql::cli::add_synth_command(app);
   larql::cli::add_tokenize_command(app);
   CLI11_PARSE(app, argc, argv);

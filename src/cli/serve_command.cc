@@ -1,0 +1,101 @@
+#include "cli/serve_command.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "infer/local_ffn.h"
+#include "model/loader.h"
+#include "net/http_server.h"
+#include "wire/wire_config.h"
+
+namespace larql::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::optional<std::string> tokenizer;  // accepted for symmetry with run; the server never tokenizes
+  std::optional<std::string> layers;
+  bool wire_i8 = false;
+  size_t max_body_mb = 64;
+  size_t threads = 0;
+  size_t max_queue = 64;
+  HttpServerOptions http;
+};
+
+int serve(ServeOptions o) {
+  block_termination_signals();  // before any thread starts: the server's signal thread takes them
+  auto fail = [](const std::string& m) {
+    std::cerr << "larql serve: " << m << "\n";
+    return 2;
+  };
+  auto i8 = wire::server_i8_enabled(o.wire_i8, wire::process_env());
+  if (!i8) return fail(i8.error().message);
+  if (!o.http.api_key)
+    if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
+  auto model = load_model(o.model);
+  if (!model) return fail(model.error().message);
+  LayerRange owned{0, uint32_t(model->config.layers - 1)};
+  if (o.layers) {
+    auto r = parse_layer_range(*o.layers);
+    if (!r) return fail(r.error().message);
+    if (r->last >= model->config.layers)
+      return fail("--layers " + r->str() + " goes beyond the model's " + std::to_string(model->config.layers) + " layers");
+    owned = *r;
+  }
+  const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  ThreadPool pool(threads);
+  LocalFfn ffn(*model, pool);
+  o.http.max_body_bytes = o.max_body_mb << 20;
+  o.http.http_threads = o.max_queue + 8;
+  FfnService service(*model, ffn, {owned, *i8, o.http.max_body_bytes, o.max_queue});
+
+  std::vector<Route> routes{
+      {"POST", "/v1/walk-ffn",
+       [&](const std::string& body, const std::string& ct, const std::string& accept, const std::string&) {
+         return service.walk_ffn(body, ct, accept);
+       }},
+      {"GET", "/v1/stats",
+       [&](const std::string&, const std::string&, const std::string&, const std::string&) {
+         return HttpReply{200, "application/json", service.stats().dump()};
+       }},
+      {"GET", "/v1/health",
+       [&](const std::string&, const std::string&, const std::string&, const std::string&) {
+         return HttpReply{200, "application/json", service.health().dump()};
+       }},
+      {"GET", "/metrics",
+       [&](const std::string&, const std::string&, const std::string&, const std::string&) {
+         return HttpReply{200, "text/plain; version=0.0.4", service.metrics().render()};
+       }},
+  };
+  const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
+                               std::to_string(model->config.layers) + ", hidden " + std::to_string(model->config.hidden) +
+                               ", wire f32,f16" + (*i8 ? ",i8" : "") + ", " + std::to_string(threads) + " threads" +
+                               (o.http.api_key ? ", key required" : "");
+  return serve_http(routes, o.http, describe);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the FFN of a layer range over HTTP (a shard)");
+  cmd->add_option("model", o->model, "llama2.c checkpoint or Hugging Face directory")->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "ignored (a shard never tokenizes); accepted so run and serve share flags");
+  cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "owned layers, inclusive (A-B); default all");
+  cmd->add_flag("--wire-i8", o->wire_i8, "allow i8 (also LARQL_I8_WIRE=1)");
+  cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY (also LARQL_API_KEY)");
+  cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
+  cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
+  cmd->add_option("--max-body-mb", o->max_body_mb, "largest request body in MiB")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  cmd->add_option("--max-queue", o->max_queue, "requests that may wait for compute before 503")->capture_default_str();
+  cmd->callback([o] {
+    if (int rc = serve(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace larql::cli

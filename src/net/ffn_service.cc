@@ -1,0 +1,142 @@
+#include "net/ffn_service.h"
+
+#include "model/fingerprint.h"
+#include "wire/accept.h"
+#include "wire/codec.h"
+#include "wire/json_codec.h"
+
+namespace larql {
+
+using nlohmann::json;
+using namespace wire;
+
+HttpReply error_reply(const Error& e) {
+  return {http_status(e.code), std::string(kContentTypeJson),
+          json{{"error", e.message}, {"code", error_code_name(e.code)}}.dump(), e.code == ErrorCode::overloaded};
+}
+
+FfnService::FfnService(const Model& model, FfnBackend& compute, FfnServiceOptions options)
+    : model_(model), compute_(compute), options_(options) {
+  for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
+    fingerprints_.push_back(layer_fingerprint(model_, l));
+}
+
+HttpReply FfnService::fail(const Error& e) {
+  metrics_.count_error(e.code);
+  return error_reply(e);
+}
+
+Status FfnService::check_layers(const std::vector<uint32_t>& layers) const {
+  for (uint32_t l : layers) {
+    if (l >= model_.config.layers)
+      return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(l) + " is out of range: the model has " +
+                                                           std::to_string(model_.config.layers) + " layers (0-" +
+                                                           std::to_string(model_.config.layers - 1) + ")");
+    if (!options_.layers.contains(l))
+      return make_error(ErrorCode::layer_not_owned, "layer " + std::to_string(l) + " is not served here: this shard owns layers " +
+                                                        options_.layers.str());
+  }
+  return Ok{};
+}
+
+Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const std::vector<float>& x, size_t rows,
+                                   std::vector<std::vector<float>>& outputs) {
+  // Bounded queue: requests beyond max_queue waiting for the compute lock are turned away.
+  struct Waiting {
+    std::atomic<size_t>& n;
+    ~Waiting() { --n; }
+  } waiting{waiting_};
+  if (++waiting_ > options_.max_queue + 1)
+    return make_error(ErrorCode::overloaded, "server busy: more than " + std::to_string(options_.max_queue) +
+                                                 " requests are waiting; retry later");
+  std::lock_guard lock(compute_mutex_);
+  const auto start = std::chrono::steady_clock::now();
+  outputs.resize(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto layer_start = std::chrono::steady_clock::now();
+    outputs[i].resize(x.size());
+    if (auto s = compute_.forward(layers[i], x, rows, outputs[i]); !s) return s.error();
+    metrics_.observe_compute(layers[i], std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - layer_start).count());
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept) {
+  metrics_.count_request();
+  if (body.size() > options_.max_body_bytes)
+    return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
+                                                          std::to_string(options_.max_body_bytes)));
+  const BodyKind kind = body_kind_from_content_type(content_type);
+  if (kind == BodyKind::json) return walk_ffn_json(body);
+  const auto encoding = binary_encoding(kind);
+  if (!encoding || (*encoding == Encoding::i8 && !options_.i8_enabled))
+    return fail(make_error(ErrorCode::unsupported_media_type,
+                           "Content-Type '" + std::string(content_type) + "' is not accepted here; expected " +
+                               std::string(kContentTypeF32) + ", " + std::string(kContentTypeF16) +
+                               (options_.i8_enabled ? ", " + std::string(kContentTypeI8) : std::string()) + " or " +
+                               std::string(kContentTypeJson) +
+                               (options_.i8_enabled ? "" : " (i8 is not enabled on this server: --wire-i8)")));
+
+  const size_t hidden = model_.config.hidden;
+  auto view = parse_request({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, *encoding, hidden);
+  if (!view) return fail(view.error());
+  if (auto s = check_layers(view->header.layers); !s) return fail(s.error());
+  const size_t rows = view->header.seq_len;
+  std::vector<float> x(rows * hidden);
+  if (auto s = decode_values(*encoding, view->values, rows, hidden, x); !s) return fail(s.error());
+  metrics_.count_bytes_in(*encoding, body.size());
+
+  std::vector<std::vector<float>> outputs;
+  auto ms = compute(view->header.layers, x, rows, outputs);
+  if (!ms) return fail(ms.error());
+
+  const Encoding chosen = negotiate_response_encoding(accept, {.f16 = true, .i8 = options_.i8_enabled});
+  std::vector<ResponseRecord> records;
+  for (size_t i = 0; i < outputs.size(); ++i) records.push_back({view->header.layers[i], outputs[i]});
+  HttpReply reply;
+  auto enc = encode_response(chosen, records, uint32_t(rows), hidden, float(*ms), reply.body);
+  if (!enc) return fail(enc.error());
+  if (enc->fell_back) metrics_.count_f32_fallback();
+  reply.content_type = std::string(wire::content_type(enc->encoding));
+  metrics_.count_bytes_out(enc->encoding, reply.body.size());
+  return reply;
+}
+
+HttpReply FfnService::walk_ffn_json(std::string_view body) {
+  auto req = parse_json_request(body, model_.config.hidden);
+  if (!req) return fail(req.error());
+  if (auto s = check_layers(req->layers); !s) return fail(s.error());
+  std::vector<std::vector<float>> outputs;
+  auto ms = compute(req->layers, req->residual, req->seq_len, outputs);
+  if (!ms) return fail(ms.error());
+  std::vector<ResponseRecord> records;
+  for (size_t i = 0; i < outputs.size(); ++i) records.push_back({req->layers[i], outputs[i]});
+  auto text = encode_json_response(records, req->seq_len, float(*ms));
+  if (!text) return fail(text.error());
+  metrics_.count_json_bytes(body.size(), text->size());
+  return {200, std::string(kContentTypeJson), std::move(*text)};
+}
+
+json FfnService::stats() const {
+  json fingerprints = json::object();
+  for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
+    fingerprints[std::to_string(l)] = fingerprints_[l - options_.layers.first];
+  std::vector<std::string> formats{"f32", "f16"};
+  if (options_.i8_enabled) formats.push_back("i8");
+  return {{"model", model_.config.name},
+          {"family", model_.config.family},
+          {"hidden_size", model_.config.hidden},
+          {"num_layers", model_.config.layers},
+          {"layers", {{"start", options_.layers.first}, {"end", options_.layers.last}}},
+          {"mode", "ffn-service"},
+          {"max_body_bytes", options_.max_body_bytes},
+          {"wire", {{"request", formats}, {"response", formats}}},
+          {"layer_fingerprints", fingerprints}};
+}
+
+json FfnService::health() const {
+  const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return {{"status", "ok"}, {"uptime_seconds", up}, {"requests_served", metrics_.requests()}};
+}
+
+}  // namespace larql

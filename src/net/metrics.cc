@@ -1,0 +1,52 @@
+#include "net/metrics.h"
+
+#include <sstream>
+
+namespace larql {
+
+void Metrics::count_error(ErrorCode code) {
+  std::lock_guard lock(mutex_);
+  ++errors_[std::string(error_code_name(code))];
+}
+
+void Metrics::observe_compute(uint32_t layer, double ms) {
+  std::lock_guard lock(mutex_);
+  Histogram& h = compute_[layer];
+  for (size_t i = 0; i < kBucketsMs.size(); ++i)
+    if (ms <= kBucketsMs[i]) ++h.buckets[i];
+  ++h.count;
+  h.sum += ms;
+}
+
+std::string Metrics::render() const {
+  std::ostringstream o;
+  const std::string& p = prefix_;
+  o << "# HELP " << p << "_requests_total Requests received on /v1/walk-ffn.\n# TYPE " << p << "_requests_total counter\n"
+    << p << "_requests_total " << requests_ << "\n";
+  o << "# HELP " << p << "_errors_total Error responses by protocol code.\n# TYPE " << p << "_errors_total counter\n";
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [code, n] : errors_) o << p << "_errors_total{code=\"" << code << "\"} " << n << "\n";
+  }
+  o << "# HELP " << p << "_bytes_total Message body bytes by direction and encoding.\n# TYPE " << p << "_bytes_total counter\n";
+  for (wire::Encoding e : {wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::i8}) {
+    o << p << "_bytes_total{direction=\"in\",encoding=\"" << wire::encoding_name(e) << "\"} " << bytes_in_[size_t(e)] << "\n";
+    o << p << "_bytes_total{direction=\"out\",encoding=\"" << wire::encoding_name(e) << "\"} " << bytes_out_[size_t(e)] << "\n";
+  }
+  o << p << "_bytes_total{direction=\"in\",encoding=\"json\"} " << json_in_ << "\n";
+  o << p << "_bytes_total{direction=\"out\",encoding=\"json\"} " << json_out_ << "\n";
+  o << "# HELP " << p << "_f32_fallbacks_total Responses sent as f32 because f16/i8 could not carry a value.\n"
+    << "# TYPE " << p << "_f32_fallbacks_total counter\n" << p << "_f32_fallbacks_total " << fallbacks_ << "\n";
+  o << "# HELP " << p << "_compute_ms FFN compute time per layer.\n# TYPE " << p << "_compute_ms histogram\n";
+  std::lock_guard lock(mutex_);
+  for (const auto& [layer, h] : compute_) {
+    for (size_t i = 0; i < kBucketsMs.size(); ++i)
+      o << p << "_compute_ms_bucket{layer=\"" << layer << "\",le=\"" << kBucketsMs[i] << "\"} " << h.buckets[i] << "\n";
+    o << p << "_compute_ms_bucket{layer=\"" << layer << "\",le=\"+Inf\"} " << h.count << "\n";
+    o << p << "_compute_ms_sum{layer=\"" << layer << "\"} " << h.sum << "\n";
+    o << p << "_compute_ms_count{layer=\"" << layer << "\"} " << h.count << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace larql
