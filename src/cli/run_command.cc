@@ -1,6 +1,7 @@
 #include "cli/run_command.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
 #include "model/loader.h"
+#include "net/remote_ffn.h"
 
 namespace larql::cli {
 namespace {
@@ -26,6 +28,12 @@ struct RunOptions {
   size_t threads = 0;
   bool ignore_eos = false;
   bool json = false;
+  // Remote FFN
+  std::optional<std::string> ffn;
+  std::optional<std::string> wire;
+  std::optional<std::string> api_key;
+  std::optional<std::string> ca_cert;
+  int timeout_ms = 30000;
 };
 
 int fail(const std::string& message) {
@@ -53,8 +61,24 @@ int run(const RunOptions& o) {
                   std::to_string(model->config.vocab - 1) + ")");
 
   ThreadPool pool(o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency()));
-  LocalFfn ffn(*model, pool);
-  Transformer transformer(*model, ffn, pool);
+  std::unique_ptr<FfnBackend> ffn;
+  RemoteFfn* remote = nullptr;
+  if (o.ffn) {
+    auto wire = wire::client_wire(o.wire, wire::process_env());
+    if (!wire) return fail(wire.error().message);
+    RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms};
+    if (!ro.api_key)
+      if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
+    std::vector<std::string> warnings;
+    auto connected = RemoteFfn::connect(*model, ro, &warnings);
+    for (const auto& w : warnings) std::cerr << "larql run: warning: " << w << "\n";
+    if (!connected) return fail(connected.error().message);
+    remote = connected->get();
+    ffn = std::move(*connected);
+  } else {
+    ffn = std::make_unique<LocalFfn>(*model, pool);
+  }
+  Transformer transformer(*model, *ffn, pool);
   GenerateOptions options{o.steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
 
   const Tokenizer* tok = tokenizer->get();
@@ -90,6 +114,16 @@ int run(const RunOptions& o) {
                        {"prefill_tokens_per_second", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
                        {"load_seconds", load_seconds},
                        {"threads", pool.size()}};
+    out["wire"] = remote ? std::string(wire::encoding_name(remote->wire_encoding())) : std::string("local");
+    if (remote) {
+      const RemoteFfnStats& st = remote->stats();
+      out["bytes_sent"] = st.bytes_sent;
+      out["bytes_received"] = st.bytes_received;
+      out["remote_ms"] = st.remote_ms;
+      out["server_ms"] = st.server_ms;
+      out["remote_calls"] = st.calls;
+      out["f32_fallbacks"] = st.f32_fallbacks;
+    }
     std::cout << out.dump() << "\n";
   } else {
     std::cout << "\n";
@@ -114,6 +148,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
+  cmd->add_option("--ffn", o->ffn, "remote FFN: a URL (router or all-layer shard) or \"0-1=URL|URL,2-3=URL\"");
+  cmd->add_option("--wire", o->wire, "wire format with --ffn: f32, f16 (default) or i8; beats LARQL_F16_WIRE/LARQL_I8_WIRE")
+      ->check(CLI::IsMember({"f32", "f16", "i8"}));
+  cmd->add_option("--api-key", o->api_key, "bearer key for the shards (also LARQL_API_KEY)");
+  cmd->add_option("--ca-cert", o->ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
+  cmd->add_option("--timeout-ms", o->timeout_ms, "per-call timeout with --ffn")->capture_default_str();
   cmd->callback([o, prompt, ids] {
     if (prompt->count() == 0 && ids->count() == 0) throw CLI::RequiredError("--prompt or --prompt-ids");
     if (int rc = run(*o); rc != 0) throw CLI::RuntimeError(rc);

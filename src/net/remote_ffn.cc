@@ -1,0 +1,199 @@
+#include "net/remote_ffn.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "model/fingerprint.h"
+#include "net/shard_spec.h"
+#include "wire/codec.h"
+
+namespace larql {
+
+using nlohmann::json;
+using namespace wire;
+
+struct RemoteFfn::Shard {
+  std::string url;
+  LayerRange range;
+  std::unique_ptr<httplib::Client> client;
+  std::vector<Encoding> request_encodings{Encoding::f32};
+  size_t max_body_bytes = 64u << 20;
+};
+
+namespace {
+
+std::unique_ptr<httplib::Client> make_client(const std::string& url, const RemoteFfnOptions& o) {
+  auto client = std::make_unique<httplib::Client>(url);
+  client->set_keep_alive(true);
+  client->set_tcp_nodelay(true);
+  const auto sec = o.timeout_ms / 1000, usec = (o.timeout_ms % 1000) * 1000;
+  client->set_connection_timeout(sec, usec);
+  client->set_read_timeout(sec, usec);
+  client->set_write_timeout(sec, usec);
+  if (o.ca_cert) {
+    client->set_ca_cert_path(o.ca_cert->c_str());
+    client->enable_server_certificate_verification(true);
+  }
+  return client;
+}
+
+httplib::Headers auth_headers(const RemoteFfnOptions& o) {
+  httplib::Headers h;
+  if (o.api_key) h.emplace("Authorization", "Bearer " + *o.api_key);
+  return h;
+}
+
+std::string describe_error(const httplib::Result& res) {
+  if (!res) return "no response (" + httplib::to_string(res.error()) + ")";
+  std::string detail = res->body;
+  auto j = json::parse(res->body, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("error")) detail = j["error"].dump() + " (" + j.value("code", "") + ")";
+  return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
+}
+
+Error shard_error(ErrorCode code, const std::string& url, const std::string& what) {
+  return make_error(code, "shard " + url + ": " + what);
+}
+
+}  // namespace
+
+RemoteFfn::RemoteFfn(const Model& model, RemoteFfnOptions options) : model_(model), options_(std::move(options)) {}
+RemoteFfn::~RemoteFfn() = default;
+
+Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const RemoteFfnOptions& options,
+                                                      std::vector<std::string>* warnings) {
+  auto spec = parse_shard_spec(options.spec);
+  if (!spec) return spec.error();
+  auto remote = std::unique_ptr<RemoteFfn>(new RemoteFfn(model, options));
+  const uint32_t layers = uint32_t(model.config.layers);
+  std::vector<std::vector<Shard*>> by_layer(layers);
+  for (auto& part : *spec) {
+    part.range.last = std::min(part.range.last, layers - 1);
+    if (part.range.first >= layers)
+      return make_error(ErrorCode::invalid_argument, "--ffn range " + part.range.str() + " is beyond the model's " +
+                                                         std::to_string(layers) + " layers");
+    for (const auto& url : part.urls) {
+      auto shard = std::make_unique<Shard>();
+      shard->url = url;
+      shard->range = part.range;
+      shard->client = make_client(url, options);
+      auto res = shard->client->Get("/v1/stats", auth_headers(options));
+      if (!res || res->status != 200)
+        return shard_error(ErrorCode::shard_unavailable, url, "GET /v1/stats failed: " + describe_error(res));
+      auto stats = json::parse(res->body, nullptr, false);
+      if (stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
+        return shard_error(ErrorCode::shard_unavailable, url, "/v1/stats is not the JSON of a larql shard");
+      if (stats["hidden_size"].get<size_t>() != model.config.hidden)
+        return shard_error(ErrorCode::invalid_argument, url, "serves hidden size " + stats["hidden_size"].dump() +
+                                                                 "; the local model has " + std::to_string(model.config.hidden));
+      if (stats.contains("layers")) {
+        const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
+        if (!served.contains(part.range.first) || !served.contains(part.range.last))
+          return shard_error(ErrorCode::invalid_argument, url, "serves layers " + served.str() + " but is asked for " +
+                                                                   part.range.str());
+      } else {
+        warnings->push_back("shard " + url + " does not list its layers (a reference server?); coverage not checked");
+      }
+      if (stats.contains("layer_fingerprints")) {
+        for (uint32_t l = part.range.first; l <= part.range.last; ++l) {
+          const std::string key = std::to_string(l), local = layer_fingerprint(model, l);
+          const json& fp = stats["layer_fingerprints"];
+          if (!fp.contains(key) || fp[key] != local)
+            return shard_error(ErrorCode::invalid_argument, url, "layer " + key + " fingerprint " +
+                                                                     (fp.contains(key) ? fp[key].dump() : "missing") +
+                                                                     " differs from the local model's \"" + local +
+                                                                     "\": the shard serves a different model");
+        }
+      } else {
+        warnings->push_back("shard " + url + " sends no layer fingerprints; it is not checked to hold the same model");
+      }
+      if (stats.contains("wire") && stats["wire"].contains("request")) {
+        shard->request_encodings.clear();
+        for (const auto& name : stats["wire"]["request"])
+          if (auto e = encoding_from_name(name.get<std::string>())) shard->request_encodings.push_back(*e);
+      } else {
+        warnings->push_back("shard " + url + " does not list its wire formats; sending f32 requests");
+      }
+      shard->max_body_bytes = stats.value("max_body_bytes", shard->max_body_bytes);
+      for (uint32_t l = part.range.first; l <= part.range.last; ++l) by_layer[l].push_back(shard.get());
+      remote->shards_.push_back(std::move(shard));
+    }
+  }
+  for (uint32_t l = 0; l < layers; ++l)
+    if (by_layer[l].empty())
+      return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for layer " + std::to_string(l));
+  remote->layer_shards_ = std::move(by_layer);
+  return remote;
+}
+
+Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out) {
+  const size_t hidden = model_.config.hidden;
+  Encoding request = Encoding::f32;
+  for (Encoding e : shard.request_encodings)
+    if (e == options_.wire.preferred) request = e;
+  auto enc = encode_request(request, {.layers = {layer}, .seq_len = uint32_t(rows)}, hidden, {x, rows * hidden}, body_);
+  if (!enc)
+    return make_error(ErrorCode::non_finite_input, "refusing to send layer " + std::to_string(layer) + "'s FFN input: " +
+                                                       enc.error().message);
+  httplib::Headers headers = auth_headers(options_);
+  headers.emplace("Accept", options_.wire.accept);
+  const auto start = std::chrono::steady_clock::now();
+  auto res = shard.client->Post("/v1/walk-ffn", headers, body_.data(), body_.size(),
+                                std::string(content_type(enc->encoding)).c_str());
+  if (!res) {  // a reused keep-alive connection may have been closed: one retry on a fresh one
+    res = shard.client->Post("/v1/walk-ffn", headers, body_.data(), body_.size(),
+                             std::string(content_type(enc->encoding)).c_str());
+  }
+  stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ++stats_.calls;
+  stats_.bytes_sent += body_.size();
+  auto fail = [&](ErrorCode code, const std::string& what) {
+    return shard_error(code, shard.url, "layer " + std::to_string(layer) + ": " + what);
+  };
+  if (!res)
+    return fail(res.error() == httplib::Error::Read ? ErrorCode::shard_timeout : ErrorCode::shard_unavailable,
+                describe_error(res));
+  stats_.bytes_received += res->body.size();
+  if (res->status != 200)
+    return fail(res->status >= 500 ? ErrorCode::shard_unavailable : ErrorCode::invalid_argument, describe_error(res));
+  const auto response_encoding = binary_encoding(body_kind_from_content_type(res->get_header_value("Content-Type")));
+  if (!response_encoding)
+    return fail(ErrorCode::shard_unavailable, "answered with Content-Type '" + res->get_header_value("Content-Type") +
+                                                  "', expected one of the binary FFN types");
+  if (*response_encoding == Encoding::f32 && options_.wire.preferred != Encoding::f32) ++stats_.f32_fallbacks;
+  auto view = parse_response(as_bytes(res->body), *response_encoding, hidden);
+  if (!view) return fail(ErrorCode::shard_unavailable, "malformed response: " + view.error().message);
+  if (view->records.size() != 1 || view->records[0].layer != layer || view->records[0].seq_len != rows)
+    return fail(ErrorCode::shard_unavailable, "response is for another request (layer or seq_len differ)");
+  if (auto s = decode_values(*response_encoding, view->records[0].values, rows, hidden, {out, rows * hidden}); !s)
+    return fail(ErrorCode::shard_unavailable, "response values rejected: " + s.error().message);
+  stats_.server_ms += view->latency_ms;
+  return Ok{};
+}
+
+Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
+  const size_t hidden = model_.config.hidden;
+  if (layer >= layer_shards_.size())
+    return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(layer) + " is out of range");
+  std::string failures;
+  for (Shard* shard : layer_shards_[layer]) {  // replicas in turn
+    // A prefill whose message would exceed the server's body limit goes in chunks of positions.
+    const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden);
+    const size_t fit = shard->max_body_bytes > 64 ? (shard->max_body_bytes - 64) / per_row : 1;
+    const size_t chunk = std::max<size_t>(1, std::min(rows, fit));
+    Status status = Ok{};
+    for (size_t r = 0; r < rows && status; r += chunk) {
+      const size_t n = std::min(chunk, rows - r);
+      status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden);
+    }
+    if (status) return Ok{};
+    const ErrorCode code = status.error().code;
+    if (code != ErrorCode::shard_unavailable && code != ErrorCode::shard_timeout) return status.error();
+    failures += (failures.empty() ? "" : "; ") + status.error().message;
+  }
+  return make_error(ErrorCode::shard_unavailable, "every replica for layer " + std::to_string(layer) + " failed: " + failures);
+}
+
+}  // namespace larql

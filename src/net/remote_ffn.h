@@ -1,0 +1,63 @@
+// The FFN over the wire: each layer's input goes to the shard that owns the layer, in the
+// negotiated encoding, over a persistent keep-alive connection, and the output comes back
+// decoded by its Content-Type. A failed call is an error naming the shard, the layer and
+// the cause, never zeros.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "infer/ffn_backend.h"
+#include "model/model.h"
+#include "wire/encoding.h"
+#include "wire/wire_config.h"
+
+namespace larql {
+
+struct RemoteFfnOptions {
+  std::string spec;                      // URL, or "0-1=URL|URL,2-3=URL"
+  wire::ClientWire wire;                 // preferred encoding and Accept header
+  std::optional<std::string> api_key;    // sent as Authorization: Bearer
+  std::optional<std::string> ca_cert;    // for https:// shards with a private CA
+  int timeout_ms = 30000;
+};
+
+struct RemoteFfnStats {
+  size_t calls = 0;
+  size_t bytes_sent = 0;      // message bodies
+  size_t bytes_received = 0;
+  double remote_ms = 0;       // wall time of the calls
+  double server_ms = 0;       // the servers' own compute time (latency_ms)
+  size_t f32_fallbacks = 0;   // responses that came back as f32 although another encoding was asked for
+};
+
+class RemoteFfn : public FfnBackend {
+ public:
+  // Connects to every shard, checks it against `model` (hidden size, layer coverage,
+  // fingerprints) and learns the request encodings it accepts and its body limit.
+  // Warnings (a server that does not say) are appended to `warnings`.
+  static Result<std::unique_ptr<RemoteFfn>> connect(const Model& model, const RemoteFfnOptions& options,
+                                                    std::vector<std::string>* warnings);
+  ~RemoteFfn() override;
+
+  Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
+  const RemoteFfnStats& stats() const { return stats_; }
+  wire::Encoding wire_encoding() const { return options_.wire.preferred; }
+
+  struct Shard;
+
+ private:
+  RemoteFfn(const Model& model, RemoteFfnOptions options);
+  Status call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out);
+
+  const Model& model_;
+  RemoteFfnOptions options_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::vector<Shard*>> layer_shards_;  // per layer: its replicas, in the order given
+  RemoteFfnStats stats_;
+  std::string body_;  // request buffer, reused
+};
+
+}  // namespace larql

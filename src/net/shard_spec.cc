@@ -1,0 +1,58 @@
+#include "net/shard_spec.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace larql {
+namespace {
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      out.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+Result<std::vector<std::string>> parse_urls(std::string_view text, std::string_view part) {
+  auto urls = split(text, '|');
+  for (const auto& u : urls)
+    if (u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0)
+      return make_error(ErrorCode::invalid_argument, "shard '" + u + "' in '" + std::string(part) +
+                                                         "' is not a URL: expected http://HOST:PORT or https://HOST:PORT");
+  return urls;
+}
+
+}  // namespace
+
+Result<std::vector<ShardRange>> parse_shard_spec(std::string_view spec) {
+  std::vector<ShardRange> out;
+  if (spec.empty()) return make_error(ErrorCode::invalid_argument, "the shard map is empty");
+  const bool is_map = spec.find('=') != std::string_view::npos && spec.find('=') < spec.find("://");
+  if (!is_map) {
+    auto urls = parse_urls(spec, spec);
+    if (!urls) return urls.error();
+    out.push_back({{0, std::numeric_limits<uint32_t>::max()}, *urls});
+    return out;
+  }
+  for (const auto& part : split(spec, ',')) {
+    const size_t eq = part.find('=');
+    if (eq == std::string::npos)
+      return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' has no '=': expected RANGE=URL[|URL...]");
+    auto range = parse_layer_range(std::string_view(part).substr(0, eq));
+    if (!range) return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "': " + range.error().message);
+    auto urls = parse_urls(std::string_view(part).substr(eq + 1), part);
+    if (!urls) return urls.error();
+    for (const auto& other : out)
+      if (range->first <= other.range.last && other.range.first <= range->last)
+        return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' overlaps layers " + other.range.str());
+    out.push_back({*range, *urls});
+  }
+  std::sort(out.begin(), out.end(), [](const ShardRange& a, const ShardRange& b) { return a.range.first < b.range.first; });
+  return out;
+}
+
+}  // namespace larql
