@@ -6,7 +6,7 @@ FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-remote synth-085b clean
 
 all: build
 
@@ -46,10 +46,17 @@ bench: build
 	python3 bench/codec_ratios.py < build/codec_bench.json
 
 # Engine speed on the 0.85B-parameter synthetic Llama shape of issue 3 (written once, 1.7 GB).
-bench-engine: build
+synth-085b: build
 	@test -f $(SYNTH_085B)/model.safetensors || build/larql synth --out $(SYNTH_085B) --hidden 2048 --layers 16 \
 	  --ffn 5632 --heads 32 --kv-heads 8 --vocab 32000 --dtype bf16 --seed 1
+
+bench-engine: synth-085b
 	build/bench/engine_bench $(SYNTH_085B) --reps 7 --threads 2
+
+# Remote FFN: per-layer round-trip overhead against raw TCP, then decode local vs two shards.
+bench-remote: synth-085b
+	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5
+	python3 bench/remote_decode_bench.py $(SYNTH_085B) --reps 5 --steps 32 --threads 2
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,5 +1,7 @@
 #include "cli/run_command.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -114,6 +116,9 @@ int run(const RunOptions& o) {
                        {"prefill_tokens_per_second", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
                        {"load_seconds", load_seconds},
                        {"threads", pool.size()}};
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    out["max_rss_bytes"] = size_t(usage.ru_maxrss) * 1024;  // peak resident memory, Linux reports KiB
     out["wire"] = remote ? std::string(wire::encoding_name(remote->wire_encoding())) : std::string("local");
     if (remote) {
       const RemoteFfnStats& st = remote->stats();

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Decode speed local versus remote through two local shards (each half the layers),
+interleaved in one run, medians over repetitions.
+
+  bench/remote_decode_bench.py MODEL [--larql build/larql] [--reps 5] [--steps 32] [--threads 2]
+
+Client and shards share the machine's cores; shards and client each use --threads, and
+they never compute at the same time (the client waits for each layer's FFN)."""
+import argparse
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+
+def start_shard(larql, model, layers, threads):
+    proc = subprocess.Popen([larql, "serve", model, "--port", "0", "--layers", layers, "--threads", str(threads), "--wire-i8"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
+    if not match:
+        proc.kill()
+        sys.exit(f"shard {layers} did not start: {line!r}")
+    url = match.group(1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/v1/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"shard {layers} never became healthy")
+
+
+def run(larql, model, steps, threads, extra):
+    out = subprocess.run([larql, "run", model, "--prompt-ids", "1,2,3", "--steps", str(steps), "--ignore-eos", "--json",
+                          "--threads", str(threads)] + extra, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--larql", default="build/larql")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+
+    with open(a.model + "/config.json") as f:
+        n = json.load(f)["num_hidden_layers"]
+    half = n // 2
+    shards = [start_shard(a.larql, a.model, f"0-{half - 1}", a.threads), start_shard(a.larql, a.model, f"{half}-{n - 1}", a.threads)]
+    spec = f"0-{half - 1}={shards[0][1]},{half}-{n - 1}={shards[1][1]}"
+    try:
+        results = {k: [] for k in ("local", "f32", "f16", "i8")}
+        ids = {}
+        for rep in range(a.reps + 1):  # rep 0 warms the page cache and is dropped
+            for kind in results:
+                extra = [] if kind == "local" else ["--ffn", spec, "--wire", kind]
+                d = run(a.larql, a.model, a.steps, a.threads, extra)
+                ids.setdefault(kind, d["generated_ids"])
+                if rep:
+                    results[kind].append(d["tokens_per_second"])
+                    print(f"rep {rep} {kind:5s} {d['tokens_per_second']:6.2f} tok/s", flush=True)
+        local = statistics.median(results["local"])
+        print(f"\nmodel {a.model}: {n} layers, shards 0-{half - 1} and {half}-{n - 1}, {a.threads} threads each and in the client")
+        print(f"{'':6s} {'tok/s (median)':>15s} {'x local':>8s}  ids equal to local")
+        for kind, values in results.items():
+            m = statistics.median(values)
+            print(f"{kind:6s} {m:15.2f} {m / local:8.2f}  {ids[kind] == ids['local']}")
+    finally:
+        for proc, _ in shards:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

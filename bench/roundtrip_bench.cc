@@ -1,0 +1,241 @@
+// Per-layer round-trip overhead of the remote FFN on loopback, next to a raw TCP
+// request/response of the same payload sizes measured in the same run.
+//
+//   build/bench/roundtrip_bench [--hidden 4096] [--calls 3000] [--reps 5]
+//
+// Overhead = the client's wall time per call (encode, HTTP both ways, server decode and
+// encode, client decode) minus the server's own compute time (the response's latency_ms),
+// through the real RemoteFfn client against a real `larql serve` child process. The shard
+// serves a synthetic model with hidden H, S = 1, and an FFN of width 16 so compute is
+// negligible. Also measured: cpp-httplib alone (keep-alive, a handler that only answers
+// the same number of bytes). Raw TCP, bare HTTP and the formats are interleaved in
+// batches; percentiles pool all batches.
+#include <CLI/CLI.hpp>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include <httplib.h>
+
+#include "model/loader.h"
+#include "model/synth.h"
+#include "net/remote_ffn.h"
+
+namespace {
+
+using namespace larql;
+using Clock = std::chrono::steady_clock;
+
+double pct(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
+}
+
+bool read_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+void nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// A raw TCP peer: reads `request` bytes, answers `response` bytes, until the client leaves.
+struct RawTcpPeer {
+  int listen_fd = -1, port = 0;
+  std::thread thread;
+  RawTcpPeer(size_t request, size_t response) {
+    listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(listen_fd, 1);
+    socklen_t len = sizeof a;
+    getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    thread = std::thread([this, request, response] {
+      const int fd = accept(listen_fd, nullptr, nullptr);
+      nodelay(fd);
+      std::string in(request, '\0'), out(response, 'r');
+      while (read_all(fd, in.data(), request) && write_all(fd, out.data(), response)) {
+      }
+      close(fd);
+    });
+  }
+  ~RawTcpPeer() {
+    thread.join();
+    close(listen_fd);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"larql remote FFN round-trip overhead on loopback against raw TCP"};
+  size_t hidden = 4096, calls = 3000, reps = 5;
+  std::string larql_binary = std::filesystem::path(argv[0]).parent_path().parent_path() / "larql";
+  app.add_option("--hidden", hidden, "hidden size");
+  app.add_option("--calls", calls, "calls per format per repetition");
+  app.add_option("--reps", reps, "interleaved repetitions");
+  app.add_option("--larql", larql_binary, "path of the larql binary");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_roundtrip_h" + std::to_string(hidden));
+  if (!std::filesystem::exists(dir / "model.safetensors") &&
+      !write_synthetic_checkpoint(dir.string(), {.hidden = hidden, .layers = 1, .ffn = 16, .heads = hidden / 128,
+                                                 .kv_heads = hidden / 128, .vocab = 256, .context = 16,
+                                                 .dtype = DType::f32, .seed = 1}))
+    return 1;
+  auto model = load_model(dir.string());
+  if (!model) return 1;
+
+  // The shard, as a child process on a free port.
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return 1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipefd[1], STDOUT_FILENO);
+    execl(larql_binary.c_str(), larql_binary.c_str(), "serve", dir.c_str(), "--port", "0", "--wire-i8", "--threads", "1",
+          nullptr);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  std::string line;
+  std::smatch m;
+  const std::regex listening("listening on (http://[0-9.]+:[0-9]+)");
+  char buf[256];
+  while (!std::regex_search(line, m, listening)) {
+    const ssize_t n = read(pipefd[0], buf, sizeof buf);
+    if (n <= 0) {
+      std::fprintf(stderr, "roundtrip_bench: the shard did not start (%s)\n", larql_binary.c_str());
+      return 1;
+    }
+    line.append(buf, size_t(n));
+  }
+  const std::string url = m[1].str();
+
+  const size_t request_bytes = 16 + 4 * hidden, response_bytes = 12 + 4 * hidden;
+  RawTcpPeer peer(request_bytes, response_bytes);
+  const int raw = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(peer.port));
+  connect(raw, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  nodelay(raw);
+  std::string raw_out(request_bytes, 'q'), raw_in(response_bytes, '\0');
+
+  // cpp-httplib alone: keep-alive client, a handler that only answers the same number of
+  // bytes. What the HTTP library costs before any of our code runs.
+  httplib::Server bare;
+  const std::string bare_reply(response_bytes, 'b');
+  bare.Post("/echo", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(bare_reply, "application/octet-stream");
+  });
+  bare.set_keep_alive_max_count(1u << 30);
+  bare.set_tcp_nodelay(true);
+  const int bare_port = bare.bind_to_any_port("127.0.0.1");
+  std::thread bare_thread([&] { bare.listen_after_bind(); });
+  httplib::Client bare_client("127.0.0.1", bare_port);
+  bare_client.set_keep_alive(true);
+  bare_client.set_tcp_nodelay(true);
+  std::vector<double> bare_us;
+
+  const char* names[] = {"f32", "f16", "i8"};
+  std::vector<std::unique_ptr<RemoteFfn>> clients;
+  for (const char* name : names) {
+    std::vector<std::string> warnings;
+    auto c = RemoteFfn::connect(*model, {url, *wire::client_wire(name, [](const char*) { return nullptr; }), {}, {}, 10000},
+                                &warnings);
+    if (!c) {
+      std::fprintf(stderr, "roundtrip_bench: %s\n", c.error().message.c_str());
+      return 1;
+    }
+    clients.push_back(std::move(*c));
+  }
+  std::vector<float> x(hidden), y(hidden);
+  for (size_t i = 0; i < hidden; ++i) x[i] = std::sin(float(i)) * 3.0f;
+
+  std::vector<double> raw_us, overhead_us[3], total_us[3];
+  for (size_t rep = 0; rep <= reps; ++rep) {  // rep 0 warms up and is dropped
+    for (size_t i = 0; i < calls; ++i) {
+      const auto t0 = Clock::now();
+      write_all(raw, raw_out.data(), raw_out.size());
+      read_all(raw, raw_in.data(), raw_in.size());
+      if (rep) raw_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    for (size_t i = 0; i < calls; ++i) {
+      const auto t0 = Clock::now();
+      auto res = bare_client.Post("/echo", raw_out, "application/octet-stream");
+      if (!res) return 1;
+      if (rep) bare_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    for (int f = 0; f < 3; ++f) {
+      for (size_t i = 0; i < calls; ++i) {
+        const double server_before = clients[f]->stats().server_ms;
+        const auto t0 = Clock::now();
+        if (auto s = clients[f]->forward(0, x, 1, y); !s) {
+          std::fprintf(stderr, "roundtrip_bench: %s\n", s.error().message.c_str());
+          return 1;
+        }
+        const double wall = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        const double server = (clients[f]->stats().server_ms - server_before) * 1000.0;
+        if (rep) {
+          total_us[f].push_back(wall);
+          overhead_us[f].push_back(wall - server);
+        }
+      }
+    }
+  }
+  close(raw);
+  bare.stop();
+  bare_thread.join();
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+
+  const double raw50 = pct(raw_us, 0.5);
+  std::printf("hidden %zu, S=1, %zu calls per format (pooled over %zu interleaved repetitions)\n", hidden, calls * reps, reps);
+  std::printf("raw TCP request/response (%zu B / %zu B): p50 %.1f us, p99 %.1f us\n", request_bytes, response_bytes, raw50,
+              pct(raw_us, 0.99));
+  std::printf("cpp-httplib alone, empty handler, same sizes: p50 %.1f us (%.2fx raw), p99 %.1f us\n", pct(bare_us, 0.5),
+              pct(bare_us, 0.5) / raw50, pct(bare_us, 0.99));
+  std::printf("%-5s %12s %12s %12s %12s %10s %12s %12s\n", "wire", "req bytes", "resp bytes", "overhead p50", "overhead p99",
+              "p50/raw", "total p50", "server p50");
+  for (int f = 0; f < 3; ++f) {
+    const auto& st = clients[f]->stats();
+    std::vector<double> server(total_us[f].size());
+    for (size_t i = 0; i < server.size(); ++i) server[i] = total_us[f][i] - overhead_us[f][i];
+    std::printf("%-5s %12zu %12zu %10.1f us %10.1f us %9.2fx %10.1f us %10.1f us\n", names[f], st.bytes_sent / st.calls,
+                st.bytes_received / st.calls, pct(overhead_us[f], 0.5), pct(overhead_us[f], 0.99),
+                pct(overhead_us[f], 0.5) / raw50, pct(total_us[f], 0.5), pct(server, 0.5));
+  }
+  return 0;
+}
