@@ -38,6 +38,14 @@ def start_shard(larql, model, layers, threads):
     sys.exit(f"shard {layers} never became healthy")
 
 
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def run(larql, model, steps, threads, extra):
     out = subprocess.run([larql, "run", model, "--prompt-ids", "1,2,3", "--steps", str(steps), "--ignore-eos", "--json",
                           "--threads", str(threads)] + extra, check=True, capture_output=True, text=True).stdout
@@ -69,12 +77,23 @@ def main():
                 if rep:
                     results[kind].append(d["tokens_per_second"])
                     print(f"rep {rep} {kind:5s} {d['tokens_per_second']:6.2f} tok/s", flush=True)
+        # Resident memory: each half-shard after serving every one of its layers, a shard
+        # serving the whole model after the same, and the client itself, local versus remote.
+        whole = start_shard(a.larql, a.model, f"0-{n - 1}", a.threads)
+        shards.append(whole)
+        remote_client = run(a.larql, a.model, 4, a.threads, ["--ffn", whole[1]])
+        local_client = run(a.larql, a.model, 4, a.threads, [])
         local = statistics.median(results["local"])
         print(f"\nmodel {a.model}: {n} layers, shards 0-{half - 1} and {half}-{n - 1}, {a.threads} threads each and in the client")
         print(f"{'':6s} {'tok/s (median)':>15s} {'x local':>8s}  ids equal to local")
         for kind, values in results.items():
             m = statistics.median(values)
             print(f"{kind:6s} {m:15.2f} {m / local:8.2f}  {ids[kind] == ids['local']}")
+        print("\nresident memory after serving every owned layer (VmRSS):")
+        for (proc, url), name in zip(shards, [f"shard 0-{half - 1}", f"shard {half}-{n - 1}", f"shard 0-{n - 1} (whole)"]):
+            print(f"  {name:22s} {rss_mb(proc.pid):8.0f} MB")
+        print(f"client peak RSS: local {local_client['max_rss_bytes'] / 2**20:.0f} MB, "
+              f"remote {remote_client['max_rss_bytes'] / 2**20:.0f} MB (no FFN weights read)")
     finally:
         for proc, _ in shards:
             proc.send_signal(signal.SIGTERM)
