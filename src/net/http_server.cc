@@ -54,7 +54,9 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
   const size_t threads = o.http_threads;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_keep_alive_max_count(1u << 30);  // the default closes a connection after 5 requests
-  svr.set_keep_alive_timeout(30);
+  // An idle keep-alive connection holds a worker until this timeout, and stop() waits for
+  // it: short, so SIGTERM ends the server within seconds. Clients reconnect transparently.
+  svr.set_keep_alive_timeout(2);
   svr.set_tcp_nodelay(true);
   svr.set_payload_max_length(o.max_body_bytes);
 

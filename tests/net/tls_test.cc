@@ -1,0 +1,48 @@
+// HTTPS: a shard with --tls-cert/--tls-key, reached by the client through https:// with
+// --ca-cert for the private CA; without the CA the client refuses the certificate.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "model/loader.h"
+#include "net/remote_ffn.h"
+#include "support/process.h"
+#include "support/shared_models.h"
+
+namespace larql {
+namespace {
+
+TEST(Tls, ShardOverHttpsWithPrivateCa) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "skipped: the openssl command is not installed";
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_tls_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  const std::string make_cert = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+                                " -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(make_cert.c_str()), 0);
+
+  const std::string model_path = test::shared_model("aidreams260K.bin");
+  test::ChildProcess s({"serve", model_path, "--port", "0", "--tls-cert", cert, "--tls-key", key, "--api-key", "k"});
+  ASSERT_EQ(s.url().rfind("https://", 0), 0u) << s.startup_line();
+  auto model = load_model(model_path);
+  ASSERT_TRUE(model.ok());
+  auto wire = wire::client_wire("f16", [](const char*) { return nullptr; });
+  std::vector<std::string> warnings;
+
+  auto untrusted = RemoteFfn::connect(*model, {s.url(), *wire, std::string("k"), {}, 5000}, &warnings);
+  EXPECT_FALSE(untrusted.ok());
+
+  auto trusted = RemoteFfn::connect(*model, {s.url(), *wire, std::string("k"), cert, 5000}, &warnings);
+  ASSERT_TRUE(trusted.ok()) << trusted.error().message;
+  std::vector<float> x(64, 0.25f), y(64);
+  auto st = (*trusted)->forward(2, x, 1, y);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_GT((*trusted)->stats().bytes_received, 0u);
+  EXPECT_EQ(s.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace larql
