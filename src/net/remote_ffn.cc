@@ -74,58 +74,74 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
     if (part.range.first >= layers)
       return make_error(ErrorCode::invalid_argument, "--ffn range " + part.range.str() + " is beyond the model's " +
                                                          std::to_string(layers) + " layers");
+    std::string unreachable;
     for (const auto& url : part.urls) {
       auto shard = std::make_unique<Shard>();
       shard->url = url;
       shard->range = part.range;
       shard->client = make_client(url, options);
       auto res = shard->client->Get("/v1/stats", auth_headers(options));
-      if (!res || res->status != 200)
-        return shard_error(ErrorCode::shard_unavailable, url, "GET /v1/stats failed: " + describe_error(res));
-      auto stats = json::parse(res->body, nullptr, false);
-      if (stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
-        return shard_error(ErrorCode::shard_unavailable, url, "/v1/stats is not the JSON of a larql shard");
-      if (stats["hidden_size"].get<size_t>() != model.config.hidden)
-        return shard_error(ErrorCode::invalid_argument, url, "serves hidden size " + stats["hidden_size"].dump() +
-                                                                 "; the local model has " + std::to_string(model.config.hidden));
-      if (stats.contains("layers")) {
-        const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
-        if (!served.contains(part.range.first) || !served.contains(part.range.last))
-          return shard_error(ErrorCode::invalid_argument, url, "serves layers " + served.str() + " but is asked for " +
-                                                                   part.range.str());
-      } else {
-        warnings->push_back("shard " + url + " does not list its layers (a reference server?); coverage not checked");
+      if (!res || res->status >= 500) {  // a replica that is down now: the others may serve
+        unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + describe_error(res) + ")";
+        continue;
       }
-      if (stats.contains("layer_fingerprints")) {
-        for (uint32_t l = part.range.first; l <= part.range.last; ++l) {
-          const std::string key = std::to_string(l), local = layer_fingerprint(model, l);
-          const json& fp = stats["layer_fingerprints"];
-          if (!fp.contains(key) || fp[key] != local)
-            return shard_error(ErrorCode::invalid_argument, url, "layer " + key + " fingerprint " +
-                                                                     (fp.contains(key) ? fp[key].dump() : "missing") +
-                                                                     " differs from the local model's \"" + local +
-                                                                     "\": the shard serves a different model");
-        }
-      } else {
-        warnings->push_back("shard " + url + " sends no layer fingerprints; it is not checked to hold the same model");
-      }
-      if (stats.contains("wire") && stats["wire"].contains("request")) {
-        shard->request_encodings.clear();
-        for (const auto& name : stats["wire"]["request"])
-          if (auto e = encoding_from_name(name.get<std::string>())) shard->request_encodings.push_back(*e);
-      } else {
-        warnings->push_back("shard " + url + " does not list its wire formats; sending f32 requests");
-      }
-      shard->max_body_bytes = stats.value("max_body_bytes", shard->max_body_bytes);
+      if (res->status != 200)
+        return shard_error(ErrorCode::invalid_argument, url, "GET /v1/stats failed: " + describe_error(res));
+      if (auto s = remote->check_shard(*shard, res->body, warnings); !s) return s.error();
       for (uint32_t l = part.range.first; l <= part.range.last; ++l) by_layer[l].push_back(shard.get());
       remote->shards_.push_back(std::move(shard));
     }
+    if (by_layer[part.range.first].empty())
+      return make_error(ErrorCode::shard_unavailable, "no replica of layers " + part.range.str() + " answers: " + unreachable);
+    if (!unreachable.empty()) warnings->push_back("skipping unreachable replicas of layers " + part.range.str() + ": " + unreachable);
   }
   for (uint32_t l = 0; l < layers; ++l)
     if (by_layer[l].empty())
       return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for layer " + std::to_string(l));
   remote->layer_shards_ = std::move(by_layer);
   return remote;
+}
+
+Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector<std::string>* warnings) {
+  const std::string& url = shard.url;
+  const LayerRange& range = shard.range;
+  auto stats = json::parse(body, nullptr, false);
+  if (stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size") || !stats["hidden_size"].is_number_unsigned())
+    return shard_error(ErrorCode::shard_unavailable, url, "/v1/stats is not the JSON of a larql shard");
+  if (stats["hidden_size"].get<size_t>() != model_.config.hidden)
+    return shard_error(ErrorCode::invalid_argument, url, "serves hidden size " + stats["hidden_size"].dump() +
+                                                             "; the local model has " + std::to_string(model_.config.hidden));
+  if (stats.contains("layers")) {
+    const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
+    if (!served.contains(range.first) || !served.contains(range.last))
+      return shard_error(ErrorCode::invalid_argument, url, "serves layers " + served.str() + " but is asked for " + range.str());
+  } else {
+    warnings->push_back("shard " + url + " does not list its layers (a reference server?); coverage not checked");
+  }
+  if (stats.contains("layer_fingerprints")) {
+    const json& fp = stats["layer_fingerprints"];
+    for (uint32_t l = range.first; l <= range.last; ++l) {
+      const std::string key = std::to_string(l), local = layer_fingerprint(model_, l);
+      if (!fp.contains(key) || fp[key] != local)
+        return shard_error(ErrorCode::invalid_argument, url, "layer " + key + " fingerprint " +
+                                                                 (fp.contains(key) ? fp[key].dump() : "missing") +
+                                                                 " differs from the local model's \"" + local +
+                                                                 "\": the shard serves a different model");
+    }
+  } else {
+    warnings->push_back("shard " + url + " sends no layer fingerprints; it is not checked to hold the same model");
+  }
+  if (stats.contains("wire") && stats["wire"].contains("request")) {
+    shard.request_encodings.clear();
+    for (const auto& name : stats["wire"]["request"])
+      if (name.is_string())
+        if (auto e = encoding_from_name(name.get<std::string>())) shard.request_encodings.push_back(*e);
+  } else {
+    warnings->push_back("shard " + url + " does not list its wire formats; sending f32 requests");
+  }
+  if (stats.contains("max_body_bytes") && stats["max_body_bytes"].is_number_unsigned())
+    shard.max_body_bytes = stats["max_body_bytes"].get<size_t>();
+  return Ok{};
 }
 
 Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out) {

@@ -51,6 +51,8 @@ class RemoteFfn : public FfnBackend {
  private:
   RemoteFfn(const Model& model, RemoteFfnOptions options);
   Status call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out);
+  // Checks a shard's /v1/stats against the local model and learns its wire and body limit.
+  Status check_shard(Shard& shard, const std::string& stats_body, std::vector<std::string>* warnings);
 
   const Model& model_;
   RemoteFfnOptions options_;

@@ -143,6 +143,65 @@ TEST_F(SynthServer, ReferenceClientBytesGetReferenceLayouts) {
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/x-larql-ffn");
 }
 
+TEST_F(SynthServer, PrefillLargerThanTheBodyLimitGoesInChunks) {
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_synth_chunk_" + std::to_string(::getpid()));
+  dirs_ = {dir.string()};
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), {.hidden = 2048, .layers = 2, .ffn = 64, .heads = 16, .kv_heads = 4,
+                                                        .vocab = 256, .context = 256, .dtype = DType::bf16, .seed = 3})
+                  .ok());
+  ChildProcess s({"serve", dir.string(), "--port", "0", "--max-body-mb", "1"});
+  ASSERT_TRUE(test::wait_healthy(s.url()));
+  auto model = load_model(dir.string());
+  ASSERT_TRUE(model.ok());
+  std::vector<int> prompt(200);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int(i % 256);  // 200 rows × 8 KiB of f32 > 1 MiB
+  ThreadPool pool(1);
+  LocalFfn local(*model, pool);
+  std::vector<float> expected, got;
+  ASSERT_TRUE(Transformer(*model, local, pool).forward(prompt, 0, expected).ok());
+  std::vector<std::string> warnings;
+  auto remote = RemoteFfn::connect(*model, {s.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {}, 10000},
+                                   &warnings);
+  ASSERT_TRUE(remote.ok()) << remote.error().message;
+  ASSERT_TRUE(Transformer(*model, **remote, pool).forward(prompt, 0, got).ok());
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ((*remote)->stats().calls, 4u);  // two layers, two chunks each
+}
+
+TEST(ShardServer, ReplicasCoverADeadShard) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  const std::string model_path = test::shared_model("aidreams260K.bin");
+  ChildProcess first({"serve", model_path, "--port", "0"});
+  ChildProcess second({"serve", model_path, "--port", "0"});
+  ASSERT_TRUE(test::wait_healthy(first.url()) && test::wait_healthy(second.url()));
+  auto model = load_model(model_path);
+  ThreadPool pool(1);
+  LocalFfn local(*model, pool);
+  std::vector<std::vector<float>> local_logits, logits;
+  const auto expected = greedy(*model, local, &local_logits, 20);
+
+  const auto wire = *wire::client_wire("f32", [](const char*) { return nullptr; });
+  std::vector<std::string> warnings;
+  auto remote = RemoteFfn::connect(*model, {"0-3=" + first.url() + "|" + second.url(), wire, {}, {}, 5000}, &warnings);
+  ASSERT_TRUE(remote.ok()) << remote.error().message;
+  first.kill_now();  // the first replica dies after the client connected
+  EXPECT_EQ(greedy(*model, **remote, &logits, 20), expected);
+  EXPECT_EQ(logits, local_logits);
+
+  // A replica already down at connect time is skipped with a warning.
+  warnings.clear();
+  auto late = RemoteFfn::connect(*model, {"0-3=" + first.url() + "|" + second.url(), wire, {}, {}, 5000}, &warnings);
+  ASSERT_TRUE(late.ok()) << late.error().message;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("skipping unreachable replicas of layers 0-3"), std::string::npos) << warnings[0];
+  second.kill_now();  // now nothing serves: a clear error naming the layer, never zeros
+  std::vector<float> x(64, 0.5f), y(64, 7.0f);
+  auto st = (*late)->forward(1, x, 1, y);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::shard_unavailable);
+  EXPECT_NE(st.error().message.find("every replica for layer 1 failed"), std::string::npos) << st.error().message;
+}
+
 struct BadCase {
   std::string name, body, content_type;
   int status;
