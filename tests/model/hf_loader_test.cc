@@ -13,6 +13,7 @@
 #include "infer/local_ffn.h"
 #include "model/hf_loader.h"
 #include "model/loader.h"
+#include "model/safetensors.h"
 #include "support/hf_fixture.h"
 #include "support/shared_models.h"
 
@@ -80,6 +81,38 @@ TEST_F(HfCheckpoint, Aidreams260KSameTokensInBothFormats) {
     std::printf("%s copy: %zu of 16 greedy ids equal to f32\n", std::string(dtype_name(t)).c_str(), same);
     EXPECT_GE(same, 8u);
   }
+}
+
+TEST_F(HfCheckpoint, ShardedSafetensorsLoadLikeOneFile) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  auto original = load_model(test::shared_model("aidreams260K.bin"));
+  ASSERT_TRUE(original.ok());
+  test::write_hf_checkpoint(*original, dir_ / "one", DType::f32);
+  // Split the single file into two shards with an index, as large checkpoints ship.
+  auto whole = read_safetensors((dir_ / "one" / "model.safetensors").string());
+  ASSERT_TRUE(whole.ok());
+  fs::create_directories(dir_ / "two");
+  fs::copy_file(dir_ / "one" / "config.json", dir_ / "two" / "config.json");
+  std::vector<TensorToWrite> parts[2];
+  nlohmann::json index{{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
+  size_t i = 0;
+  for (const auto& [name, t] : whole->tensors) {
+    const int part = int(i++ % 2);
+    parts[part].push_back({name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+    index["weight_map"][name] = "model-0000" + std::to_string(part + 1) + "-of-00002.safetensors";
+  }
+  for (int part = 0; part < 2; ++part)
+    ASSERT_TRUE(write_safetensors((dir_ / "two" / ("model-0000" + std::to_string(part + 1) + "-of-00002.safetensors")).string(),
+                                  parts[part]).ok());
+  std::ofstream(dir_ / "two" / "model.safetensors.index.json") << index.dump();
+  auto sharded = load_model((dir_ / "two").string());
+  ASSERT_TRUE(sharded.ok()) << sharded.error().message;
+  EXPECT_EQ(sharded->files.size(), 2u);
+  const std::vector<int> prompt{1, 429, 480};
+  std::vector<std::vector<float>> la, lb;
+  auto single = load_model((dir_ / "one").string());
+  EXPECT_EQ(greedy_ids(*single, prompt, 8, &la), greedy_ids(*sharded, prompt, 8, &lb));
+  EXPECT_EQ(la, lb);
 }
 
 TEST_F(HfCheckpoint, ErrorsNameTheFieldOrTensor) {
