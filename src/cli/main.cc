@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/router_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
 #include "cli/synth_command.h"
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("larql 0.1.0 (wire kernels: ") + larql::wire::best_kernels().name + ")");
   app.require_subcommand(1);
   larql::cli::add_run_command(app);
+  larql::cli::add_router_command(app);
   larql::cli::add_serve_command(app);
   larql::cli::add_synth_command(app);
   larql::cli::add_tokenize_command(app);

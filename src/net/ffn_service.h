@@ -29,6 +29,7 @@ struct HttpReply {
   std::string content_type;
   std::string body;
   bool retry_after = false;      // 503: add Retry-After
+  std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
 };
 
 // The JSON error body of PROTOCOL §7.

@@ -22,6 +22,7 @@ void send(httplib::Response& res, const HttpReply& reply) {
   res.status = reply.status;
   res.set_content(reply.body, reply.content_type.c_str());
   if (reply.retry_after) res.set_header("Retry-After", "1");
+  for (const auto& [name, value] : reply.headers) res.set_header(name, value);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "wire/codec.h"
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -119,6 +120,13 @@ Result<EncodeOutcome> encode_request(Encoding encoding, const RequestHeader& hea
                         "request residual holds a non-finite value: " + first_non_finite(values, hidden));
     outcome = {Encoding::f32, true};
   }
+}
+
+void write_request_with_values(const RequestHeader& header, Bytes values, std::string& out) {
+  const size_t head = request_header_size(header);
+  out.resize(head + values.size());
+  write_request_header(header, reinterpret_cast<uint8_t*>(out.data()));
+  if (!values.empty()) std::memcpy(out.data() + head, values.data(), values.size());
 }
 
 Result<RequestView> parse_request(Bytes body, Encoding encoding, size_t hidden) {

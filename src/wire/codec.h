@@ -55,6 +55,10 @@ struct RequestView {
 Result<EncodeOutcome> encode_request(Encoding encoding, const RequestHeader& header, size_t hidden,
                                      std::span<const float> values, std::string& out);
 
+// Writes a request around value bytes that are already encoded (a router splitting a
+// batch reuses the caller's values untouched): one layer → single layout, more → batch.
+void write_request_with_values(const RequestHeader& header, Bytes values, std::string& out);
+
 // Validates framing and lengths for a model of `hidden` values per position.
 // Values are not inspected here (decode_values does that).
 Result<RequestView> parse_request(Bytes body, Encoding encoding, size_t hidden);

@@ -1,0 +1,65 @@
+#include "cli/router_command.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "net/http_server.h"
+#include "net/router.h"
+
+namespace larql::cli {
+namespace {
+
+struct Options {
+  RouterOptions router;
+  HttpServerOptions http;
+};
+
+int run_router(Options o) {
+  block_termination_signals();
+  if (!o.router.shard_key)
+    if (const char* key = std::getenv("LARQL_SHARD_KEY"); key && *key) o.router.shard_key = key;
+  auto router = Router::create(o.router);
+  if (!router) {
+    std::cerr << "larql router: " << router.error().message << "\n";
+    return 2;
+  }
+  Router& r = **router;
+  using Args = const std::string&;
+  std::vector<Route> routes{
+      {"POST", "/v1/walk-ffn", [&](Args body, Args ct, Args accept, Args auth) { return r.walk_ffn(body, ct, accept, auth); }},
+      {"GET", "/v1/stats", [&](Args, Args, Args, Args) { return r.stats(); }},
+      {"GET", "/v1/health", [&](Args, Args, Args, Args) { return r.health(); }},
+      {"GET", "/metrics", [&](Args, Args, Args, Args) { return r.metrics(); }},
+  };
+  if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist
+    routes.push_back({"GET", "/admin/shards", [&](Args body, Args, Args, Args auth) { return r.admin("GET", body, auth); }});
+    routes.push_back({"POST", "/admin/shards", [&](Args body, Args, Args, Args auth) { return r.admin("POST", body, auth); }});
+  }
+  const auto stats = nlohmann::json::parse(r.stats().body);
+  const std::string describe = "larql router: " + o.router.spec + ", hidden " + stats["hidden_size"].dump() +
+                               (r.admin_enabled() ? ", admin enabled" : "");
+  return serve_http(routes, o.http, describe);
+}
+
+}  // namespace
+
+void add_router_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  o->http.port = 9090;
+  CLI::App* cmd = app.add_subcommand("router", "Route /v1/walk-ffn to layer-range shards, with replicas and failover");
+  cmd->add_option("--shards", o->router.spec, R"(layer map: "0-1=http://h:8081|http://h:8083,2-3=http://h:8082")")->required();
+  cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
+  cmd->add_option("--timeout-ms", o->router.timeout_ms, "per-call timeout to a shard")->capture_default_str();
+  cmd->add_option("--health-interval-ms", o->router.health_interval_ms, "how often each shard's /v1/health is polled")
+      ->capture_default_str();
+  cmd->add_option("--admin-key", o->router.admin_key, "enables /admin/shards, which then needs this bearer key");
+  cmd->add_option("--shard-key", o->router.shard_key, "bearer key for the router's own calls to shards (also LARQL_SHARD_KEY)");
+  cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
+  cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
+  cmd->callback([o] {
+    if (int rc = run_router(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace larql::cli

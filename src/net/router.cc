@@ -1,0 +1,572 @@
+#include "net/router.h"
+
+#include <httplib.h>
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <future>
+#include <set>
+
+#include "wire/byte_io.h"
+#include "wire/codec.h"
+#include "wire/json_codec.h"
+
+namespace larql {
+
+using nlohmann::json;
+using namespace wire;
+
+struct Router::Replica {
+  std::string url;
+  LayerRange range;
+  std::atomic<bool> healthy{true};
+  std::atomic<bool> refused{false};    // fingerprints disagree with the other replicas
+  std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
+  std::mutex mutex;                    // guards stats and idle
+  json stats;                          // null until read
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  int timeout_ms = 5000;
+
+  std::unique_ptr<httplib::Client> take() {
+    {
+      std::lock_guard lock(mutex);
+      if (!idle.empty()) {
+        auto c = std::move(idle.back());
+        idle.pop_back();
+        return c;
+      }
+    }
+    auto c = std::make_unique<httplib::Client>(url);
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
+    c->set_connection_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+    c->set_read_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+    c->set_write_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+    return c;
+  }
+  void give(std::unique_ptr<httplib::Client> c) {
+    std::lock_guard lock(mutex);
+    if (idle.size() < 16) idle.push_back(std::move(c));
+  }
+  void observe(double ms) {
+    const double old = latency_ms.load();
+    latency_ms.store(old == 0 ? ms : 0.8 * old + 0.2 * ms);
+  }
+};
+
+struct Router::Map {
+  struct Entry {
+    LayerRange range;
+    std::vector<std::shared_ptr<Replica>> replicas;
+  };
+  std::vector<Entry> entries;  // sorted by first layer, never overlapping
+
+  int owner(uint32_t layer) const {
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (entries[i].range.contains(layer)) return int(i);
+    return -1;
+  }
+  std::string covered() const {
+    std::string out;
+    for (const auto& e : entries) out += (out.empty() ? "" : ", ") + e.range.str();
+    return out.empty() ? "none" : out;
+  }
+};
+
+struct Router::Part {
+  LayerRange range;
+  std::vector<std::shared_ptr<Replica>> replicas;
+  std::vector<uint32_t> layers;   // this part's layers, in request order
+  std::vector<size_t> positions;  // where they stand in the request
+};
+
+namespace {
+
+httplib::Headers key_headers(const std::optional<std::string>& key) {
+  httplib::Headers h;
+  if (key) h.emplace("Authorization", "Bearer " + *key);
+  return h;
+}
+
+HttpReply json_reply(const json& j) { return {200, "application/json", j.dump()}; }
+
+bool key_matches(const std::string& authorization, const std::string& key) {
+  const std::string expected = "Bearer " + key;
+  return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
+}
+
+// A shard's error passed on, its message naming the shard and layers.
+HttpReply name_shard_in_error(HttpReply reply, const std::string& url, const LayerRange& range) {
+  auto j = json::parse(reply.body, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
+    j["error"] = "shard " + url + " (layers " + range.str() + "): " + j["error"].get<std::string>();
+    reply.body = j.dump();
+  }
+  return reply;
+}
+
+}  // namespace
+
+Router::Router(RouterOptions options) : options_(std::move(options)) {}
+
+Router::~Router() {
+  {
+    std::lock_guard lock(poll_mutex_);
+    stopping_ = true;
+  }
+  poll_wake_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+Status Router::load_stats(Replica& replica, const LayerRange& range) {
+  httplib::Client client(replica.url);
+  client.set_connection_timeout(options_.timeout_ms / 1000, (options_.timeout_ms % 1000) * 1000);
+  client.set_read_timeout(options_.timeout_ms / 1000, (options_.timeout_ms % 1000) * 1000);
+  auto res = client.Get("/v1/stats", key_headers(options_.shard_key));
+  if (!res) return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + " does not answer /v1/stats");
+  auto stats = json::parse(res->body, nullptr, false);
+  if (res->status != 200 || stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
+    return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + ": /v1/stats answered HTTP " +
+                                                        std::to_string(res->status) + " without a shard's stats");
+  std::lock_guard lock(map_mutex_);
+  const size_t hidden = stats.value("hidden_size", size_t{0});
+  if (hidden_ == 0) {
+    hidden_ = hidden;
+    num_layers_ = stats.value("num_layers", size_t{0});
+    model_name_ = stats.value("model", std::string());
+    family_ = stats.value("family", std::string());
+  } else if (hidden != hidden_) {
+    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves hidden size " + std::to_string(hidden) +
+                                                       "; the other shards serve " + std::to_string(hidden_));
+  }
+  if (stats.contains("layers")) {
+    const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
+    if (!served.contains(range.first) || !served.contains(range.last))
+      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves layers " + served.str() +
+                                                         " but is mapped to " + range.str());
+  }
+  const json fp = stats.value("layer_fingerprints", json::object());
+  for (uint32_t l = range.first; l <= range.last; ++l) {
+    const std::string key = std::to_string(l);
+    if (!fp.contains(key)) continue;
+    const std::string value = fp[key].get<std::string>();
+    auto [it, inserted] = fingerprints_.emplace(l, value);
+    if (!inserted && it->second != value)
+      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " has fingerprint " + value + " for layer " +
+                                                         key + ", other replicas have " + it->second +
+                                                         ": it serves a different model and is refused");
+  }
+  std::lock_guard replica_lock(replica.mutex);
+  replica.stats = std::move(stats);
+  return Ok{};
+}
+
+Status Router::add_replica(Map& map, const LayerRange& range, const std::string& url) {
+  for (const auto& e : map.entries) {
+    if (e.range.first == range.first && e.range.last == range.last) continue;
+    if (range.first <= e.range.last && e.range.first <= range.last)
+      return make_error(ErrorCode::invalid_argument, "layers " + range.str() + " overlap the mapped range " + e.range.str());
+    for (const auto& r : e.replicas)
+      if (r->url == url) return make_error(ErrorCode::invalid_argument, url + " already serves layers " + e.range.str());
+  }
+  auto replica = std::make_shared<Replica>();
+  replica->url = url;
+  replica->range = range;
+  replica->timeout_ms = options_.timeout_ms;
+  if (auto s = load_stats(*replica, range); !s) {
+    if (s.error().code != ErrorCode::shard_unavailable) return s.error();
+    replica->healthy = false;  // down for now: the health poller reads its stats when it comes up
+  }
+  auto it = std::find_if(map.entries.begin(), map.entries.end(),
+                         [&](const Map::Entry& e) { return e.range.first == range.first && e.range.last == range.last; });
+  if (it == map.entries.end()) {
+    map.entries.push_back({range, {}});
+    std::sort(map.entries.begin(), map.entries.end(),
+              [](const Map::Entry& a, const Map::Entry& b) { return a.range.first < b.range.first; });
+    it = std::find_if(map.entries.begin(), map.entries.end(),
+                      [&](const Map::Entry& e) { return e.range.first == range.first && e.range.last == range.last; });
+  } else if (std::any_of(it->replicas.begin(), it->replicas.end(), [&](const auto& r) { return r->url == url; })) {
+    return make_error(ErrorCode::invalid_argument, url + " is already a replica of layers " + range.str());
+  }
+  it->replicas.push_back(replica);
+  std::lock_guard lock(map_mutex_);
+  all_replicas_.push_back(replica);
+  return Ok{};
+}
+
+Result<std::unique_ptr<Router>> Router::create(const RouterOptions& options) {
+  auto spec = parse_shard_spec(options.spec);
+  if (!spec) return spec.error();
+  auto router = std::unique_ptr<Router>(new Router(options));
+  auto map = std::make_shared<Map>();
+  for (const auto& part : *spec) {
+    if (part.range.last == std::numeric_limits<uint32_t>::max())
+      return make_error(ErrorCode::invalid_argument, "--shards needs layer ranges: RANGE=URL[|URL],...");
+    for (const auto& url : part.urls)
+      if (auto s = router->add_replica(*map, part.range, url); !s) return s.error();
+  }
+  router->map_ = std::move(map);
+  router->poller_ = std::thread([r = router.get()] { r->poll_health(); });
+  return router;
+}
+
+std::shared_ptr<const Router::Map> Router::current_map() const {
+  std::lock_guard lock(map_mutex_);
+  return map_;
+}
+
+void Router::poll_health() {
+  std::map<std::string, std::unique_ptr<httplib::Client>> clients;
+  for (;;) {
+    std::vector<std::shared_ptr<Replica>> replicas;
+    {
+      std::lock_guard lock(map_mutex_);
+      replicas = all_replicas_;
+    }
+    for (const auto& r : replicas) {
+      auto& c = clients[r->url];
+      if (!c) {
+        c = std::make_unique<httplib::Client>(r->url);
+        const int ms = std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms));
+        c->set_connection_timeout(ms / 1000, (ms % 1000) * 1000);
+        c->set_read_timeout(ms / 1000, (ms % 1000) * 1000);
+        c->set_keep_alive(true);
+      }
+      auto res = c->Get("/v1/health", key_headers(options_.shard_key));
+      bool up = res && res->status == 200;
+      bool needs_stats;
+      {
+        std::lock_guard lock(r->mutex);
+        needs_stats = r->stats.is_null();
+      }
+      if (up && needs_stats && !r->refused) {
+        if (auto s = load_stats(*r, r->range); !s) {
+          up = false;
+          if (s.error().code != ErrorCode::shard_unavailable) r->refused = true;
+        }
+      }
+      r->healthy = up && !r->refused;
+    }
+    std::unique_lock lock(poll_mutex_);
+    if (poll_wake_.wait_for(lock, std::chrono::milliseconds(options_.health_interval_ms), [this] { return stopping_.load(); }))
+      return;
+  }
+}
+
+HttpReply Router::forward(const Part& part, const std::string& body, const std::string& content_type,
+                          const std::string& accept, const std::string& authorization) {
+  // Healthy replicas first, the quickest of them first; the others as a last resort.
+  std::vector<std::shared_ptr<Replica>> order;
+  for (const auto& r : part.replicas)
+    if (!r->refused) order.push_back(r);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a->healthy != b->healthy) return bool(a->healthy);
+    return a->latency_ms < b->latency_ms;
+  });
+  httplib::Headers headers;
+  if (!accept.empty()) headers.emplace("Accept", accept);
+  if (!authorization.empty()) headers.emplace("Authorization", authorization);
+  std::string tried;
+  bool last_timed_out = false;
+  for (const auto& r : order) {
+    auto client = r->take();
+    const auto start = std::chrono::steady_clock::now();
+    auto res = client->Post("/v1/walk-ffn", headers, body, content_type.c_str());
+    tried += (tried.empty() ? "" : ", ") + r->url;
+    if (!res) {
+      last_timed_out = res.error() == httplib::Error::Read || res.error() == httplib::Error::Write;
+      r->healthy = false;
+      tried += " (" + httplib::to_string(res.error()) + ")";
+      continue;
+    }
+    r->observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    r->give(std::move(client));
+    if (res->status >= 500) {
+      last_timed_out = false;
+      tried += " (HTTP " + std::to_string(res->status) + ")";
+      continue;
+    }
+    HttpReply reply{res->status, res->get_header_value("Content-Type"), std::move(res->body)};
+    reply.headers.emplace_back("X-Larql-Shard", r->url);
+    return reply;
+  }
+  const ErrorCode code = last_timed_out ? ErrorCode::shard_timeout : ErrorCode::shard_unavailable;
+  return error_reply(make_error(code, "every replica of layers " + part.range.str() + " failed: " +
+                                          (tried.empty() ? "no replica is mapped" : tried)));
+}
+
+HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
+                           const std::string& authorization) {
+  metrics_.count_request();
+  auto fail = [&](const Error& e) {
+    metrics_.count_error(e.code);
+    return error_reply(e);
+  };
+  const auto map = current_map();
+  const BodyKind kind = body_kind_from_content_type(content_type);
+  const auto encoding = binary_encoding(kind);
+  if (!encoding && kind != BodyKind::json)
+    return fail(make_error(ErrorCode::unsupported_media_type, "Content-Type '" + content_type +
+                                                                  "' is not accepted; expected one of the application/x-larql-ffn types or application/json"));
+  size_t hidden;
+  {
+    std::lock_guard lock(map_mutex_);
+    hidden = hidden_;
+  }
+  if (hidden == 0) return fail(make_error(ErrorCode::shard_unavailable, "no shard has answered yet"));
+
+  std::vector<uint32_t> layers;
+  std::optional<RequestView> view;
+  std::optional<JsonRequest> json_request;
+  if (encoding) {
+    auto v = parse_request(as_bytes(body), *encoding, hidden);
+    if (!v) return fail(v.error());
+    view = std::move(*v);
+    layers = view->header.layers;
+  } else {
+    auto j = parse_json_request(body, hidden);
+    if (!j) return fail(j.error());
+    json_request = std::move(*j);
+    layers = json_request->layers;
+  }
+
+  std::vector<Part> parts;
+  std::vector<int> part_of_entry(map->entries.size(), -1);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int e = map->owner(layers[i]);
+    if (e < 0)
+      return fail(make_error(ErrorCode::no_owning_shard, "layer " + std::to_string(layers[i]) +
+                                                             " is not covered by any shard range (covered: " + map->covered() + ")"));
+    if (part_of_entry[e] < 0) {
+      part_of_entry[e] = int(parts.size());
+      parts.push_back({map->entries[e].range, map->entries[e].replicas, {}, {}});
+    }
+    parts[part_of_entry[e]].layers.push_back(layers[i]);
+    parts[part_of_entry[e]].positions.push_back(i);
+  }
+
+  HttpReply reply;
+  if (parts.size() == 1) {  // one range: the body goes through byte for byte
+    reply = forward(parts[0], body, content_type, accept, authorization);
+  } else {
+    std::vector<std::string> bodies(parts.size());
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (view) {
+        RequestHeader h = view->header;
+        h.layers = parts[p].layers;
+        write_request_with_values(h, view->values, bodies[p]);
+      } else {
+        bodies[p] = encode_json_request(parts[p].layers, json_request->seq_len, json_request->residual);
+      }
+    }
+    std::vector<std::future<HttpReply>> pending;
+    for (size_t p = 0; p < parts.size(); ++p)
+      pending.push_back(std::async(std::launch::async, [&, p] {
+        return forward(parts[p], bodies[p], content_type, accept, authorization);
+      }));
+    std::vector<HttpReply> replies;
+    for (auto& f : pending) replies.push_back(f.get());
+    for (size_t p = 0; p < parts.size(); ++p)
+      if (replies[p].status != 200) {
+        const std::string shard = replies[p].headers.empty() ? std::string("(none)") : replies[p].headers[0].second;
+        reply = name_shard_in_error(std::move(replies[p]), shard, parts[p].range);
+        break;
+      }
+    if (reply.content_type.empty())
+      reply = view ? merge_binary(parts, replies, layers) : merge_json(parts, replies, layers);
+  }
+  if (reply.status != 200) {
+    auto j = json::parse(reply.body, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("code"))
+      for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal})
+        if (j["code"] == error_code_name(c)) metrics_.count_error(c);
+  }
+  return reply;
+}
+
+HttpReply Router::merge_binary(const std::vector<Part>& parts, std::vector<HttpReply>& replies,
+                               const std::vector<uint32_t>& layers) {
+  struct Located {
+    Encoding encoding;
+    ResponseRecordView record;
+  };
+  std::vector<Located> records(layers.size());
+  float latency = 0;
+  bool same_encoding = true;
+  std::optional<Encoding> first;
+  std::string shards;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const auto enc = binary_encoding(body_kind_from_content_type(replies[p].content_type));
+    const std::string url = replies[p].headers.empty() ? std::string() : replies[p].headers[0].second;
+    shards += (shards.empty() ? "" : ",") + url;
+    auto bad = [&](const std::string& what) {
+      return error_reply(make_error(ErrorCode::shard_unavailable,
+                                    "shard " + url + " (layers " + parts[p].range.str() + ") answered " + what));
+    };
+    if (!enc) return bad("with Content-Type '" + replies[p].content_type + "'");
+    auto view = parse_response(as_bytes(replies[p].body), *enc, hidden_);
+    if (!view) return bad("a malformed response: " + view.error().message);
+    if (view->records.size() != parts[p].layers.size()) return bad("the wrong number of layers");
+    for (size_t i = 0; i < view->records.size(); ++i) {
+      if (view->records[i].layer != parts[p].layers[i]) return bad("layers in another order");
+      records[parts[p].positions[i]] = {*enc, view->records[i]};
+    }
+    latency = std::max(latency, view->latency_ms);
+    if (first && *first != *enc) same_encoding = false;
+    first = first.value_or(*enc);
+  }
+  HttpReply reply{200, "", ""};
+  reply.headers.emplace_back("X-Larql-Shard", shards);
+  if (same_encoding) {  // splice the records byte for byte (i8 is never re-quantised)
+    std::string& out = reply.body;
+    out.resize(12);
+    store_u32(reinterpret_cast<uint8_t*>(out.data()), kBatchMarker);
+    store_u32(reinterpret_cast<uint8_t*>(out.data()) + 4, uint32_t(records.size()));
+    store_f32(reinterpret_cast<uint8_t*>(out.data()) + 8, latency);
+    for (const auto& r : records) {
+      uint8_t head[12];
+      store_u32(head, r.record.layer);
+      store_u32(head + 4, r.record.seq_len);
+      store_u32(head + 8, uint32_t(size_t(r.record.seq_len) * hidden_));
+      out.append(reinterpret_cast<const char*>(head), 12);
+      out.append(reinterpret_cast<const char*>(r.record.values.data()), r.record.values.size());
+    }
+    reply.content_type = std::string(content_type(*first));
+    return reply;
+  }
+  // Some part fell back to f32: decode everything exactly and send the whole answer as f32.
+  std::vector<std::vector<float>> values(records.size());
+  std::vector<ResponseRecord> out_records;
+  for (size_t i = 0; i < records.size(); ++i) {
+    values[i].resize(size_t(records[i].record.seq_len) * hidden_);
+    if (auto s = decode_values(records[i].encoding, records[i].record.values, records[i].record.seq_len, hidden_, values[i]); !s)
+      return error_reply(make_error(ErrorCode::shard_unavailable, "a shard's values were rejected: " + s.error().message));
+    out_records.push_back({records[i].record.layer, values[i]});
+  }
+  auto enc = encode_response(Encoding::f32, out_records, records[0].record.seq_len, hidden_, latency, reply.body);
+  if (!enc) return error_reply(enc.error());
+  reply.content_type = std::string(kContentTypeF32);
+  reply.headers.emplace_back("X-Larql-Reencoded", "f32");
+  return reply;
+}
+
+HttpReply Router::merge_json(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers) {
+  std::vector<JsonRecord> records(layers.size());
+  float latency = 0;
+  uint32_t seq_len = 1;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    auto parsed = parse_json_response(replies[p].body, hidden_);
+    if (!parsed || parsed->records.size() != parts[p].layers.size())
+      return error_reply(make_error(ErrorCode::shard_unavailable, "a shard for layers " + parts[p].range.str() +
+                                                                      " answered malformed JSON"));
+    for (size_t i = 0; i < parsed->records.size(); ++i) records[parts[p].positions[i]] = std::move(parsed->records[i]);
+    latency = std::max(latency, parsed->latency_ms);
+    seq_len = parsed->records[0].seq_len;
+  }
+  std::vector<ResponseRecord> out;
+  for (const auto& r : records) out.push_back({r.layer, r.output});
+  auto text = encode_json_response(out, seq_len, latency);
+  if (!text) return error_reply(text.error());
+  return {200, std::string(kContentTypeJson), std::move(*text)};
+}
+
+HttpReply Router::stats() {
+  const auto map = current_map();
+  std::lock_guard lock(map_mutex_);
+  std::optional<std::set<std::string>> wire;
+  size_t max_body = 0;
+  json shards = json::array();
+  for (const auto& e : map->entries) {
+    json replicas = json::array();
+    for (const auto& r : e.replicas) {
+      const bool up = r->healthy && !r->refused;
+      replicas.push_back({{"url", r->url}, {"state", r->refused ? "refused" : (up ? "up" : "down")},
+                          {"latency_ms", r->latency_ms.load()}});
+      std::lock_guard replica_lock(r->mutex);
+      if (!up || r->stats.is_null()) continue;
+      std::set<std::string> formats;
+      for (const auto& f : r->stats.value("wire", json::object()).value("request", json::array({"f32"}))) formats.insert(f.get<std::string>());
+      if (!wire) {
+        wire = formats;
+      } else {
+        std::set<std::string> both;
+        std::set_intersection(wire->begin(), wire->end(), formats.begin(), formats.end(), std::inserter(both, both.begin()));
+        wire = both;
+      }
+      const size_t limit = r->stats.value("max_body_bytes", size_t{64u << 20});
+      max_body = max_body == 0 ? limit : std::min(max_body, limit);
+    }
+    shards.push_back({{"layers", e.range.str()}, {"replicas", replicas}});
+  }
+  std::vector<std::string> formats;
+  for (const char* f : {"f32", "f16", "i8"})  // in this order, as shards list them
+    if (wire && wire->count(f)) formats.push_back(f);
+  json fps = json::object();
+  for (const auto& [layer, fp] : fingerprints_)
+    if (map->owner(layer) >= 0) fps[std::to_string(layer)] = fp;
+  json layers_json = nullptr;
+  if (!map->entries.empty()) layers_json = {{"start", map->entries.front().range.first}, {"end", map->entries.back().range.last}};
+  return json_reply({{"model", model_name_},
+                     {"family", family_},
+                     {"hidden_size", hidden_},
+                     {"num_layers", num_layers_},
+                     {"layers", layers_json},
+                     {"mode", "router"},
+                     {"max_body_bytes", max_body},
+                     {"wire", {{"request", formats}, {"response", formats}}},
+                     {"layer_fingerprints", fps},
+                     {"shards", shards}});
+}
+
+HttpReply Router::health() {
+  const auto map = current_map();
+  json uncovered = json::array();
+  for (const auto& e : map->entries)
+    if (std::none_of(e.replicas.begin(), e.replicas.end(), [](const auto& r) { return r->healthy && !r->refused; }))
+      uncovered.push_back(e.range.str());
+  const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return json_reply({{"status", uncovered.empty() ? "ok" : "degraded"},
+                     {"uptime_seconds", up},
+                     {"requests_served", metrics_.requests()},
+                     {"uncovered", uncovered}});
+}
+
+HttpReply Router::metrics() const { return {200, "text/plain; version=0.0.4", metrics_.render()}; }
+
+HttpReply Router::admin(const std::string& method, const std::string& body, const std::string& authorization) {
+  if (!options_.admin_key || !key_matches(authorization, *options_.admin_key))
+    return error_reply(make_error(ErrorCode::unauthorized, "the admin endpoint needs Authorization: Bearer <admin key>"));
+  if (method == "POST") {
+    auto j = json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      return error_reply(make_error(ErrorCode::invalid_json, R"(expected {"add": [{"layers": "A-B", "url": "..."}], "remove": ["url"]})"));
+    auto next = std::make_shared<Map>(*current_map());
+    for (const auto& url : j.value("remove", json::array())) {
+      if (!url.is_string()) return error_reply(make_error(ErrorCode::invalid_json, "'remove' lists URLs"));
+      for (auto& e : next->entries)
+        std::erase_if(e.replicas, [&](const auto& r) { return r->url == url.get<std::string>(); });
+      std::erase_if(next->entries, [](const Map::Entry& e) { return e.replicas.empty(); });
+    }
+    for (const auto& add : j.value("add", json::array())) {
+      if (!add.is_object() || !add.contains("layers") || !add.contains("url") || !add["layers"].is_string() || !add["url"].is_string())
+        return error_reply(make_error(ErrorCode::invalid_json, R"(each of 'add' is {"layers": "A-B", "url": "http://..."})"));
+      auto range = parse_layer_range(add["layers"].get<std::string>());
+      if (!range) return error_reply(make_error(ErrorCode::invalid_json, range.error().message));
+      if (auto s = add_replica(*next, *range, add["url"].get<std::string>()); !s)
+        return error_reply(make_error(ErrorCode::invalid_json, s.error().message));
+    }
+    std::lock_guard lock(map_mutex_);
+    map_ = next;  // requests in flight keep the map they started with
+    all_replicas_.clear();
+    for (const auto& e : next->entries) all_replicas_.insert(all_replicas_.end(), e.replicas.begin(), e.replicas.end());
+  }
+  json entries = json::array();
+  for (const auto& e : current_map()->entries) {
+    json urls = json::array();
+    for (const auto& r : e.replicas) urls.push_back(r->url);
+    entries.push_back({{"layers", e.range.str()}, {"replicas", urls}});
+  }
+  return json_reply({{"shards", entries}});
+}
+
+}  // namespace larql

@@ -1,0 +1,81 @@
+// The layer-range router (PROTOCOL §9): the same /v1/walk-ffn, /v1/stats and /v1/health as
+// a shard, in front of shards. A request whose layers one range owns is forwarded byte for
+// byte with its Content-Type, Accept and Authorization; one spanning ranges is split,
+// sent in parallel and spliced back in request order. Connection errors, timeouts and 5xx
+// go to the next healthy replica (calls are idempotent); 4xx are the caller's and pass on.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/ffn_service.h"
+#include "net/shard_spec.h"
+
+namespace larql {
+
+struct RouterOptions {
+  std::string spec;
+  int timeout_ms = 5000;
+  int health_interval_ms = 1000;
+  std::optional<std::string> shard_key;   // for the router's own /v1/health and /v1/stats calls
+  std::optional<std::string> admin_key;   // enables /admin/shards
+};
+
+class Router {
+ public:
+  // Reads every replica's /v1/stats: hidden sizes must agree, and replicas of a layer must
+  // have the same fingerprint, or start-up fails naming them.
+  static Result<std::unique_ptr<Router>> create(const RouterOptions& options);
+  ~Router();
+
+  HttpReply walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
+                     const std::string& authorization);
+  HttpReply stats();
+  HttpReply health();
+  HttpReply metrics() const;
+  HttpReply admin(const std::string& method, const std::string& body, const std::string& authorization);
+  bool admin_enabled() const { return options_.admin_key.has_value(); }
+
+  struct Replica;
+  struct Map;
+
+ private:
+  explicit Router(RouterOptions options);
+  Status add_replica(Map& map, const LayerRange& range, const std::string& url);
+  std::shared_ptr<const Map> current_map() const;
+  void poll_health();
+
+  struct Part;
+  HttpReply forward(const Part& part, const std::string& body, const std::string& content_type, const std::string& accept,
+                    const std::string& authorization);
+  HttpReply merge_binary(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
+  HttpReply merge_json(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
+
+  // Reads a replica's /v1/stats and checks it against what the router already knows.
+  Status load_stats(Replica& replica, const LayerRange& range);
+
+  RouterOptions options_;
+  std::map<uint32_t, std::string> fingerprints_;  // per layer, guarded by map_mutex_
+  size_t hidden_ = 0;
+  size_t num_layers_ = 0;
+  std::string model_name_, family_;
+  mutable std::mutex map_mutex_;
+  std::shared_ptr<const Map> map_;
+  std::vector<std::shared_ptr<Replica>> all_replicas_;  // guarded by map_mutex_
+  Metrics metrics_{"larql_router"};
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<bool> stopping_{false};
+  std::mutex poll_mutex_;
+  std::condition_variable poll_wake_;
+  std::thread poller_;
+};
+
+}  // namespace larql
