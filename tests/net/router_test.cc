@@ -1,0 +1,254 @@
+// Real shard and router processes on loopback: parity through the router, the negotiated
+// encoding passing through, cross-range batches equal to direct calls, failover when a
+// replica dies mid-generation, a clear error when a whole range is gone, keyed shards,
+// malformed shard maps, and resharding while a generation runs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "infer/local_ffn.h"
+#include "infer/sampler.h"
+#include "infer/transformer.h"
+#include "model/loader.h"
+#include "net/remote_ffn.h"
+#include "support/process.h"
+#include "support/shared_models.h"
+#include "wire/byte_io.h"
+#include "wire/codec.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+using test::ChildProcess;
+
+const wire::EnvLookup kNoEnv = [](const char*) -> const char* { return nullptr; };
+
+// Feeds a generation one step at a time, so a test can act between steps.
+struct Stepper {
+  Stepper(const Model& m, FfnBackend& ffn) : pool(1), t(m, ffn, pool) {}
+  Status start(const std::vector<int>& prompt) {
+    ids = prompt;
+    return t.forward(prompt, 0, logits);
+  }
+  Status step() {
+    ids.push_back(argmax(logits));
+    return t.forward({&ids.back(), 1}, ids.size() - 1, logits);
+  }
+  ThreadPool pool;
+  Transformer t;
+  std::vector<int> ids;
+  std::vector<float> logits;
+};
+
+std::vector<int> local_ids(const Model& m, const std::vector<int>& prompt, size_t steps) {
+  ThreadPool pool(1);
+  LocalFfn ffn(m, pool);
+  Stepper s(m, ffn);
+  EXPECT_TRUE(s.start(prompt).ok());
+  for (size_t i = 0; i < steps; ++i) EXPECT_TRUE(s.step().ok());
+  return s.ids;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(test::shared_model("aidreams260K.bin")))
+      GTEST_SKIP() << "skipped: ../shared/models/aidreams260K.bin is missing";
+    model_path_ = test::shared_model("aidreams260K.bin");
+    auto m = load_model(model_path_);
+    ASSERT_TRUE(m.ok());
+    model_ = std::make_unique<Model>(std::move(*m));
+  }
+  std::unique_ptr<ChildProcess> shard(const std::string& layers, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"serve", model_path_, "--port", "0", "--layers", layers, "--wire-i8", "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<ChildProcess>(args);
+    EXPECT_TRUE(test::wait_healthy(p->url()));
+    return p;
+  }
+  std::unique_ptr<ChildProcess> router(const std::string& spec, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"router", "--shards", spec, "--port", "0", "--timeout-ms", "3000", "--health-interval-ms", "100"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<ChildProcess>(args);
+    EXPECT_TRUE(test::wait_healthy(p->url()));
+    return p;
+  }
+  std::unique_ptr<RemoteFfn> remote(const std::string& url, const char* wire_name, std::optional<std::string> key = {}) {
+    std::vector<std::string> warnings;
+    auto r = RemoteFfn::connect(*model_, {url, *wire::client_wire(wire_name, kNoEnv), key, {}, 5000}, &warnings);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+  std::string model_path_;
+  std::unique_ptr<Model> model_;
+  const std::vector<int> prompt_{1, 429, 480, 375, 438, 437, 272, 284, 438, 441};
+};
+
+TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
+  auto a = shard("0-1"), b = shard("2-3");
+  auto r = router("0-1=" + a->url() + ",2-3=" + b->url());
+  const auto expected = local_ids(*model_, prompt_, 30);
+  auto f32 = remote(r->url(), "f32");
+  ASSERT_TRUE(f32);
+  Stepper s(*model_, *f32);
+  ASSERT_TRUE(s.start(prompt_).ok());
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(s.step().ok());
+  EXPECT_EQ(s.ids, expected);
+  EXPECT_EQ(f32->stats().f32_fallbacks, 0u);
+
+  // The response type is the negotiated one, not f32 (the reference router's flaw).
+  httplib::Client c(r->url());
+  std::vector<float> x(64, 0.25f);
+  std::string body;
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {2}, .seq_len = 1}, 64, x, body).ok());
+  for (auto [accept, type] : {std::pair{"application/x-larql-ffn-f16", "application/x-larql-ffn-f16"},
+                              std::pair{"application/x-larql-ffn-i8", "application/x-larql-ffn-i8"},
+                              std::pair{"", "application/x-larql-ffn"}}) {
+    httplib::Headers h;
+    if (*accept) h.emplace("Accept", accept);
+    auto res = c.Post("/v1/walk-ffn", h, body, "application/x-larql-ffn");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->get_header_value("Content-Type"), type);
+    EXPECT_EQ(res->get_header_value("X-Larql-Shard"), b->url());
+  }
+  auto stats = json::parse(c.Get("/v1/stats")->body);
+  EXPECT_EQ(stats["mode"], "router");
+  EXPECT_EQ(stats["wire"]["request"], json({"f32", "f16", "i8"}));
+  EXPECT_EQ(stats["layer_fingerprints"].size(), 4u);
+}
+
+TEST_F(RouterTest, CrossRangeBatchesEqualDirectCallsInEveryEncoding) {
+  auto a = shard("0-1"), b = shard("2-3");
+  auto r = router("0-1=" + a->url() + ",2-3=" + b->url());
+  httplib::Client via(r->url()), direct_a(a->url()), direct_b(b->url());
+  std::vector<float> x(2 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i));
+  for (const char* name : {"f32", "f16", "i8"}) {
+    const auto enc = *wire::encoding_from_name(name);
+    std::string body;
+    ASSERT_TRUE(wire::encode_request(enc, {.layers = {3, 0, 2}, .seq_len = 2}, 64, x, body).ok());
+    const std::string ct(wire::content_type(enc));
+    const httplib::Headers accept{{"Accept", ct}};
+    auto res = via.Post("/v1/walk-ffn", accept, body, ct.c_str());
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), ct);
+    auto view = wire::parse_response(wire::as_bytes(res->body), enc, 64);
+    ASSERT_TRUE(view.ok()) << view.error().message;
+    ASSERT_EQ(view->records.size(), 3u);
+    const uint32_t order[] = {3, 0, 2};
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(view->records[i].layer, order[i]);
+      std::string one;
+      ASSERT_TRUE(wire::encode_request(enc, {.layers = {order[i]}, .seq_len = 2}, 64, x, one).ok());
+      auto d = (order[i] < 2 ? direct_a : direct_b).Post("/v1/walk-ffn", accept, one, ct.c_str());
+      ASSERT_TRUE(d);
+      auto dv = wire::parse_response(wire::as_bytes(d->body), enc, 64);
+      ASSERT_TRUE(dv.ok());
+      // Spliced byte for byte: i8 is never re-quantised.
+      EXPECT_EQ(std::string(view->records[i].values.begin(), view->records[i].values.end()),
+                std::string(dv->records[0].values.begin(), dv->records[0].values.end()))
+          << name << " layer " << order[i];
+    }
+  }
+  // A layer no range covers is the caller's error (no_owning_shard, PROTOCOL §7).
+  std::string body;
+  std::vector<float> one(64, 1.0f);
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 7}, .seq_len = 1}, 64, one, body).ok());
+  auto res = via.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["code"], "no_owning_shard");
+}
+
+TEST_F(RouterTest, FailoverMidGenerationThenAClearErrorWhenARangeIsGone) {
+  auto a1 = shard("0-1"), a2 = shard("0-1"), b1 = shard("2-3"), b2 = shard("2-3");
+  auto r = router("0-1=" + a1->url() + "|" + a2->url() + ",2-3=" + b1->url() + "|" + b2->url());
+  const auto expected = local_ids(*model_, prompt_, 40);
+  auto client = remote(r->url(), "f32");
+  ASSERT_TRUE(client);
+  Stepper s(*model_, *client);
+  ASSERT_TRUE(s.start(prompt_).ok());
+  for (int i = 0; i < 40; ++i) {
+    if (i == 10) a1->kill_now();  // SIGKILL one replica mid-generation
+    if (i == 20) b2->kill_now();
+    auto st = s.step();
+    ASSERT_TRUE(st.ok()) << "step " << i << ": " << st.error().message;
+  }
+  EXPECT_EQ(s.ids, expected);  // no client-visible error, and no zeros used
+
+  a2->kill_now();  // now no replica of 0-1 is left
+  std::vector<float> x(64, 0.5f), y(64);
+  auto st = client->forward(0, x, 1, y);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("every replica of layers 0-1 failed"), std::string::npos) << st.error().message;
+  test::wait_healthy(r->url());
+  httplib::Client c(r->url());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  json health;
+  do {
+    health = json::parse(c.Get("/v1/health")->body);
+  } while (health["status"] != "degraded" && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(health["status"], "degraded");
+  EXPECT_EQ(health["uncovered"], json({"0-1"}));
+}
+
+TEST_F(RouterTest, KeyedShardsThroughTheRouter) {
+  auto a = shard("0-3", {"--api-key", "k1"});
+  auto r = router("0-3=" + a->url(), {"--shard-key", "k1"});
+  auto keyed = remote(r->url(), "f16", std::string("k1"));
+  ASSERT_TRUE(keyed);
+  std::vector<float> x(64, 0.5f), y(64);
+  EXPECT_TRUE(keyed->forward(1, x, 1, y).ok());
+  // Without the caller's key the shard says 401, and the router passes it on.
+  httplib::Client c(r->url());
+  std::string body;
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1}, .seq_len = 1}, 64, x, body).ok());
+  auto res = c.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+}
+
+TEST_F(RouterTest, MalformedShardMapsAreStartUpErrors) {
+  for (const char* spec : {"0-1=http://127.0.0.1:1,1-2=http://127.0.0.1:2", "0-x=http://127.0.0.1:1", "0-1=ftp://a",
+                           "3-1=http://127.0.0.1:1", "http://127.0.0.1:1"}) {
+    FILE* p = popen((std::string(LARQL_BINARY) + " router --port 0 --shards '" + spec + "' 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = WEXITSTATUS(pclose(p));
+    EXPECT_NE(status, 0) << spec;
+    EXPECT_NE(out.find("larql router:"), std::string::npos) << spec << ": " << out;
+  }
+}
+
+TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
+  auto a = shard("0-1"), b = shard("2-3"), c = shard("0-3");
+  auto r = router("0-1=" + a->url() + ",2-3=" + b->url(), {"--admin-key", "adm"});
+  const auto expected = local_ids(*model_, prompt_, 30);
+  auto client = remote(r->url(), "f32");
+  ASSERT_TRUE(client);
+  Stepper s(*model_, *client);
+  ASSERT_TRUE(s.start(prompt_).ok());
+  httplib::Client admin(r->url());
+  for (int i = 0; i < 30; ++i) {
+    if (i == 10) {  // move layers 0-1 from a to a new replica set: add c for 0-1, remove a
+      auto res = admin.Post("/admin/shards", {{"Authorization", "Bearer adm"}},
+                            json{{"add", {{{"layers", "0-1"}, {"url", c->url()}}}}, {"remove", {a->url()}}}.dump(),
+                            "application/json");
+      ASSERT_TRUE(res);
+      ASSERT_EQ(res->status, 200) << res->body;
+      a->stop();
+    }
+    ASSERT_TRUE(s.step().ok()) << "step " << i;
+  }
+  EXPECT_EQ(s.ids, expected);
+  auto listing = json::parse(admin.Get("/admin/shards", {{"Authorization", "Bearer adm"}})->body);
+  EXPECT_EQ(listing["shards"][0]["replicas"], json({c->url()}));
+  EXPECT_EQ(admin.Get("/admin/shards")->status, 401);
+}
+
+}  // namespace
+}  // namespace larql
