@@ -7,7 +7,8 @@
 // encode, client decode) minus the server's own compute time (the response's latency_ms),
 // through the real RemoteFfn client against a real `larql serve` child process. The shard
 // serves a synthetic model with hidden H, S = 1, and an FFN of width 16 so compute is
-// negligible. Also measured: cpp-httplib alone (keep-alive, a handler that only answers
+// negligible. The same calls through a `larql router` in front of the shard give the
+// router's cost (total per call, direct versus routed). Also measured: cpp-httplib alone (keep-alive, a handler that only answers
 // the same number of bytes). Raw TCP, bare HTTP and the formats are interleaved in
 // batches; percentiles pool all batches.
 #include <CLI/CLI.hpp>
@@ -96,6 +97,32 @@ struct RawTcpPeer {
   }
 };
 
+// Starts `larql ARGS...` and returns (pid, URL from its "listening on" line).
+std::pair<pid_t, std::string> spawn_larql(const std::string& binary, std::vector<std::string> args) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return {-1, ""};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipefd[1], STDOUT_FILENO);
+    std::vector<char*> argv{const_cast<char*>(binary.c_str())};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(pipefd[1]);
+  std::string line;
+  std::smatch m;
+  const std::regex listening("listening on (http://[0-9.]+:[0-9]+)");
+  char buf[256];
+  while (!std::regex_search(line, m, listening)) {
+    const ssize_t n = read(pipefd[0], buf, sizeof buf);
+    if (n <= 0) return {-1, ""};
+    line.append(buf, size_t(n));
+  }
+  return {pid, m[1].str()};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,30 +144,17 @@ int main(int argc, char** argv) {
   auto model = load_model(dir.string());
   if (!model) return 1;
 
-  // The shard, as a child process on a free port.
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return 1;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipefd[1], STDOUT_FILENO);
-    execl(larql_binary.c_str(), larql_binary.c_str(), "serve", dir.c_str(), "--port", "0", "--wire-i8", "--threads", "1",
-          nullptr);
-    _exit(127);
+  // The shard, and a router in front of it, as child processes on free ports.
+  const auto [pid, url] = spawn_larql(larql_binary, {"serve", dir.string(), "--port", "0", "--wire-i8", "--threads", "1"});
+  if (pid < 0) {
+    std::fprintf(stderr, "roundtrip_bench: the shard did not start (%s)\n", larql_binary.c_str());
+    return 1;
   }
-  close(pipefd[1]);
-  std::string line;
-  std::smatch m;
-  const std::regex listening("listening on (http://[0-9.]+:[0-9]+)");
-  char buf[256];
-  while (!std::regex_search(line, m, listening)) {
-    const ssize_t n = read(pipefd[0], buf, sizeof buf);
-    if (n <= 0) {
-      std::fprintf(stderr, "roundtrip_bench: the shard did not start (%s)\n", larql_binary.c_str());
-      return 1;
-    }
-    line.append(buf, size_t(n));
+  const auto [router_pid, router_url] = spawn_larql(larql_binary, {"router", "--shards", "0-0=" + url, "--port", "0"});
+  if (router_pid < 0) {
+    std::fprintf(stderr, "roundtrip_bench: the router did not start\n");
+    return 1;
   }
-  const std::string url = m[1].str();
 
   const size_t request_bytes = 16 + 4 * hidden, response_bytes = 12 + 4 * hidden;
   RawTcpPeer peer(request_bytes, response_bytes);
@@ -169,12 +183,16 @@ int main(int argc, char** argv) {
   bare_client.set_tcp_nodelay(true);
   std::vector<double> bare_us;
 
-  const char* names[] = {"f32", "f16", "i8"};
+  // Direct to the shard in each format, then through the router.
+  const char* names[] = {"f32", "f16", "i8", "f32 via router", "f16 via router", "i8 via router"};
+  constexpr int kFormats = 6;
   std::vector<std::unique_ptr<RemoteFfn>> clients;
-  for (const char* name : names) {
+  for (int f = 0; f < kFormats; ++f) {
     std::vector<std::string> warnings;
-    auto c = RemoteFfn::connect(*model, {url, *wire::client_wire(name, [](const char*) { return nullptr; }), {}, {}, 10000},
-                                &warnings);
+    const char* wire_name = f % 3 == 0 ? "f32" : (f % 3 == 1 ? "f16" : "i8");
+    auto c = RemoteFfn::connect(
+        *model, {f < 3 ? url : router_url, *wire::client_wire(wire_name, [](const char*) { return nullptr; }), {}, {}, 10000},
+        &warnings);
     if (!c) {
       std::fprintf(stderr, "roundtrip_bench: %s\n", c.error().message.c_str());
       return 1;
@@ -184,7 +202,7 @@ int main(int argc, char** argv) {
   std::vector<float> x(hidden), y(hidden);
   for (size_t i = 0; i < hidden; ++i) x[i] = std::sin(float(i)) * 3.0f;
 
-  std::vector<double> raw_us, overhead_us[3], total_us[3];
+  std::vector<double> raw_us, overhead_us[kFormats], total_us[kFormats];
   for (size_t rep = 0; rep <= reps; ++rep) {  // rep 0 warms up and is dropped
     for (size_t i = 0; i < calls; ++i) {
       const auto t0 = Clock::now();
@@ -198,7 +216,7 @@ int main(int argc, char** argv) {
       if (!res) return 1;
       if (rep) bare_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
-    for (int f = 0; f < 3; ++f) {
+    for (int f = 0; f < kFormats; ++f) {
       for (size_t i = 0; i < calls; ++i) {
         const double server_before = clients[f]->stats().server_ms;
         const auto t0 = Clock::now();
@@ -218,8 +236,10 @@ int main(int argc, char** argv) {
   close(raw);
   bare.stop();
   bare_thread.join();
-  kill(pid, SIGTERM);
-  waitpid(pid, nullptr, 0);
+  for (pid_t p : {router_pid, pid}) {
+    kill(p, SIGTERM);
+    waitpid(p, nullptr, 0);
+  }
 
   const double raw50 = pct(raw_us, 0.5);
   std::printf("hidden %zu, S=1, %zu calls per format (pooled over %zu interleaved repetitions)\n", hidden, calls * reps, reps);
@@ -227,15 +247,21 @@ int main(int argc, char** argv) {
               pct(raw_us, 0.99));
   std::printf("cpp-httplib alone, empty handler, same sizes: p50 %.1f us (%.2fx raw), p99 %.1f us\n", pct(bare_us, 0.5),
               pct(bare_us, 0.5) / raw50, pct(bare_us, 0.99));
-  std::printf("%-5s %12s %12s %12s %12s %10s %12s %12s\n", "wire", "req bytes", "resp bytes", "overhead p50", "overhead p99",
+  std::printf("%-15s %12s %12s %12s %12s %10s %12s %12s\n", "wire", "req bytes", "resp bytes", "overhead p50", "overhead p99",
               "p50/raw", "total p50", "server p50");
-  for (int f = 0; f < 3; ++f) {
+  for (int f = 0; f < kFormats; ++f) {
     const auto& st = clients[f]->stats();
     std::vector<double> server(total_us[f].size());
     for (size_t i = 0; i < server.size(); ++i) server[i] = total_us[f][i] - overhead_us[f][i];
-    std::printf("%-5s %12zu %12zu %10.1f us %10.1f us %9.2fx %10.1f us %10.1f us\n", names[f], st.bytes_sent / st.calls,
+    std::printf("%-15s %12zu %12zu %10.1f us %10.1f us %9.2fx %10.1f us %10.1f us\n", names[f], st.bytes_sent / st.calls,
                 st.bytes_received / st.calls, pct(overhead_us[f], 0.5), pct(overhead_us[f], 0.99),
                 pct(overhead_us[f], 0.5) / raw50, pct(total_us[f], 0.5), pct(server, 0.5));
+  }
+  std::printf("router: total p50 via the router vs direct, same format (target: at most 2x direct + 20 us)\n");
+  for (int f = 0; f < 3; ++f) {
+    const double direct = pct(total_us[f], 0.5), routed = pct(total_us[f + 3], 0.5);
+    std::printf("  %-4s direct %7.1f us p50 / %7.1f us p99, via router %7.1f us p50 / %7.1f us p99: %.2fx + %.1f us\n",
+                names[f], direct, pct(total_us[f], 0.99), routed, pct(total_us[f + 3], 0.99), routed / direct, routed - direct);
   }
   return 0;
 }
