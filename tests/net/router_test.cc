@@ -10,6 +10,7 @@
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 #include "model/loader.h"
+#include "model/synth.h"
 #include "net/remote_ffn.h"
 #include "support/process.h"
 #include "support/shared_models.h"
@@ -222,6 +223,63 @@ TEST_F(RouterTest, MalformedShardMapsAreStartUpErrors) {
     EXPECT_NE(status, 0) << spec;
     EXPECT_NE(out.find("larql router:"), std::string::npos) << spec << ": " << out;
   }
+}
+
+TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {
+  auto real = shard("2-3");
+  // A fake shard: real-looking stats for layers 0-1 (taken from a real shard), garbage FFN answers.
+  auto donor = shard("0-1");
+  const std::string stats = httplib::Client(donor->url()).Get("/v1/stats")->body;
+  donor->stop();
+  httplib::Server fake;
+  fake.Get("/v1/stats", [&](const httplib::Request&, httplib::Response& res) { res.set_content(stats, "application/json"); });
+  fake.Get("/v1/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  fake.Post("/v1/walk-ffn", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("this is not an FFN response", "application/x-larql-ffn");
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { fake.listen_after_bind(); });
+  const std::string fake_url = "http://127.0.0.1:" + std::to_string(port);
+  {
+    auto r = router("0-1=" + fake_url + ",2-3=" + real->url());
+    // A batch spanning both ranges: the router cannot splice garbage and says who sent it.
+    httplib::Client c(r->url());
+    std::vector<float> x(64, 0.5f);
+    std::string body;
+    ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 2}, .seq_len = 1}, 64, x, body).ok());
+    auto res = c.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 502);
+    EXPECT_NE(res->body.find(fake_url), std::string::npos) << res->body;
+    // A single-range request passes through untouched; the client rejects it, naming the layer.
+    auto client = remote(r->url(), "f32");
+    ASSERT_TRUE(client);
+    std::vector<float> y(64, 9.0f);
+    auto st = client->forward(0, x, 1, y);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("layer 0"), std::string::npos) << st.error().message;
+    EXPECT_EQ(y, std::vector<float>(64, 9.0f));  // nothing was written: no garbage, no zeros
+  }
+  fake.stop();
+  serving.join();
+}
+
+TEST_F(RouterTest, ReplicasOfDifferentModelsAreRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_router_other_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), {.hidden = 64, .layers = 4, .ffn = 172, .heads = 4, .kv_heads = 4,
+                                                        .vocab = 512, .context = 128, .dtype = DType::f32, .seed = 5})
+                  .ok());
+  auto a = shard("0-1");
+  ChildProcess other({"serve", dir.string(), "--port", "0", "--layers", "0-1"});
+  ASSERT_TRUE(test::wait_healthy(other.url()));
+  FILE* p = popen((std::string(LARQL_BINARY) + " router --port 0 --shards '0-1=" + a->url() + "|" + other.url() + "' 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_NE(WEXITSTATUS(pclose(p)), 0);
+  EXPECT_NE(out.find("different model and is refused"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
