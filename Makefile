@@ -17,8 +17,9 @@ build: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build build -j $(JOBS)
 
-# Everything CI runs: the normal build and all its tests, the unit tests again under
-# ASan+UBSan, and each fuzz target for FUZZ_SECONDS.
+# Everything CI runs: the normal build and all its tests, all tests again under ASan+UBSan
+# (the integration tests then start sanitized servers and routers), and each fuzz target
+# for FUZZ_SECONDS.
 test: build
 	@bash scripts/install-js-tokenizers.sh
 	ctest --test-dir build --output-on-failure -j $(JOBS)
@@ -28,7 +29,7 @@ test: build
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	ctest --test-dir build-asan --output-on-failure -L unit -j $(JOBS)
+	ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
 fuzz: deps
 	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_FUZZ=ON
