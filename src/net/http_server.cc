@@ -12,12 +12,6 @@
 namespace larql {
 namespace {
 
-bool key_matches(const std::string& authorization, const std::string& key) {
-  const std::string expected = "Bearer " + key;
-  // Constant time in the key's length: the comparison does not stop at the first difference.
-  return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
-}
-
 void send(httplib::Response& res, const HttpReply& reply) {
   res.status = reply.status;
   res.set_content(reply.body, reply.content_type.c_str());
@@ -26,6 +20,12 @@ void send(httplib::Response& res, const HttpReply& reply) {
 }
 
 }  // namespace
+
+bool bearer_key_matches(const std::string& authorization, const std::string& key) {
+  const std::string expected = "Bearer " + key;
+  // Constant time in the key's length: the comparison does not stop at the first difference.
+  return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
+}
 
 void block_termination_signals() {
   sigset_t set;
@@ -64,7 +64,7 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
   std::set<std::string> known_paths;
   for (const auto& r : routes) known_paths.insert(r.path);
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
-    if (o.api_key && req.path != "/v1/health" && !key_matches(req.get_header_value("Authorization"), *o.api_key)) {
+    if (o.api_key && req.path != "/v1/health" && !bearer_key_matches(req.get_header_value("Authorization"), *o.api_key)) {
       send(res, error_reply(make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key")));
       return httplib::Server::HandlerResponse::Handled;
     }

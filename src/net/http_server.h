@@ -38,6 +38,9 @@ struct Route {
 // Returns non-zero when the server cannot start (the reason on stderr).
 int serve_http(const std::vector<Route>& routes, const HttpServerOptions& options, const std::string& describe);
 
+// Whether an Authorization header value is "Bearer <key>", compared in constant time.
+bool bearer_key_matches(const std::string& authorization, const std::string& key);
+
 // Blocks SIGINT/SIGTERM in the calling thread (and threads it starts later), so that
 // serve_http's signal thread is the one that receives them. Call first thing in main.
 void block_termination_signals();

@@ -1,12 +1,12 @@
 #include "net/router.h"
 
 #include <httplib.h>
-#include <openssl/crypto.h>
 
 #include <algorithm>
 #include <future>
 #include <set>
 
+#include "net/http_server.h"
 #include "wire/byte_io.h"
 #include "wire/codec.h"
 #include "wire/json_codec.h"
@@ -89,11 +89,6 @@ httplib::Headers key_headers(const std::optional<std::string>& key) {
 }
 
 HttpReply json_reply(const json& j) { return {200, "application/json", j.dump()}; }
-
-bool key_matches(const std::string& authorization, const std::string& key) {
-  const std::string expected = "Bearer " + key;
-  return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
-}
 
 // A shard's error passed on, its message naming the shard and layers.
 HttpReply name_shard_in_error(HttpReply reply, const std::string& url, const LayerRange& range) {
@@ -534,7 +529,7 @@ HttpReply Router::health() {
 HttpReply Router::metrics() const { return {200, "text/plain; version=0.0.4", metrics_.render()}; }
 
 HttpReply Router::admin(const std::string& method, const std::string& body, const std::string& authorization) {
-  if (!options_.admin_key || !key_matches(authorization, *options_.admin_key))
+  if (!options_.admin_key || !bearer_key_matches(authorization, *options_.admin_key))
     return error_reply(make_error(ErrorCode::unauthorized, "the admin endpoint needs Authorization: Bearer <admin key>"));
   if (method == "POST") {
     auto j = json::parse(body, nullptr, false);

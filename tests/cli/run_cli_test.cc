@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "support/command.h"
 #include "support/shared_models.h"
 
 namespace larql {
@@ -19,15 +20,8 @@ struct Output {
 };
 
 Output larql(const std::string& args) {
-  const std::string cmd = std::string(LARQL_BINARY) + " " + args + " 2>&1";
-  Output r{-1, {}};
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    r.status = WEXITSTATUS(pclose(p));
-  }
-  return r;
+  auto r = test::run_command(std::string(LARQL_BINARY) + " " + args + " 2>&1");
+  return {r.status, r.output};
 }
 
 TEST(RunCli, JsonHasTheContractFields) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/hf_tokenizer.h"
+#include "support/command.h"
 
 namespace larql {
 namespace {
@@ -29,14 +30,8 @@ fs::path js_cache() {
 std::string run_node(const std::string& package) {
   const std::string cmd = "NODE_PATH='" + (js_cache() / "node_modules").string() + "' node '" LARQL_TESTS_DIR
                           "/tokenizers/reference_encode.js' '" + package + "' '" LARQL_TESTS_DIR "/data/tokenizer_corpus.json'";
-  std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    if (pclose(p) != 0) return {};
-  }
-  return out;
+  auto r = test::run_command(cmd);
+  return r.status == 0 ? r.output : std::string();
 }
 
 class JsReference : public ::testing::TestWithParam<std::string> {};

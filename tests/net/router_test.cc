@@ -12,6 +12,7 @@
 #include "model/loader.h"
 #include "model/synth.h"
 #include "net/remote_ffn.h"
+#include "support/command.h"
 #include "support/process.h"
 #include "support/shared_models.h"
 #include "wire/byte_io.h"
@@ -214,14 +215,9 @@ TEST_F(RouterTest, KeyedShardsThroughTheRouter) {
 TEST_F(RouterTest, MalformedShardMapsAreStartUpErrors) {
   for (const char* spec : {"0-1=http://127.0.0.1:1,1-2=http://127.0.0.1:2", "0-x=http://127.0.0.1:1", "0-1=ftp://a",
                            "3-1=http://127.0.0.1:1", "http://127.0.0.1:1"}) {
-    FILE* p = popen((std::string(LARQL_BINARY) + " router --port 0 --shards '" + spec + "' 2>&1").c_str(), "r");
-    std::string out;
-    char buf[512];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = WEXITSTATUS(pclose(p));
-    EXPECT_NE(status, 0) << spec;
-    EXPECT_NE(out.find("larql router:"), std::string::npos) << spec << ": " << out;
+    const auto r = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '" + spec + "' 2>&1");
+    EXPECT_NE(r.status, 0) << spec;
+    EXPECT_NE(r.output.find("larql router:"), std::string::npos) << spec << ": " << r.output;
   }
 }
 
@@ -272,13 +268,10 @@ TEST_F(RouterTest, ReplicasOfDifferentModelsAreRefused) {
   auto a = shard("0-1");
   ChildProcess other({"serve", dir.string(), "--port", "0", "--layers", "0-1"});
   ASSERT_TRUE(test::wait_healthy(other.url()));
-  FILE* p = popen((std::string(LARQL_BINARY) + " router --port 0 --shards '0-1=" + a->url() + "|" + other.url() + "' 2>&1").c_str(), "r");
-  std::string out;
-  char buf[512];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_NE(WEXITSTATUS(pclose(p)), 0);
-  EXPECT_NE(out.find("different model and is refused"), std::string::npos) << out;
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '0-1=" + a->url() + "|" +
+                                   other.url() + "' 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("different model and is refused"), std::string::npos) << r.output;
   std::filesystem::remove_all(dir);
 }
 
