@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/bench_command.h"
 #include "cli/router_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   larql::cli::add_run_command(app);
   larql::cli::add_router_command(app);
+  larql::cli::add_bench_command(app);
   larql::cli::add_serve_command(app);
   larql::cli::add_synth_command(app);
   larql::cli::add_tokenize_command(app);

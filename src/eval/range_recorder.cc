@@ -1,0 +1,24 @@
+#include "eval/range_recorder.h"
+
+#include <cmath>
+
+#include "wire/f16.h"
+
+namespace larql {
+
+Status RangeRecorder::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
+  auto s = inner_.forward(layer, x, rows, out);
+  if (!s || layer >= layers_.size()) return s;
+  LayerValueRange& r = layers_[layer];
+  for (float v : x) {
+    r.max_abs_input = std::max(r.max_abs_input, std::fabs(v));
+    r.beyond_f16 += std::fabs(v) > wire::kF16Max;
+  }
+  for (float v : out) {
+    r.max_abs_output = std::max(r.max_abs_output, std::fabs(v));
+    r.beyond_f16 += std::fabs(v) > wire::kF16Max;
+  }
+  return s;
+}
+
+}  // namespace larql

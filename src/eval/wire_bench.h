@@ -1,0 +1,71 @@
+// `larql bench`: what each wire format costs in accuracy, bytes and time. The reference
+// trajectory is greedy decoding with f32 on the wire (or the local FFN with --local, when
+// remote f32 is itself checked to be bit-identical). Every format is then run teacher-
+// forced along the reference tokens, so one early difference does not cascade, and once
+// free-running to find where its greedy path first leaves the reference.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/range_recorder.h"
+#include "model/model.h"
+#include "wire/encoding.h"
+
+namespace larql {
+
+struct WireBenchOptions {
+  std::vector<std::vector<int>> prompts;
+  size_t steps = 50;
+  size_t k = 5;
+  std::vector<wire::Encoding> formats{wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::i8};
+  bool local_reference = false;
+  std::string ffn_spec;
+  std::optional<std::string> api_key, ca_cert;
+  size_t threads = 2;
+};
+
+struct Link {
+  std::string name;
+  double megabits_per_second;
+  double rtt_ms;
+};
+const std::vector<Link>& what_if_links();
+inline constexpr const char* kProjectionFormula =
+    "tokens/s = 1000 / (local_ms + server_ms + round_trips × RTT_ms + (bytes_sent + bytes_received) × 8 / (Mbit/s × 1000))"
+    ", all per token";
+
+struct FormatReport {
+  wire::Encoding wire;
+  bool exact = true;  // every step's logits bit-identical to the reference
+  double top1_agreement = 0, topk_agreement = 0;
+  float max_abs_logit_diff = 0;
+  double mean_kl = 0, max_kl = 0;
+  std::optional<size_t> first_divergence_step;
+  double bytes_sent_per_token = 0, bytes_received_per_token = 0, round_trips_per_token = 0;
+  double ms_per_token = 0, server_ms_per_token = 0, transport_ms_per_token = 0, local_ms_per_token = 0;
+  size_t f32_fallbacks = 0;
+  std::vector<double> kl_per_step;
+  std::vector<bool> topk_per_step;
+  std::map<std::string, double> projected_tokens_per_second;
+};
+
+struct WireBenchReport {
+  std::string model;
+  size_t steps = 0, k = 0;
+  bool local_reference = false;
+  bool remote_f32_exact = true;
+  std::vector<FormatReport> formats;
+  std::vector<LayerValueRange> layers;
+};
+
+Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOptions& options);
+
+nlohmann::json report_json(const WireBenchReport& r);
+std::string report_table(const WireBenchReport& r);
+std::string report_svg(const WireBenchReport& r);
+
+}  // namespace larql
