@@ -1,0 +1,75 @@
+// `larql bench` against real shard processes: the JSON has every field, remote f32 is
+// exact against the local FFN, and bytes per token equal what the message layouts say.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/command.h"
+#include "support/process.h"
+#include "support/shared_models.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+
+TEST(BenchCli, JsonFieldsExactF32AndBytesFromTheLayouts) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  const std::string model = test::shared_model("aidreams260K.bin");
+  test::ChildProcess a({"serve", model, "--port", "0", "--layers", "0-1", "--wire-i8", "--threads", "1"});
+  test::ChildProcess b({"serve", model, "--port", "0", "--layers", "2-3", "--wire-i8", "--threads", "1"});
+  ASSERT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " bench " + model + " --tokenizer " +
+                                   test::shared_model("aidreams-tok512.bin") + " --prompt 'A quiet machine' --ffn '0-1=" +
+                                   a.url() + ",2-3=" + b.url() + "' --steps 20 --local --json --threads 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json doc = json::parse(r.output);
+  EXPECT_EQ(doc["model"], "aidreams260K.bin");
+  EXPECT_EQ(doc["steps"], 20);
+  EXPECT_EQ(doc["k"], 5);
+  EXPECT_TRUE(doc["remote_f32_exact"].get<bool>());
+  ASSERT_EQ(doc["formats"].size(), 3u);
+  ASSERT_EQ(doc["layers"].size(), 4u);
+  const size_t H = 64, layers = 4;
+  // Per decoded token: one single-layer call per layer; request 16-byte header, response 12.
+  const std::map<std::string, std::pair<size_t, size_t>> values_bytes{
+      {"f32", {4 * H, 4 * H}}, {"f16", {2 * H, 2 * H}}, {"i8", {8 + H, 8 + H}}};
+  for (const auto& f : doc["formats"]) {
+    const std::string w = f["wire"];
+    SCOPED_TRACE(w);
+    for (const char* key : {"exact", "top1_agreement", "topk_agreement", "max_abs_logit_diff", "mean_kl", "max_kl",
+                            "first_divergence_step", "bytes_sent_per_token", "bytes_received_per_token",
+                            "round_trips_per_token", "ms_per_token", "server_ms_per_token", "f32_fallbacks",
+                            "projected_tokens_per_second"})
+      EXPECT_TRUE(f.contains(key)) << key;
+    EXPECT_EQ(f["bytes_sent_per_token"].get<double>(), double(layers * (16 + values_bytes.at(w).first)));
+    EXPECT_EQ(f["bytes_received_per_token"].get<double>(), double(layers * (12 + values_bytes.at(w).second)));
+    EXPECT_EQ(f["round_trips_per_token"].get<double>(), double(layers));
+    EXPECT_EQ(f["projected_tokens_per_second"].size(), 3u);
+    if (w == "f32") {
+      EXPECT_TRUE(f["exact"].get<bool>());
+      EXPECT_EQ(f["top1_agreement"], 1.0);
+      EXPECT_TRUE(f["first_divergence_step"].is_null());
+    }
+    std::printf("%s: top-1 %.3f, top-5 %.3f, mean KL %.3g, first divergence %s\n", w.c_str(), f["top1_agreement"].get<double>(),
+                f["topk_agreement"].get<double>(), f["mean_kl"].get<double>(), f["first_divergence_step"].dump().c_str());
+  }
+}
+
+TEST(BenchCli, GateFailsWhenAFormatLeavesTheReferenceTopK) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  const std::string model = test::shared_model("aidreams260K.bin");
+  test::ChildProcess s({"serve", model, "--port", "0", "--wire-i8", "--threads", "1"});
+  ASSERT_TRUE(test::wait_healthy(s.url()));
+  // top-1 with f32 only: always passes; top-50 with i8 on this model: the 50th place moves.
+  auto pass = test::run_command(std::string(LARQL_BINARY) + " bench " + model + " --prompt-ids 1 --ffn " + s.url() +
+                                " --wire f32 --steps 10 --assert-topk-match 1 2>&1");
+  EXPECT_EQ(pass.status, 0) << pass.output;
+  auto gate = test::run_command(std::string(LARQL_BINARY) + " bench " + model + " --prompt-ids 1 --ffn " + s.url() +
+                                " --wire i8 --steps 30 --assert-topk-match 50 2>&1");
+  EXPECT_EQ(gate.status, 1) << gate.output;
+  EXPECT_NE(gate.output.find("i8 top-50 differs"), std::string::npos) << gate.output;
+}
+
+}  // namespace
+}  // namespace larql
