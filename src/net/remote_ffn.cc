@@ -1,11 +1,11 @@
 #include "net/remote_ffn.h"
 
-#include <httplib.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "model/fingerprint.h"
+#include "net/http_client.h"
 #include "net/shard_spec.h"
 #include "wire/codec.h"
 
@@ -25,13 +25,7 @@ struct RemoteFfn::Shard {
 namespace {
 
 std::unique_ptr<httplib::Client> make_client(const std::string& url, const RemoteFfnOptions& o) {
-  auto client = std::make_unique<httplib::Client>(url);
-  client->set_keep_alive(true);
-  client->set_tcp_nodelay(true);
-  const auto sec = o.timeout_ms / 1000, usec = (o.timeout_ms % 1000) * 1000;
-  client->set_connection_timeout(sec, usec);
-  client->set_read_timeout(sec, usec);
-  client->set_write_timeout(sec, usec);
+  auto client = make_http_client(url, o.timeout_ms);
   if (o.ca_cert) {
     client->set_ca_cert_path(o.ca_cert->c_str());
     client->enable_server_certificate_verification(true);

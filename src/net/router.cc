@@ -1,11 +1,11 @@
 #include "net/router.h"
 
-#include <httplib.h>
 
 #include <algorithm>
 #include <future>
 #include <set>
 
+#include "net/http_client.h"
 #include "net/http_server.h"
 #include "wire/byte_io.h"
 #include "wire/codec.h"
@@ -36,13 +36,7 @@ struct Router::Replica {
         return c;
       }
     }
-    auto c = std::make_unique<httplib::Client>(url);
-    c->set_keep_alive(true);
-    c->set_tcp_nodelay(true);
-    c->set_connection_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
-    c->set_read_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
-    c->set_write_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
-    return c;
+    return make_http_client(url, timeout_ms);
   }
   void give(std::unique_ptr<httplib::Client> c) {
     std::lock_guard lock(mutex);
@@ -114,10 +108,7 @@ Router::~Router() {
 }
 
 Status Router::load_stats(Replica& replica, const LayerRange& range) {
-  httplib::Client client(replica.url);
-  client.set_connection_timeout(options_.timeout_ms / 1000, (options_.timeout_ms % 1000) * 1000);
-  client.set_read_timeout(options_.timeout_ms / 1000, (options_.timeout_ms % 1000) * 1000);
-  auto res = client.Get("/v1/stats", key_headers(options_.shard_key));
+  auto res = make_http_client(replica.url, options_.timeout_ms)->Get("/v1/stats", key_headers(options_.shard_key));
   if (!res) return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + " does not answer /v1/stats");
   auto stats = json::parse(res->body, nullptr, false);
   if (res->status != 200 || stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
@@ -220,13 +211,7 @@ void Router::poll_health() {
     }
     for (const auto& r : replicas) {
       auto& c = clients[r->url];
-      if (!c) {
-        c = std::make_unique<httplib::Client>(r->url);
-        const int ms = std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms));
-        c->set_connection_timeout(ms / 1000, (ms % 1000) * 1000);
-        c->set_read_timeout(ms / 1000, (ms % 1000) * 1000);
-        c->set_keep_alive(true);
-      }
+      if (!c) c = make_http_client(r->url, std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms)));
       auto res = c->Get("/v1/health", key_headers(options_.shard_key));
       bool up = res && res->status == 200;
       bool needs_stats;
