@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/bench_command.h"
+#include "cli/demo_command.h"
 #include "cli/router_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   larql::cli::add_run_command(app);
   larql::cli::add_router_command(app);
   larql::cli::add_bench_command(app);
+  larql::cli::add_demo_command(app);
   larql::cli::add_serve_command(app);
   larql::cli::add_synth_command(app);
   larql::cli::add_tokenize_command(app);

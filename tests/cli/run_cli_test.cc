@@ -1,12 +1,15 @@
 // The `larql` binary as a user runs it: `run --json` fields and ids, errors that name the
-// problem, `tokenize`, and `synth` output that `run` loads.
+// problem, `tokenize`, `synth` output that `run` loads, and `demo` end to end.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 
 #include "support/command.h"
 #include "support/shared_models.h"
@@ -78,6 +81,29 @@ TEST(RunCli, SynthOutputRunsWithItsTokenizer) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], (std::vector<int>{'a', 'b'}));
   std::filesystem::remove_all(dir);
+}
+
+TEST(DemoCli, GridMatchesLocalInF32AndLeavesNoProcessBehind) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  // Until the project's own demo model exists, the demo runs on the shared test model.
+  const auto r = larql("demo " + test::shared_model("aidreams260K.bin") + " --tokenizer " +
+                       test::shared_model("aidreams-tok512.bin") + " --prompt 'Hello world' --steps 20");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("local:  in the void."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("grid f32:  in the void."), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("f32 +yes"))) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("processes((?: [0-9]+)+)"))) << r.out;
+  std::istringstream pids(m[1].str());
+  int count = 0;
+  for (pid_t pid; pids >> pid; ++count) EXPECT_NE(::kill(pid, 0), 0) << "process " << pid << " is still running";
+  EXPECT_EQ(count, 3);  // two shards and the router
+}
+
+TEST(DemoCli, WithoutTheDemoModelItSaysWhatToPass) {
+  const auto r = larql("demo /nonexistent/demo-model");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("pass MODEL"), std::string::npos) << r.out;
 }
 
 }  // namespace

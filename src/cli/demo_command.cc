@@ -1,0 +1,207 @@
+// `larql demo`: starts two shard servers (half the layers each, i8 enabled) and a router
+// as child processes on free loopback ports, generates from a prompt locally and through
+// the grid in f32, f16 and i8, prints each text and a table, and stops everything.
+#include "cli/demo_command.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <thread>
+
+#include "eval/wire_bench.h"
+#include "infer/generate.h"
+#include "infer/local_ffn.h"
+#include "model/loader.h"
+#include "net/http_client.h"
+#include "net/remote_ffn.h"
+
+namespace larql::cli {
+namespace {
+
+struct Options {
+  std::optional<std::string> model, tokenizer;
+  std::string prompt = "Once upon a time";
+  size_t layers_per_shard = 0;  // 0: half the layers each
+  size_t steps = 40;
+  bool keep_running = false;
+};
+
+// Children are tracked here so a signal can stop them all.
+std::vector<pid_t> g_children;
+volatile sig_atomic_t g_interrupted = 0;
+
+void stop_children() {
+  for (pid_t p : g_children) kill(p, SIGTERM);
+  for (pid_t p : g_children) {
+    int status;
+    for (int i = 0; i < 500 && waitpid(p, &status, WNOHANG) == 0; ++i) usleep(10000);  // up to 5 s, then force
+    if (waitpid(p, &status, WNOHANG) == 0) {
+      kill(p, SIGKILL);
+      waitpid(p, &status, 0);
+    }
+  }
+  g_children.clear();
+}
+
+void on_signal(int) { g_interrupted = 1; }
+
+// Starts `larql ARGS` (this same binary) and returns the URL it listens on.
+std::optional<std::string> spawn(const std::vector<std::string>& args) {
+  int out[2];
+  if (pipe(out) != 0) return std::nullopt;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    std::vector<char*> argv{const_cast<char*>("larql")};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  g_children.push_back(pid);
+  std::string text;
+  std::smatch m;
+  const std::regex listening("listening on (http://[0-9.]+:[0-9]+)");
+  char buf[512];
+  while (!std::regex_search(text, m, listening)) {
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) return std::nullopt;
+    text.append(buf, size_t(n));
+  }
+  close(out[0]);
+  return m[1].str();
+}
+
+bool wait_healthy(const std::string& url) {
+  auto client = make_http_client(url, 1000);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until && !g_interrupted) {
+    if (auto res = client->Get("/v1/health"); res && res->status == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::string generate_text(const Model& m, const Tokenizer* tok, FfnBackend& ffn, const std::vector<int>& prompt, size_t steps,
+                          std::vector<int>* ids) {
+  ThreadPool pool(2);
+  Transformer t(m, ffn, pool);
+  auto r = generate(t, prompt, {.max_new_tokens = steps, .ignore_eos = false, .sampler = {}});
+  if (!r) return "(failed: " + r.error().message + ")";
+  *ids = r->generated;
+  if (!tok) {
+    std::string s;
+    for (int id : r->generated) s += std::to_string(id) + " ";
+    return s;
+  }
+  std::vector<int> all{prompt.back()};
+  all.insert(all.end(), r->generated.begin(), r->generated.end());
+  return tok->decode(all);
+}
+
+int run_demo(const Options& o) {
+  auto say = [](const std::string& s) { std::cerr << "larql demo: " << s << std::endl; };
+  const std::string model_path = o.model.value_or("models/demo");
+  if (!std::filesystem::exists(model_path)) {
+    say("no model at " + model_path + " (the project's demo model is not trained yet): pass MODEL, e.g. "
+        "larql demo ../shared/models/aidreams260K.bin --tokenizer ../shared/models/aidreams-tok512.bin");
+    return 2;
+  }
+  say("loading " + model_path + " ...");
+  auto model = load_model(model_path);
+  if (!model) return say(model.error().message), 2;
+  auto tok = load_tokenizer_for(*model, model_path, o.tokenizer);
+  if (!tok) return say(tok.error().message), 2;
+  const std::vector<int> prompt = *tok ? (*tok)->encode(o.prompt) : std::vector<int>{1};
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const size_t layers = model->config.layers;
+  const size_t per = o.layers_per_shard ? o.layers_per_shard : (layers + 1) / 2;
+  std::string spec;
+  for (size_t first = 0; first < layers; first += per) {
+    const size_t last = std::min(layers, first + per) - 1;
+    const std::string range = std::to_string(first) + "-" + std::to_string(last);
+    say("starting shard for layers " + range + " ...");
+    auto url = spawn({"serve", model_path, "--port", "0", "--layers", range, "--wire-i8", "--threads", "1"});
+    if (!url || !wait_healthy(*url)) return stop_children(), say("a shard did not start"), 1;
+    spec += (spec.empty() ? "" : ",") + range + "=" + *url;
+  }
+  say("starting the router ...");
+  auto router = spawn({"router", "--shards", spec, "--port", "0"});
+  if (!router || !wait_healthy(*router)) return stop_children(), say("the router did not start"), 1;
+  say("grid up: router " + *router + " in front of " + spec);
+
+  ThreadPool pool(2);
+  LocalFfn local(*model, pool);
+  std::vector<int> local_ids;
+  std::cout << "prompt: " << o.prompt << "\n\nlocal: " << generate_text(*model, tok->get(), local, prompt, o.steps, &local_ids)
+            << "\n";
+  std::map<std::string, bool> identical;
+  for (const char* w : {"f32", "f16", "i8"}) {
+    if (g_interrupted) break;
+    std::vector<std::string> warnings;
+    auto remote = RemoteFfn::connect(*model, {*router, *wire::client_wire(w, [](const char*) { return nullptr; }), {}, {}, 10000},
+                                     &warnings);
+    if (!remote) return stop_children(), say(remote.error().message), 1;
+    std::vector<int> ids;
+    std::cout << "grid " << w << ": " << generate_text(*model, tok->get(), **remote, prompt, o.steps, &ids) << "\n";
+    identical[w] = ids == local_ids;
+  }
+  if (!g_interrupted) {
+    WireBenchOptions b;
+    b.prompts = {prompt};
+    b.steps = o.steps;
+    b.local_reference = true;
+    b.ffn_spec = *router;
+    auto report = run_wire_bench(*model, b);
+    if (!report) return stop_children(), say(report.error().message), 1;
+    std::printf("\n%-5s %-20s %15s %15s %12s\n", "wire", "identical to local?", "top-5 agreement", "bytes/token", "ms/token");
+    for (const auto& f : report->formats) {
+      const std::string w(wire::encoding_name(f.wire));
+      std::printf("%-5s %-20s %15.3f %15.0f %12.2f\n", w.c_str(), identical[w] ? "yes" : "no", f.topk_agreement,
+                  f.bytes_sent_per_token + f.bytes_received_per_token, f.ms_per_token);
+    }
+  }
+  if (o.keep_running && !g_interrupted) {
+    std::cout << "\nthe grid stays up (Ctrl-C stops it). Router: " << *router << "\ntry:\n  larql run " << model_path
+              << (o.tokenizer ? " --tokenizer " + *o.tokenizer : std::string()) << " --prompt \"" << o.prompt
+              << "\" --ffn " << *router << " --wire f16\n"
+              << std::flush;
+    while (!g_interrupted) pause();
+  }
+  std::string pids;
+  for (pid_t p : g_children) pids += " " + std::to_string(p);
+  say("stopping the grid (processes" + pids + ") ...");
+  stop_children();
+  return 0;
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("demo", "Run the whole grid (two shards and a router) on this machine, end to end");
+  cmd->add_option("model", o->model, "model (default: models/demo)");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file (llama2.c models)");
+  cmd->add_option("--prompt", o->prompt, "prompt text")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "tokens to generate")->capture_default_str();
+  cmd->add_option("--layers-per-shard", o->layers_per_shard, "layers per shard (default: half each)");
+  cmd->add_flag("--keep-running", o->keep_running, "leave the grid up and print a larql run command for it");
+  cmd->callback([o] {
+    if (int rc = run_demo(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace larql::cli
