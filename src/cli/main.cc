@@ -17,12 +17,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("larql 0.1.0 (wire kernels: ") + larql::wire::best_kernels().name + ")");
   app.require_subcommand(1);
   larql::cli::add_run_command(app);
+  larql::cli::add_serve_command(app);
   larql::cli::add_router_command(app);
   larql::cli::add_bench_command(app);
   larql::cli::add_demo_command(app);
-  larql::cli::add_serve_command(app);
-  larql::cli::add_synth_command(app);
   larql::cli::add_tokenize_command(app);
+  larql::cli::add_synth_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

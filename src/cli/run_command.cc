@@ -140,7 +140,7 @@ int run(const RunOptions& o) {
 
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Generate text from a model (FFN computed locally)");
+  CLI::App* cmd = app.add_subcommand("run", "Generate text from a model (FFN local, or remote with --ffn)");
   cmd->add_option("model", o->model, "llama2.c checkpoint (.bin)")->required();
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file (llama2.c tokenizer.bin)");
   auto* prompt = cmd->add_option("--prompt", o->prompt, "prompt text, encoded with the tokenizer's rules");

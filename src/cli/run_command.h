@@ -4,7 +4,7 @@
 
 namespace larql::cli {
 
-// `larql run MODEL ...`: generate text with the FFN local (or, later, remote).
+// `larql run MODEL ...`: generate text, the FFN local or remote (--ffn).
 void add_run_command(CLI::App& app);
 
 }  // namespace larql::cli
