@@ -1,7 +1,6 @@
 // larql: one binary, one subcommand per role (see README). Argument parsing only here;
 // the work lives in the libraries.
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 #include "cli/bench_command.h"
 #include "cli/demo_command.h"
