@@ -135,18 +135,23 @@ LARQL_AVX2 float quantize_one(float x, float inv, float scale) {
   return q;
 }
 
-// Eight values of quantise_one; the result needs no clamp: |x × inv| ≤ 127 (1 + 2^-22).
-LARQL_AVX2 inline __m256i quantize8(const float* x, __m256 inv, __m256 scale, __m256 half_scale,
-                                    __m256 neg_half_scale) {
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 v = _mm256_loadu_ps(x);
-  __m256 q = _mm256_round_ps(_mm256_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 x_sign = _mm256_and_ps(v, sign_bit);
+// quantize_one for eight lanes, in two parts: round_q gives q0 and flags the lanes whose
+// residual reaches half a step (the only ones the correction can change); correct_q is the
+// correction. For most data no lane of a 32-value block is flagged and correct_q is
+// skipped. No clamp is needed: |x × inv| ≤ 127 (1 + 2^-22).
+LARQL_AVX2 inline __m256 round_q(__m256 v, __m256 inv, __m256 scale, __m256 half, __m256* near) {
+  const __m256 q = _mm256_round_ps(_mm256_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r_abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_fnmadd_ps(q, scale, v));
+  *near = _mm256_cmp_ps(r_abs, half, _CMP_GE_OQ);
+  return q;
+}
+
+LARQL_AVX2 inline __m256 correct_q(__m256 v, __m256 q, __m256 scale, __m256 half, __m256 neg_half) {
+  const __m256 x_sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
   const __m256 r_away = _mm256_xor_ps(_mm256_fnmadd_ps(q, scale, v), x_sign);
   const __m256 step = _mm256_or_ps(x_sign, _mm256_set1_ps(1.0f));  // ±1 toward x's sign
-  q = _mm256_add_ps(q, _mm256_and_ps(_mm256_cmp_ps(r_away, half_scale, _CMP_GE_OQ), step));
-  q = _mm256_sub_ps(q, _mm256_and_ps(_mm256_cmp_ps(r_away, neg_half_scale, _CMP_LT_OQ), step));
-  return _mm256_cvtps_epi32(q);
+  q = _mm256_add_ps(q, _mm256_and_ps(_mm256_cmp_ps(r_away, half, _CMP_GE_OQ), step));
+  return _mm256_sub_ps(q, _mm256_and_ps(_mm256_cmp_ps(r_away, neg_half, _CMP_LT_OQ), step));
 }
 
 LARQL_AVX2 bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
@@ -171,11 +176,20 @@ LARQL_AVX2 bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m256i a = quantize8(in + i, vinv, vscale, vhalf, vneg_half);
-    __m256i b = quantize8(in + i + 8, vinv, vscale, vhalf, vneg_half);
-    __m256i c = quantize8(in + i + 16, vinv, vscale, vhalf, vneg_half);
-    __m256i d = quantize8(in + i + 24, vinv, vscale, vhalf, vneg_half);
-    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    __m256 v0 = _mm256_loadu_ps(in + i), v1 = _mm256_loadu_ps(in + i + 8);
+    __m256 v2 = _mm256_loadu_ps(in + i + 16), v3 = _mm256_loadu_ps(in + i + 24);
+    __m256 n0, n1, n2, n3;
+    __m256 q0 = round_q(v0, vinv, vscale, vhalf, &n0), q1 = round_q(v1, vinv, vscale, vhalf, &n1);
+    __m256 q2 = round_q(v2, vinv, vscale, vhalf, &n2), q3 = round_q(v3, vinv, vscale, vhalf, &n3);
+    const __m256 any = _mm256_or_ps(_mm256_or_ps(n0, n1), _mm256_or_ps(n2, n3));
+    if (!_mm256_testz_ps(any, any)) {
+      q0 = correct_q(v0, q0, vscale, vhalf, vneg_half);
+      q1 = correct_q(v1, q1, vscale, vhalf, vneg_half);
+      q2 = correct_q(v2, q2, vscale, vhalf, vneg_half);
+      q3 = correct_q(v3, q3, vscale, vhalf, vneg_half);
+    }
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(_mm256_cvtps_epi32(q0), _mm256_cvtps_epi32(q1)),
+                                              _mm256_packs_epi32(_mm256_cvtps_epi32(q2), _mm256_cvtps_epi32(q3)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(packed, order));
   }
   for (; i < n; ++i) q[i] = clamp_i8(quantize_one(in[i], inv, scale));
