@@ -24,13 +24,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <regex>
 #include <thread>
 
 #include <httplib.h>
 
 #include "model/loader.h"
 #include "model/synth.h"
+#include "net/child_process.h"
 #include "net/remote_ffn.h"
 
 namespace {
@@ -97,32 +97,6 @@ struct RawTcpPeer {
   }
 };
 
-// Starts `larql ARGS...` and returns (pid, URL from its "listening on" line).
-std::pair<pid_t, std::string> spawn_larql(const std::string& binary, std::vector<std::string> args) {
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return {-1, ""};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipefd[1], STDOUT_FILENO);
-    std::vector<char*> argv{const_cast<char*>(binary.c_str())};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  close(pipefd[1]);
-  std::string line;
-  std::smatch m;
-  const std::regex listening("listening on (http://[0-9.]+:[0-9]+)");
-  char buf[256];
-  while (!std::regex_search(line, m, listening)) {
-    const ssize_t n = read(pipefd[0], buf, sizeof buf);
-    if (n <= 0) return {-1, ""};
-    line.append(buf, size_t(n));
-  }
-  return {pid, m[1].str()};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,16 +119,19 @@ int main(int argc, char** argv) {
   if (!model) return 1;
 
   // The shard, and a router in front of it, as child processes on free ports.
-  const auto [pid, url] = spawn_larql(larql_binary, {"serve", dir.string(), "--port", "0", "--wire-i8", "--threads", "1"});
-  if (pid < 0) {
-    std::fprintf(stderr, "roundtrip_bench: the shard did not start (%s)\n", larql_binary.c_str());
+  const auto shard = spawn_server(larql_binary, {"serve", dir.string(), "--port", "0", "--wire-i8", "--threads", "1"},
+                                  std::chrono::seconds(30));
+  if (!shard) {
+    std::fprintf(stderr, "roundtrip_bench: %s\n", shard.error().message.c_str());
     return 1;
   }
-  const auto [router_pid, router_url] = spawn_larql(larql_binary, {"router", "--shards", "0-0=" + url, "--port", "0"});
-  if (router_pid < 0) {
-    std::fprintf(stderr, "roundtrip_bench: the router did not start\n");
+  const std::string url = shard->url;
+  const auto routed = spawn_server(larql_binary, {"router", "--shards", "0-0=" + url, "--port", "0"}, std::chrono::seconds(30));
+  if (!routed) {
+    std::fprintf(stderr, "roundtrip_bench: %s\n", routed.error().message.c_str());
     return 1;
   }
+  const std::string router_url = routed->url;
 
   const size_t request_bytes = 16 + 4 * hidden, response_bytes = 12 + 4 * hidden;
   RawTcpPeer peer(request_bytes, response_bytes);
@@ -236,9 +213,10 @@ int main(int argc, char** argv) {
   close(raw);
   bare.stop();
   bare_thread.join();
-  for (pid_t p : {router_pid, pid}) {
-    kill(p, SIGTERM);
-    waitpid(p, nullptr, 0);
+  for (const auto* child : {&*routed, &*shard}) {
+    kill(child->pid, SIGTERM);
+    waitpid(child->pid, nullptr, 0);
+    close(child->stdout_fd);
   }
 
   const double raw50 = pct(raw_us, 0.5);

@@ -11,14 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <regex>
-#include <thread>
 
 #include "eval/wire_bench.h"
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
 #include "model/loader.h"
-#include "net/http_client.h"
+#include "net/child_process.h"
 #include "net/remote_ffn.h"
 
 namespace larql::cli {
@@ -34,6 +32,7 @@ struct Options {
 
 // Children are tracked here so a signal can stop them all.
 std::vector<pid_t> g_children;
+std::vector<int> g_child_stdout;  // kept open while they run, so a late print cannot SIGPIPE them
 volatile sig_atomic_t g_interrupted = 0;
 
 void stop_children() {
@@ -47,47 +46,20 @@ void stop_children() {
     }
   }
   g_children.clear();
+  for (int fd : g_child_stdout) close(fd);
+  g_child_stdout.clear();
 }
 
 void on_signal(int) { g_interrupted = 1; }
 
 // Starts `larql ARGS` (this same binary) and returns the URL it listens on.
 std::optional<std::string> spawn(const std::vector<std::string>& args) {
-  int out[2];
-  if (pipe(out) != 0) return std::nullopt;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    std::vector<char*> argv{const_cast<char*>("larql")};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  g_children.push_back(pid);
-  std::string text;
-  std::smatch m;
-  const std::regex listening("listening on (http://[0-9.]+:[0-9]+)");
-  char buf[512];
-  while (!std::regex_search(text, m, listening)) {
-    const ssize_t n = read(out[0], buf, sizeof buf);
-    if (n <= 0) return std::nullopt;
-    text.append(buf, size_t(n));
-  }
-  close(out[0]);
-  return m[1].str();
-}
-
-bool wait_healthy(const std::string& url) {
-  auto client = make_http_client(url, 1000);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < until && !g_interrupted) {
-    if (auto res = client->Get("/v1/health"); res && res->status == 200) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  auto s = spawn_server("/proc/self/exe", args, std::chrono::seconds(60));
+  if (!s) return std::nullopt;
+  g_children.push_back(s->pid);
+  g_child_stdout.push_back(s->stdout_fd);
+  if (!wait_healthy(s->url, std::chrono::seconds(30), [] { return !g_interrupted; })) return std::nullopt;
+  return s->url;
 }
 
 std::string generate_text(const Model& m, const Tokenizer* tok, FfnBackend& ffn, const std::vector<int>& prompt, size_t steps,
@@ -135,12 +107,12 @@ int run_demo(const Options& o) {
     const std::string range = std::to_string(first) + "-" + std::to_string(last);
     say("starting shard for layers " + range + " ...");
     auto url = spawn({"serve", model_path, "--port", "0", "--layers", range, "--wire-i8", "--threads", "1"});
-    if (!url || !wait_healthy(*url)) return stop_children(), say("a shard did not start"), 1;
+    if (!url) return stop_children(), say("a shard did not start"), 1;
     spec += (spec.empty() ? "" : ",") + range + "=" + *url;
   }
   say("starting the router ...");
   auto router = spawn({"router", "--shards", spec, "--port", "0"});
-  if (!router || !wait_healthy(*router)) return stop_children(), say("the router did not start"), 1;
+  if (!router) return stop_children(), say("the router did not start"), 1;
   say("grid up: router " + *router + " in front of " + spec);
 
   ThreadPool pool(2);

@@ -14,6 +14,7 @@
 #include "model/hf_loader.h"
 #include "model/loader.h"
 #include "model/safetensors.h"
+#include "support/greedy.h"
 #include "support/hf_fixture.h"
 #include "support/shared_models.h"
 
@@ -35,16 +36,7 @@ class HfCheckpoint : public ::testing::Test {
 std::vector<int> greedy_ids(const Model& m, const std::vector<int>& prompt, size_t steps, std::vector<std::vector<float>>* logits) {
   ThreadPool pool(2);
   LocalFfn ffn(m, pool);
-  Transformer t(m, ffn, pool);
-  std::vector<int> ids = prompt;
-  std::vector<float> l;
-  EXPECT_TRUE(t.forward(prompt, 0, l).ok());
-  for (size_t s = 0; s < steps; ++s) {
-    logits->push_back(l);
-    ids.push_back(argmax(l));
-    EXPECT_TRUE(t.forward({&ids.back(), 1}, ids.size() - 1, l).ok());
-  }
-  return {ids.begin() + std::ptrdiff_t(prompt.size()), ids.end()};
+  return test::greedy_with_logits(m, ffn, prompt, steps, logits, 2);
 }
 
 TEST_F(HfCheckpoint, Aidreams260KSameTokensInBothFormats) {

@@ -3,6 +3,7 @@
 // replica dies mid-generation, a clear error when a whole range is gone, keyed shards,
 // malformed shard maps, and resharding while a generation runs.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <nlohmann/json.hpp>
 

@@ -3,6 +3,7 @@
 // every bad input of PROTOCOL §7 gets its status and a JSON error and the server keeps
 // serving; keys are enforced; SIGTERM ends the server with status 0.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "model/loader.h"
 #include "model/synth.h"
 #include "net/remote_ffn.h"
+#include "support/greedy.h"
 #include "support/hex.h"
 #include "support/process.h"
 #include "support/shared_models.h"
@@ -28,22 +30,10 @@ using test::ChildProcess;
 
 constexpr const char* kReferenceAccept = "application/x-larql-ffn-i8, application/x-larql-ffn-f16, application/x-larql-ffn";
 
-// Greedy steps with every step's logits kept.
+const std::vector<int> kPrompt{1, 429, 480, 375, 438, 437, 272, 284, 438, 441};
+
 std::vector<int> greedy(const Model& m, FfnBackend& ffn, std::vector<std::vector<float>>* logits, size_t steps) {
-  ThreadPool pool(1);
-  Transformer t(m, ffn, pool);
-  std::vector<int> ids{1, 429, 480, 375, 438, 437, 272, 284, 438, 441};
-  const size_t prompt = ids.size();
-  std::vector<float> l;
-  EXPECT_TRUE(t.forward(ids, 0, l).ok());
-  for (size_t s = 0; s < steps; ++s) {
-    logits->push_back(l);
-    ids.push_back(argmax(l));
-    auto st = t.forward({&ids.back(), 1}, ids.size() - 1, l);
-    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
-    if (!st.ok()) break;
-  }
-  return {ids.begin() + std::ptrdiff_t(prompt), ids.end()};
+  return test::greedy_with_logits(m, ffn, kPrompt, steps, logits);
 }
 
 TEST(ShardServer, RemoteF32IsBitIdenticalToLocalThroughTwoShards) {

@@ -3,20 +3,17 @@
 // /v1/health with a deadline, and always stopped (SIGTERM, then SIGKILL) when the test ends.
 #pragma once
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <regex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
+#include "net/child_process.h"
 
 namespace larql::test {
 
@@ -24,37 +21,13 @@ class ChildProcess {
  public:
   // Runs LARQL_BINARY with `args`; waits until it prints "listening on http(s)://HOST:PORT".
   explicit ChildProcess(const std::vector<std::string>& args, std::chrono::seconds deadline = std::chrono::seconds(20)) {
-    int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("pipe failed");
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> argv{const_cast<char*>(LARQL_BINARY)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(LARQL_BINARY, argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    out_fd_ = out[0];
-    const auto until = std::chrono::steady_clock::now() + deadline;
-    std::string text;
-    std::smatch m;
-    const std::regex listening("listening on (https?)://([0-9.]+):([0-9]+)");
-    while (!std::regex_search(text, m, listening)) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      pollfd p{out_fd_, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, int(left.count())) <= 0) throw std::runtime_error("no start-up line: " + text);
-      char buf[512];
-      const ssize_t n = read(out_fd_, buf, sizeof buf);
-      if (n <= 0) throw std::runtime_error("process exited before listening: " + text);
-      text.append(buf, size_t(n));
-    }
-    startup_line_ = text;
-    url_ = m[1].str() + "://" + m[2].str() + ":" + m[3].str();
-    port_ = std::stoi(m[3].str());
+    auto s = spawn_server(LARQL_BINARY, args, deadline);
+    if (!s) throw std::runtime_error(s.error().message);
+    pid_ = s->pid;
+    out_fd_ = s->stdout_fd;
+    startup_line_ = s->startup_text;
+    url_ = s->url;
+    port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
   }
   ~ChildProcess() { stop(); }
   ChildProcess(const ChildProcess&) = delete;
@@ -104,13 +77,7 @@ class ChildProcess {
 
 // Polls GET /v1/health until it answers 200 or the deadline passes.
 inline bool wait_healthy(const std::string& url, std::chrono::seconds deadline = std::chrono::seconds(10)) {
-  httplib::Client client(url);
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (auto res = client.Get("/v1/health"); res && res->status == 200) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return larql::wait_healthy(url, deadline);
 }
 
 }  // namespace larql::test
