@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   clang-14 libclang-rt-14-dev          # libFuzzer and sanitizer runtimes
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libcpp-httplib-dev libboost-dev libssl-dev zlib1g-dev libbrotli-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev libutf8proc-dev
 )

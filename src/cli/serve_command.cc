@@ -48,7 +48,6 @@ int serve(ServeOptions o) {
   ThreadPool pool(threads);
   LocalFfn ffn(*model, pool);
   o.http.max_body_bytes = o.max_body_mb << 20;
-  o.http.http_threads = o.max_queue + 8;
   FfnService service(*model, ffn, {owned, *i8, o.http.max_body_bytes, o.max_queue});
 
   std::vector<Route> routes{

@@ -51,10 +51,11 @@ Result<SpawnedServer> spawn_server(const std::string& binary, const std::vector<
 }
 
 bool wait_healthy(const std::string& url, std::chrono::milliseconds deadline, const std::function<bool()>& keep_waiting) {
-  auto client = make_http_client(url, 1000);
+  auto client = HttpClient::open(url, {1000, std::nullopt});
+  if (!client) return false;
   const auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until && (!keep_waiting || keep_waiting())) {
-    if (auto res = client->Get("/v1/health"); res && res->status == 200) return true;
+    if (auto res = (*client)->get("/v1/health"); res && res->status == 200) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a polling interval, not a synchronisation
   }
   return false;

@@ -1,6 +1,9 @@
-// The HTTP glue shared by the shard server and the router: cpp-httplib with keep-alive,
-// TCP_NODELAY, optional TLS and bearer-key auth, JSON errors on every path (404 and 405
-// included), the real port in the start-up line, and graceful shutdown on SIGINT/SIGTERM.
+// The HTTP glue shared by the shard server and the router: Boost.Beast, one thread per
+// kept-alive connection reading and writing with one system call each way (cpp-httplib
+// cost 6x a raw TCP round trip on loopback; see docs/benchmarks.md), TCP_NODELAY,
+// optional TLS and bearer-key auth, JSON errors on every path (404, 405, 413 and
+// malformed HTTP included), the real port in the start-up line, and graceful shutdown on
+// SIGINT/SIGTERM.
 #pragma once
 
 #include <functional>
@@ -10,10 +13,6 @@
 
 #include "net/ffn_service.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace larql {
 
 struct HttpServerOptions {
@@ -21,7 +20,8 @@ struct HttpServerOptions {
   int port = 8080;  // 0: any free port (the start-up line says which)
   std::optional<std::string> api_key;       // every path but /v1/health needs it
   std::optional<std::string> tls_cert, tls_key;
-  size_t http_threads = 32;
+  size_t max_connections = 256;  // open connections beyond this get 503 at once
+  int idle_timeout_ms = 30000;    // a read or write that makes no progress this long ends the connection
   size_t max_body_bytes = 64u << 20;
 };
 

@@ -17,30 +17,21 @@ using namespace wire;
 struct RemoteFfn::Shard {
   std::string url;
   LayerRange range;
-  std::unique_ptr<httplib::Client> client;
+  std::unique_ptr<HttpClient> client;
   std::vector<Encoding> request_encodings{Encoding::f32};
   size_t max_body_bytes = 64u << 20;
 };
 
 namespace {
 
-std::unique_ptr<httplib::Client> make_client(const std::string& url, const RemoteFfnOptions& o) {
-  auto client = make_http_client(url, o.timeout_ms);
-  if (o.ca_cert) {
-    client->set_ca_cert_path(o.ca_cert->c_str());
-    client->enable_server_certificate_verification(true);
-  }
-  return client;
-}
-
-httplib::Headers auth_headers(const RemoteFfnOptions& o) {
-  httplib::Headers h;
-  if (o.api_key) h.emplace("Authorization", "Bearer " + *o.api_key);
+HttpHeaders auth_headers(const RemoteFfnOptions& o) {
+  HttpHeaders h;
+  if (o.api_key) h.emplace_back("Authorization", "Bearer " + *o.api_key);
   return h;
 }
 
-std::string describe_error(const httplib::Result& res) {
-  if (!res) return "no response (" + httplib::to_string(res.error()) + ")";
+std::string describe_error(const Result<HttpResponse>& res) {
+  if (!res) return res.error().message;
   std::string detail = res->body;
   auto j = json::parse(res->body, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("error")) detail = j["error"].dump() + " (" + j.value("code", "") + ")";
@@ -73,8 +64,10 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
       auto shard = std::make_unique<Shard>();
       shard->url = url;
       shard->range = part.range;
-      shard->client = make_client(url, options);
-      auto res = shard->client->Get("/v1/stats", auth_headers(options));
+      auto client = HttpClient::open(url, {options.timeout_ms, options.ca_cert});
+      if (!client) return shard_error(ErrorCode::invalid_argument, url, client.error().message);
+      shard->client = std::move(*client);
+      auto res = shard->client->get("/v1/stats", auth_headers(options));
       if (!res || res->status >= 500) {  // a replica that is down now: the others may serve
         unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + describe_error(res) + ")";
         continue;
@@ -147,30 +140,23 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   if (!enc)
     return make_error(ErrorCode::non_finite_input, "refusing to send layer " + std::to_string(layer) + "'s FFN input: " +
                                                        enc.error().message);
-  httplib::Headers headers = auth_headers(options_);
-  headers.emplace("Accept", options_.wire.accept);
+  HttpHeaders headers = auth_headers(options_);
+  headers.emplace_back("Accept", options_.wire.accept);
   const auto start = std::chrono::steady_clock::now();
-  auto res = shard.client->Post("/v1/walk-ffn", headers, body_.data(), body_.size(),
-                                std::string(content_type(enc->encoding)).c_str());
-  if (!res) {  // a reused keep-alive connection may have been closed: one retry on a fresh one
-    res = shard.client->Post("/v1/walk-ffn", headers, body_.data(), body_.size(),
-                             std::string(content_type(enc->encoding)).c_str());
-  }
+  auto res = shard.client->post("/v1/walk-ffn", body_, content_type(enc->encoding), headers);
   stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ++stats_.calls;
   stats_.bytes_sent += body_.size();
   auto fail = [&](ErrorCode code, const std::string& what) {
     return shard_error(code, shard.url, "layer " + std::to_string(layer) + ": " + what);
   };
-  if (!res)
-    return fail(res.error() == httplib::Error::Read ? ErrorCode::shard_timeout : ErrorCode::shard_unavailable,
-                describe_error(res));
+  if (!res) return fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
   if (res->status != 200)
     return fail(res->status >= 500 ? ErrorCode::shard_unavailable : ErrorCode::invalid_argument, describe_error(res));
-  const auto response_encoding = binary_encoding(body_kind_from_content_type(res->get_header_value("Content-Type")));
+  const auto response_encoding = binary_encoding(body_kind_from_content_type(res->header("Content-Type")));
   if (!response_encoding)
-    return fail(ErrorCode::shard_unavailable, "answered with Content-Type '" + res->get_header_value("Content-Type") +
+    return fail(ErrorCode::shard_unavailable, "answered with Content-Type '" + res->header("Content-Type") +
                                                   "', expected one of the binary FFN types");
   if (*response_encoding == Encoding::f32 && options_.wire.preferred != Encoding::f32) ++stats_.f32_fallbacks;
   auto view = parse_response(as_bytes(res->body), *response_encoding, hidden);

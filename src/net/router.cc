@@ -24,10 +24,11 @@ struct Router::Replica {
   std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
   std::mutex mutex;                    // guards stats and idle
   json stats;                          // null until read
-  std::vector<std::unique_ptr<httplib::Client>> idle;
+  std::vector<std::unique_ptr<HttpClient>> idle;
   int timeout_ms = 5000;
 
-  std::unique_ptr<httplib::Client> take() {
+  // A pooled connection to this replica (callers in parallel each get their own).
+  std::unique_ptr<HttpClient> take() {
     {
       std::lock_guard lock(mutex);
       if (!idle.empty()) {
@@ -36,9 +37,10 @@ struct Router::Replica {
         return c;
       }
     }
-    return make_http_client(url, timeout_ms);
+    auto c = HttpClient::open(url, {timeout_ms, std::nullopt});
+    return c ? std::move(*c) : nullptr;  // the URL was checked when the map was made
   }
-  void give(std::unique_ptr<httplib::Client> c) {
+  void give(std::unique_ptr<HttpClient> c) {
     std::lock_guard lock(mutex);
     if (idle.size() < 16) idle.push_back(std::move(c));
   }
@@ -76,9 +78,9 @@ struct Router::Part {
 
 namespace {
 
-httplib::Headers key_headers(const std::optional<std::string>& key) {
-  httplib::Headers h;
-  if (key) h.emplace("Authorization", "Bearer " + *key);
+HttpHeaders key_headers(const std::optional<std::string>& key) {
+  HttpHeaders h;
+  if (key) h.emplace_back("Authorization", "Bearer " + *key);
   return h;
 }
 
@@ -108,8 +110,11 @@ Router::~Router() {
 }
 
 Status Router::load_stats(Replica& replica, const LayerRange& range) {
-  auto res = make_http_client(replica.url, options_.timeout_ms)->Get("/v1/stats", key_headers(options_.shard_key));
-  if (!res) return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + " does not answer /v1/stats");
+  auto client = HttpClient::open(replica.url, {options_.timeout_ms, std::nullopt});
+  if (!client) return make_error(ErrorCode::invalid_argument, "shard " + replica.url + ": " + client.error().message);
+  auto res = (*client)->get("/v1/stats", key_headers(options_.shard_key));
+  if (!res)
+    return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + " does not answer /v1/stats: " + res.error().message);
   auto stats = json::parse(res->body, nullptr, false);
   if (res->status != 200 || stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
     return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + ": /v1/stats answered HTTP " +
@@ -202,7 +207,7 @@ std::shared_ptr<const Router::Map> Router::current_map() const {
 }
 
 void Router::poll_health() {
-  std::map<std::string, std::unique_ptr<httplib::Client>> clients;
+  std::map<std::string, std::unique_ptr<HttpClient>> clients;
   for (;;) {
     std::vector<std::shared_ptr<Replica>> replicas;
     {
@@ -211,8 +216,10 @@ void Router::poll_health() {
     }
     for (const auto& r : replicas) {
       auto& c = clients[r->url];
-      if (!c) c = make_http_client(r->url, std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms)));
-      auto res = c->Get("/v1/health", key_headers(options_.shard_key));
+      if (!c)
+        if (auto opened = HttpClient::open(r->url, {std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms)), std::nullopt}))
+          c = std::move(*opened);
+      auto res = c ? c->get("/v1/health", key_headers(options_.shard_key)) : Result<HttpResponse>(make_error(ErrorCode::invalid_argument, "bad URL"));
       bool up = res && res->status == 200;
       bool needs_stats;
       {
@@ -243,20 +250,24 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
     if (a->healthy != b->healthy) return bool(a->healthy);
     return a->latency_ms < b->latency_ms;
   });
-  httplib::Headers headers;
-  if (!accept.empty()) headers.emplace("Accept", accept);
-  if (!authorization.empty()) headers.emplace("Authorization", authorization);
+  HttpHeaders headers;
+  if (!accept.empty()) headers.emplace_back("Accept", accept);
+  if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
   std::string tried;
   bool last_timed_out = false;
   for (const auto& r : order) {
     auto client = r->take();
-    const auto start = std::chrono::steady_clock::now();
-    auto res = client->Post("/v1/walk-ffn", headers, body, content_type.c_str());
     tried += (tried.empty() ? "" : ", ") + r->url;
+    if (!client) {
+      tried += " (not an http[s]:// URL)";
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto res = client->post("/v1/walk-ffn", body, content_type, headers);
     if (!res) {
-      last_timed_out = res.error() == httplib::Error::Read || res.error() == httplib::Error::Write;
+      last_timed_out = res.error().code == ErrorCode::shard_timeout;
       r->healthy = false;
-      tried += " (" + httplib::to_string(res.error()) + ")";
+      tried += " (" + res.error().message + ")";
       continue;
     }
     r->observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
@@ -266,7 +277,7 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
       tried += " (HTTP " + std::to_string(res->status) + ")";
       continue;
     }
-    HttpReply reply{res->status, res->get_header_value("Content-Type"), std::move(res->body)};
+    HttpReply reply{res->status, res->header("Content-Type"), std::move(res->body)};
     reply.headers.emplace_back("X-Larql-Shard", r->url);
     return reply;
   }

@@ -25,6 +25,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::internal: return "internal";
     case ErrorCode::shard_unavailable: return "shard_unavailable";
     case ErrorCode::shard_timeout: return "shard_timeout";
+    case ErrorCode::bad_request: return "bad_request";
     case ErrorCode::invalid_argument: return "invalid_argument";
   }
   return "internal";

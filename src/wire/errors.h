@@ -32,6 +32,7 @@ enum class ErrorCode {
   internal,
   shard_unavailable,
   shard_timeout,
+  bad_request,       // malformed HTTP (request line, headers, framing): 400, beyond §7's table
   invalid_argument,  // local misuse (configuration, CLI); never sent on the wire
 };
 

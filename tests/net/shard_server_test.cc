@@ -5,6 +5,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -261,6 +266,51 @@ TEST(ShardServer, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
   auto metrics = c.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("larql_shard_errors_total{code=\"truncated\"} 2"), std::string::npos) << metrics->body;
+}
+
+// Sends raw bytes to 127.0.0.1:port and returns everything the server writes back
+// until it closes the connection.
+std::string raw_exchange(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  const timeval tv{10, 0};  // a server that never closes fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return "connect failed";
+  if (write(fd, bytes.data(), bytes.size()) != ssize_t(bytes.size())) return "write failed";
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  close(fd);
+  return out;
+}
+
+TEST(ShardServer, MalformedHttpGetsA400AndCurlsExpectContinueIsHonoured) {
+  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
+  ChildProcess s({"serve", test::shared_model("aidreams260K.bin"), "--port", "0"});
+  ASSERT_TRUE(test::wait_healthy(s.url()));
+
+  const std::string garbage = raw_exchange(s.port(), "HELLO WORLD\r\n\r\n");
+  EXPECT_TRUE(garbage.starts_with("HTTP/1.1 400")) << garbage;
+  const auto body = json::parse(garbage.substr(garbage.find("\r\n\r\n") + 4), nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << garbage;
+  EXPECT_EQ(body.value("code", ""), "bad_request");
+
+  // curl sends "Expect: 100-continue" before bodies over 1 KiB and waits for the go-ahead.
+  std::string req(16 + 4 * 64, '\0');
+  auto* p = reinterpret_cast<uint8_t*>(req.data());
+  wire::store_u32(p, 0);
+  wire::store_u32(p + 4, 1);
+  wire::store_u32(p + 8, 1);
+  for (size_t i = 0; i < 64; ++i) wire::store_f32(p + 16 + 4 * i, 0.25f);
+  const std::string answer =
+      raw_exchange(s.port(), "POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
+                             "Connection: close\r\nExpect: 100-continue\r\nContent-Length: " +
+                                 std::to_string(req.size()) + "\r\n\r\n" + req);
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")) << answer.substr(0, 200);
+  EXPECT_EQ(answer.size() - answer.find("\r\n\r\n", answer.find("200 OK")) - 4, 12u + 4 * 64);
 }
 
 TEST(ShardServer, KeyIsRequiredEverywhereButHealth) {

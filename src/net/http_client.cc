@@ -1,0 +1,195 @@
+#include "net/http_client.h"
+
+#include <openssl/ssl.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <variant>
+
+#include "net/timed_socket.h"
+
+namespace larql {
+
+namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr uint64_t kMaxResponseBytes = 1ull << 30;
+
+struct Url {
+  bool tls = false;
+  std::string host, port;
+};
+
+Result<Url> parse_url(const std::string& url) {
+  Url u;
+  std::string_view rest = url;
+  if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+    u.tls = true;
+  } else {
+    return make_error(ErrorCode::invalid_argument, "URL '" + url + "' does not start with http:// or https://");
+  }
+  if (rest.ends_with('/')) rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos)
+    return make_error(ErrorCode::invalid_argument, "URL '" + url + "' has a path; expected http[s]://HOST[:PORT]");
+  size_t colon = rest.rfind(':');
+  if (rest.starts_with('[')) {  // [IPv6]:port
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) return make_error(ErrorCode::invalid_argument, "URL '" + url + "': unclosed '['");
+    u.host = std::string(rest.substr(1, close - 1));
+    colon = close + 1 < rest.size() && rest[close + 1] == ':' ? close + 1 : std::string_view::npos;
+  } else {
+    u.host = std::string(rest.substr(0, colon));
+  }
+  u.port = colon == std::string_view::npos ? (u.tls ? "443" : "80") : std::string(rest.substr(colon + 1));
+  if (u.host.empty() || u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos)
+    return make_error(ErrorCode::invalid_argument, "URL '" + url + "': expected http[s]://HOST[:PORT]");
+  return u;
+}
+
+Error transport_error(const boost::system::error_code& ec, const std::string& doing, int timeout_ms) {
+  if (ec == asio::error::timed_out)
+    return make_error(ErrorCode::shard_timeout, doing + ": no progress within " + std::to_string(timeout_ms) + " ms");
+  if (ec == asio::error::eof || ec == http::error::end_of_stream)
+    return make_error(ErrorCode::shard_unavailable, doing + ": the server closed the connection");
+  return make_error(ErrorCode::shard_unavailable, doing + ": " + ec.message());
+}
+
+}  // namespace
+
+std::string HttpResponse::header(std::string_view name) const {
+  for (const auto& [n, v] : headers)
+    if (boost::beast::iequals(n, boost::beast::string_view(name.data(), name.size()))) return v;
+  return {};
+}
+
+struct HttpClient::Connection {
+  asio::io_context io;
+  Url url;
+  std::optional<ssl::context> tls;
+  // The open connection, plain or TLS; monostate when there is none.
+  std::variant<std::monostate, TimedSocket, std::unique_ptr<ssl::stream<TimedSocket>>> stream;
+  boost::beast::flat_buffer buffer;
+  bool used = false;  // a request went over this connection already
+
+  void close() {
+    stream = std::monostate{};
+    buffer.clear();
+    used = false;
+  }
+};
+
+HttpClient::HttpClient(std::string url, HttpClientOptions options)
+    : url_(std::move(url)), options_(std::move(options)), connection_(std::make_unique<Connection>()) {}
+HttpClient::~HttpClient() = default;
+
+Result<std::unique_ptr<HttpClient>> HttpClient::open(const std::string& url, const HttpClientOptions& options) {
+  auto parsed = parse_url(url);
+  if (!parsed) return parsed.error();
+  auto client = std::unique_ptr<HttpClient>(new HttpClient(url, options));
+  client->connection_->url = *parsed;
+  client->connection_->buffer.reserve(64 << 10);  // whole responses in one read, not 512-byte steps
+  if (parsed->tls) {
+    auto& ctx = client->connection_->tls.emplace(ssl::context::tls_client);
+    boost::system::error_code ec;
+    if (options.ca_cert) ctx.load_verify_file(*options.ca_cert, ec);
+    else ctx.set_default_verify_paths(ec);
+    if (ec)
+      return make_error(ErrorCode::invalid_argument,
+                        "cannot load CA certificates" + (options.ca_cert ? " from " + *options.ca_cert : "") + ": " + ec.message());
+    ctx.set_verify_mode(ssl::verify_peer);
+  } else if (options.ca_cert) {
+    return make_error(ErrorCode::invalid_argument, "--ca-cert given for " + url + ", which is not https://");
+  }
+  return client;
+}
+
+Result<HttpResponse> HttpClient::get(std::string_view path, const HttpHeaders& headers) {
+  return send(false, path, {}, {}, headers);
+}
+
+Result<HttpResponse> HttpClient::post(std::string_view path, std::string_view body, std::string_view content_type,
+                                      const HttpHeaders& headers) {
+  return send(true, path, body, content_type, headers);
+}
+
+Result<HttpResponse> HttpClient::send(bool post, std::string_view path, std::string_view body,
+                                      std::string_view content_type, const HttpHeaders& headers) {
+  Connection& c = *connection_;
+  const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
+
+  http::request<http::span_body<const char>> req{post ? http::verb::post : http::verb::get,
+                                                  boost::beast::string_view(path.data(), path.size()), 11};
+  req.set(http::field::host, c.url.host + ":" + c.url.port);
+  for (const auto& [name, value] : headers) req.set(name, value);
+  if (post) {
+    req.set(http::field::content_type, boost::beast::string_view(content_type.data(), content_type.size()));
+    req.body() = {body.data(), body.size()};
+  }
+  req.keep_alive(true);
+  req.prepare_payload();
+
+  for (int attempt = 0;; ++attempt) {
+    if (std::holds_alternative<std::monostate>(c.stream)) {
+      boost::system::error_code ec;
+      tcp::resolver resolver(c.io);
+      const auto endpoints = resolver.resolve(c.url.host, c.url.port, ec);
+      if (ec) return make_error(ErrorCode::shard_unavailable, "cannot resolve " + c.url.host + ": " + ec.message());
+      auto socket = TimedSocket::connect(c.io, endpoints, timeout, ec);
+      if (!socket) return transport_error(ec, "cannot connect to " + c.url.host + ":" + c.url.port, options_.timeout_ms);
+      if (c.tls) {
+        auto tls = std::make_unique<ssl::stream<TimedSocket>>(std::move(*socket), *c.tls);
+        SSL_set_tlsext_host_name(tls->native_handle(), c.url.host.c_str());
+        tls->set_verify_callback(ssl::host_name_verification(c.url.host));
+        tls->handshake(ssl::stream_base::client, ec);
+        if (ec) return transport_error(ec, "TLS handshake with " + c.url.host + ":" + c.url.port, options_.timeout_ms);
+        c.stream = std::move(tls);
+      } else {
+        c.stream = std::move(*socket);
+      }
+    }
+    const bool reused = c.used;
+    c.used = true;
+
+    boost::system::error_code ec;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxResponseBytes);
+    bool wrote = false;
+    auto exchange = [&](auto& stream) {
+      http::write(stream, req, ec);
+      if (ec) return;
+      wrote = true;
+      http::read(stream, c.buffer, parser, ec);
+    };
+    if (auto* plain = std::get_if<TimedSocket>(&c.stream)) exchange(*plain);
+    else exchange(*std::get<std::unique_ptr<ssl::stream<TimedSocket>>>(c.stream));
+
+    if (ec) {
+      c.close();
+      // A kept-alive connection the server closed while idle: once more on a fresh one.
+      const bool stale = ec != asio::error::timed_out && parser.got_some() == false;
+      if (reused && stale && attempt == 0) continue;
+      return transport_error(ec, std::string(wrote ? "reading the response from " : "sending to ") + url_ +
+                                     std::string(path),
+                             options_.timeout_ms);
+    }
+    auto res = parser.release();
+    HttpResponse out;
+    out.status = int(res.result_int());
+    for (const auto& field : res) out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    out.body = std::move(res.body());
+    if (!res.keep_alive()) c.close();
+    return out;
+  }
+}
+
+}  // namespace larql

@@ -1,0 +1,133 @@
+// FfnService without sockets, with FFN backends that misbehave on purpose: the paths a
+// healthy LocalFfn cannot reach on demand (a full compute queue, an FFN that produces NaN).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "model/loader.h"
+#include "model/synth.h"
+#include "net/ffn_service.h"
+#include "wire/byte_io.h"
+#include "wire/codec.h"
+
+namespace larql {
+namespace {
+
+constexpr size_t kHidden = 64;
+
+// Holds every forward() until released, so a test knows a request is mid-compute.
+class GateFfn : public FfnBackend {
+ public:
+  Status forward(uint32_t, std::span<const float>, size_t, std::span<float> out) override {
+    std::unique_lock lock(mutex_);
+    entered_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return released_; });
+    std::fill(out.begin(), out.end(), 1.0f);
+    return Ok{};
+  }
+  void wait_entered() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return entered_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool entered_ = false, released_ = false;
+};
+
+// An FFN gone wrong: one NaN among its outputs.
+class NanFfn : public FfnBackend {
+ public:
+  Status forward(uint32_t, std::span<const float>, size_t, std::span<float> out) override {
+    std::fill(out.begin(), out.end(), 0.25f);
+    out[out.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+    return Ok{};
+  }
+};
+
+class FfnServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("larql_ffn_service_" + std::to_string(::getpid()));
+    ASSERT_TRUE(write_synthetic_checkpoint(dir_.string(), {.hidden = kHidden, .layers = 2, .ffn = 32, .heads = 2,
+                                                           .kv_heads = 2, .vocab = 256, .context = 16,
+                                                           .dtype = DType::f32, .seed = 3})
+                    .ok());
+    auto m = load_model(dir_.string());
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    model_ = new Model(std::move(*m));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    std::filesystem::remove_all(dir_);
+  }
+
+  static std::string request(uint32_t layer) {
+    std::vector<float> x(kHidden, 0.5f);
+    std::string body;
+    auto enc = wire::encode_request(wire::Encoding::f32, {.layers = {layer}, .seq_len = 1}, kHidden, x, body);
+    EXPECT_TRUE(enc.ok());
+    return body;
+  }
+  static std::string code_of(const HttpReply& r) {
+    return nlohmann::json::parse(r.body, nullptr, false).value("code", "");
+  }
+
+  static inline std::filesystem::path dir_;
+  static inline Model* model_ = nullptr;
+};
+
+TEST_F(FfnServiceTest, RequestBeyondAFullQueueGets503WithRetryAfter) {
+  GateFfn gate;
+  FfnService service(*model_, gate, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20, .max_queue = 0});
+  HttpReply first;
+  std::thread busy([&] { first = service.walk_ffn(request(0), "application/x-larql-ffn", ""); });
+  gate.wait_entered();  // the first request now holds the only compute slot
+
+  const HttpReply second = service.walk_ffn(request(1), "application/x-larql-ffn", "");
+  EXPECT_EQ(second.status, 503);
+  EXPECT_TRUE(second.retry_after);
+  EXPECT_EQ(second.content_type, "application/json");
+  EXPECT_EQ(code_of(second), "overloaded") << second.body;
+
+  gate.release();
+  busy.join();
+  EXPECT_EQ(first.status, 200) << first.body;
+  // The slot is free again: the next request is served.
+  EXPECT_EQ(service.walk_ffn(request(1), "application/x-larql-ffn", "").status, 200);
+}
+
+TEST_F(FfnServiceTest, NonFiniteOutputIsA500NeverSent) {
+  NanFfn nan;
+  FfnService service(*model_, nan, {.layers = {0, 1}, .i8_enabled = true, .max_body_bytes = 1 << 20, .max_queue = 4});
+  for (const char* accept : {"application/x-larql-ffn", "application/x-larql-ffn-f16", "application/x-larql-ffn-i8"}) {
+    const HttpReply reply = service.walk_ffn(request(0), "application/x-larql-ffn", accept);
+    EXPECT_EQ(reply.status, 500) << accept;
+    EXPECT_EQ(code_of(reply), "non_finite_output") << accept << ": " << reply.body;
+  }
+  const std::string json_request = R"({"layer": 0, "residual": [)" + std::string("0.5") +
+                                   [] {
+                                     std::string more;
+                                     for (size_t i = 1; i < kHidden; ++i) more += ",0.5";
+                                     return more;
+                                   }() +
+                                   R"(], "seq_len": 1, "full_output": true})";
+  const HttpReply reply = service.walk_ffn(json_request, "application/json", "application/json");
+  EXPECT_EQ(reply.status, 500) << reply.body;
+  EXPECT_EQ(code_of(reply), "non_finite_output") << reply.body;
+}
+
+}  // namespace
+}  // namespace larql
