@@ -6,7 +6,7 @@ FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-remote synth-085b demo clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-remote synth-085b demo train-demo-model clean
 
 all: build
 
@@ -59,11 +59,15 @@ bench-remote: synth-085b
 	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5
 	python3 bench/remote_decode_bench.py $(SYNTH_085B) --reps 5 --steps 32 --threads 2
 
-# The whole grid on this machine. Until the project's own demo model is trained (issue 7),
-# on the shared test model next to the checkout.
-SHARED_MODELS ?= ../shared/models
+# The whole grid on this machine, on the committed demo model (models/demo).
 demo: build
-	build/larql demo $(SHARED_MODELS)/aidreams260K.bin --tokenizer $(SHARED_MODELS)/aidreams-tok512.bin --prompt "Hello world"
+	build/larql demo
+
+# Re-makes models/demo (about 40 minutes on 2 cores; not part of build or CI). Installs
+# Debian's PyTorch, OpenBLAS and the King James Bible first.
+train-demo-model:
+	@bash scripts/install-train-deps.sh
+	/usr/bin/python3 tools/train_demo_model.py --out models/demo
 
 clean:
 	rm -rf build build-asan build-fuzz

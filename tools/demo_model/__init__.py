@@ -1,0 +1,1 @@
+"""Pieces of tools/train_demo_model.py: corpus, tokenizer, model, export."""
