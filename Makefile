@@ -56,7 +56,8 @@ bench-engine: synth-085b
 
 # Remote FFN: per-layer round-trip overhead against raw TCP, then decode local vs two shards.
 bench-remote: synth-085b
-	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5
+	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin cross
+	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin same
 	python3 bench/remote_decode_bench.py $(SYNTH_085B) --reps 5 --steps 32 --threads 2
 
 # The whole grid on this machine, on the committed demo model (models/demo).

@@ -224,6 +224,7 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
   }
   std::cout << describe << ", listening on " << (tls ? "https" : "http") << "://" << o.host << ":"
             << acceptor.local_endpoint().port() << std::endl;
+  if (o.on_listening) o.on_listening(acceptor.local_endpoint().port());
 
   const Dispatcher dispatcher(routes, o);
   ConnectionSet connections(o.max_connections);

@@ -22,6 +22,7 @@ struct HttpServerOptions {
   std::optional<std::string> tls_cert, tls_key;
   size_t max_connections = 256;  // open connections beyond this get 503 at once
   int idle_timeout_ms = 30000;    // a read or write that makes no progress this long ends the connection
+  std::function<void(int port)> on_listening;  // called once bound, with the real port
   size_t max_body_bytes = 64u << 20;
 };
 
