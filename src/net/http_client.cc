@@ -129,7 +129,8 @@ Result<HttpResponse> HttpClient::send(bool post, std::string_view path, std::str
 
   http::request<http::span_body<const char>> req{post ? http::verb::post : http::verb::get,
                                                   boost::beast::string_view(path.data(), path.size()), 11};
-  req.set(http::field::host, c.url.host + ":" + c.url.port);
+  const bool ipv6 = c.url.host.find(':') != std::string::npos;
+  req.set(http::field::host, (ipv6 ? "[" + c.url.host + "]" : c.url.host) + ":" + c.url.port);
   for (const auto& [name, value] : headers) req.set(name, value);
   if (post) {
     req.set(http::field::content_type, boost::beast::string_view(content_type.data(), content_type.size()));
@@ -176,7 +177,7 @@ Result<HttpResponse> HttpClient::send(bool post, std::string_view path, std::str
     if (ec) {
       c.close();
       // A kept-alive connection the server closed while idle: once more on a fresh one.
-      const bool stale = ec != asio::error::timed_out && parser.got_some() == false;
+      const bool stale = ec != asio::error::timed_out && !parser.got_some();
       if (reused && stale && attempt == 0) continue;
       return transport_error(ec, std::string(wrote ? "reading the response from " : "sending to ") + url_ +
                                      std::string(path),

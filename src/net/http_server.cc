@@ -265,18 +265,26 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
                   11, false, ignored);
       continue;
     }
-    std::thread([&, id, conn = std::move(conn)]() mutable {
+    auto serve = [&, id](TimedSocket accepted) {
       if (tls) {
-        ssl::stream<TimedSocket> stream(std::move(conn), *tls);
+        ssl::stream<TimedSocket> stream(std::move(accepted), *tls);
         boost::system::error_code handshake;
         stream.handshake(ssl::stream_base::server, handshake);
         if (!handshake) serve_connection(stream, dispatcher, o, stopping);
       } else {
-        serve_connection(conn, dispatcher, o, stopping);
-        conn.close();
+        serve_connection(accepted, dispatcher, o, stopping);
+        accepted.close();
       }
       connections.remove(id);  // last: after this, serve_http may return
-    }).detach();
+    };
+    try {
+      std::thread(serve, std::move(conn)).detach();
+    } catch (const std::system_error& e) {
+      // No thread to be had: this connection is dropped (its socket closed with the failed
+      // thread's arguments) and the server goes on; the client sees a reset and retries.
+      std::cerr << "larql: cannot start a connection thread: " << e.what() << "\n";
+      connections.remove(id);
+    }
   }
 
   connections.wait_drained();
