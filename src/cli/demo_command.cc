@@ -162,7 +162,8 @@ int run_demo(const Options& o) {
     }
   }
   if (o.keep_running && !g_interrupted) {
-    std::cout << "\nthe grid stays up (Ctrl-C stops it). Router: " << *router << "\ntry:\n  larql run " << model_path
+    std::cout << "\nthe grid stays up (Ctrl-C stops it), router listening on " << *router << "\ntry:\n  larql run "
+              << model_path
               << (o.tokenizer ? " --tokenizer " + *o.tokenizer : std::string()) << " --prompt \"" << o.prompt
               << "\" --ffn " << *router << " --wire f16\n"
               << std::flush;

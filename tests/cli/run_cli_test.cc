@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
 #include "support/command.h"
+#include "support/process.h"
 #include "support/shared_models.h"
 
 namespace larql {
@@ -109,6 +111,23 @@ TEST(DemoCli, OnTheCommittedDemoModel) {
   std::printf("larql demo took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   expect_grid_matches_local_and_no_process_left(r);
   EXPECT_NE(r.out.find("prompt: And the LORD said unto Moses,"), std::string::npos) << r.out;
+}
+
+TEST(DemoCli, KeepRunningLeavesTheGridUpAndCtrlCStopsEveryProcess) {
+  if (!std::filesystem::exists(LARQL_SOURCE_DIR "/models/demo/config.json"))
+    GTEST_SKIP() << "skipped: models/demo is missing (tools/train_demo_model.py makes it)";
+  test::ChildProcess demo({"demo", "--keep-running", "--steps", "8"}, std::chrono::seconds(120));
+  ASSERT_TRUE(test::wait_healthy(demo.url())) << "the router should be up: " << demo.url();
+  // The grid: the demo's child processes (two shards and the router), from /proc.
+  std::vector<pid_t> grid;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(demo.pid()) + "/task")) {
+    std::ifstream children(task.path() / "children");
+    for (pid_t p; children >> p;) grid.push_back(p);
+  }
+  ASSERT_EQ(grid.size(), 3u);
+  EXPECT_EQ(demo.interrupt(), 0);  // Ctrl-C
+  for (pid_t p : grid) EXPECT_NE(::kill(p, 0), 0) << "process " << p << " is still running";
+  EXPECT_FALSE(test::wait_healthy(demo.url(), std::chrono::seconds(1))) << "the router still answers";
 }
 
 TEST(DemoCli, OnALlama2cModel) {

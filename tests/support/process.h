@@ -39,9 +39,18 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
 
   // SIGTERM and wait (the server finishes in-flight work); SIGKILL after 10 s. Exit status.
-  int stop() {
+  int stop() { return stop_with(SIGTERM); }
+  // The same with SIGINT, as Ctrl-C in a terminal sends it.
+  int interrupt() { return stop_with(SIGINT); }
+
+  void kill_now() {
+    if (pid_ > 0) kill(pid_, SIGKILL);
+  }
+
+ private:
+  int stop_with(int signal) {
     if (pid_ <= 0) return exit_status_;
-    kill(pid_, SIGTERM);
+    kill(pid_, signal);
     exit_status_ = wait_for_exit(std::chrono::seconds(10));
     if (exit_status_ == -1) {
       kill(pid_, SIGKILL);
@@ -53,11 +62,6 @@ class ChildProcess {
     return exit_status_;
   }
 
-  void kill_now() {
-    if (pid_ > 0) kill(pid_, SIGKILL);
-  }
-
- private:
   int wait_for_exit(std::chrono::seconds deadline) {
     const auto until = std::chrono::steady_clock::now() + deadline;
     while (std::chrono::steady_clock::now() < until) {
