@@ -55,6 +55,9 @@ void add_router_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--admin-key", o->router.admin_key, "enables /admin/shards, which then needs this bearer key");
   cmd->add_option("--shard-key", o->router.shard_key, "bearer key for the router's own calls to shards (also LARQL_SHARD_KEY)");
+  cmd->add_option("--shard-ca-cert", o->router.shard_ca_cert,
+                  "CA certificate (PEM) for https:// shards with a private CA (default: the system's CAs)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
   cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
   cmd->callback([o] {

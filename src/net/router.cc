@@ -25,7 +25,7 @@ struct Router::Replica {
   std::mutex mutex;                    // guards stats and idle
   json stats;                          // null until read
   std::vector<std::unique_ptr<HttpClient>> idle;
-  int timeout_ms = 5000;
+  HttpClientOptions client;  // timeout and CA for connections to this replica
 
   // A pooled connection to this replica (callers in parallel each get their own).
   std::unique_ptr<HttpClient> take() {
@@ -37,7 +37,7 @@ struct Router::Replica {
         return c;
       }
     }
-    auto c = HttpClient::open(url, {timeout_ms, std::nullopt});
+    auto c = HttpClient::open(url, client);
     return c ? std::move(*c) : nullptr;  // the URL was checked when the map was made
   }
   void give(std::unique_ptr<HttpClient> c) {
@@ -110,7 +110,7 @@ Router::~Router() {
 }
 
 Status Router::load_stats(Replica& replica, const LayerRange& range) {
-  auto client = HttpClient::open(replica.url, {options_.timeout_ms, std::nullopt});
+  auto client = HttpClient::open(replica.url, {options_.timeout_ms, options_.shard_ca_cert});
   if (!client) return make_error(ErrorCode::invalid_argument, "shard " + replica.url + ": " + client.error().message);
   auto res = (*client)->get("/v1/stats", key_headers(options_.shard_key));
   if (!res)
@@ -163,7 +163,7 @@ Status Router::add_replica(Map& map, const LayerRange& range, const std::string&
   auto replica = std::make_shared<Replica>();
   replica->url = url;
   replica->range = range;
-  replica->timeout_ms = options_.timeout_ms;
+  replica->client = {options_.timeout_ms, options_.shard_ca_cert};
   if (auto s = load_stats(*replica, range); !s) {
     if (s.error().code != ErrorCode::shard_unavailable) return s.error();
     replica->healthy = false;  // down for now: the health poller reads its stats when it comes up
@@ -217,7 +217,7 @@ void Router::poll_health() {
     for (const auto& r : replicas) {
       auto& c = clients[r->url];
       if (!c)
-        if (auto opened = HttpClient::open(r->url, {std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms)), std::nullopt}))
+        if (auto opened = HttpClient::open(r->url, {std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms)), options_.shard_ca_cert}))
           c = std::move(*opened);
       auto res = c ? c->get("/v1/health", key_headers(options_.shard_key)) : Result<HttpResponse>(make_error(ErrorCode::invalid_argument, "bad URL"));
       bool up = res && res->status == 200;

@@ -26,6 +26,7 @@ struct RouterOptions {
   int timeout_ms = 5000;
   int health_interval_ms = 1000;
   std::optional<std::string> shard_key;   // for the router's own /v1/health and /v1/stats calls
+  std::optional<std::string> shard_ca_cert;  // PEM CA that https:// shards' certificates chain to
   std::optional<std::string> admin_key;   // enables /admin/shards
 };
 

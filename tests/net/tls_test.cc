@@ -1,5 +1,6 @@
 // HTTPS: a shard with --tls-cert/--tls-key, reached by the client through https:// with
-// --ca-cert for the private CA; without the CA the client refuses the certificate.
+// --ca-cert for the private CA; without the CA the client refuses the certificate. A router
+// reaches the same shard with --shard-ca-cert.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -40,6 +41,17 @@ TEST(Tls, ShardOverHttpsWithPrivateCa) {
   auto st = (*trusted)->forward(2, x, 1, y);
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_GT((*trusted)->stats().bytes_received, 0u);
+
+  // A router in front of the https shard trusts the same private CA with --shard-ca-cert.
+  test::ChildProcess router({"router", "--port", "0", "--shards", "0-3=" + s.url(), "--shard-key", "k",
+                             "--shard-ca-cert", cert});
+  auto routed = RemoteFfn::connect(*model, {router.url(), *wire, std::string("k"), {}, 5000}, &warnings);
+  ASSERT_TRUE(routed.ok()) << routed.error().message;
+  std::vector<float> y_routed(64);
+  st = (*routed)->forward(2, x, 1, y_routed);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(y_routed, y);  // the same bytes, forwarded
+  EXPECT_EQ(router.stop(), 0);
   EXPECT_EQ(s.stop(), 0);
   std::filesystem::remove_all(dir);
 }
