@@ -16,7 +16,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "net/timed_socket.h"
