@@ -25,6 +25,7 @@ constexpr uint64_t kMaxResponseBytes = 1ull << 30;
 struct Url {
   bool tls = false;
   std::string host, port;
+  std::string host_header;  // host:port, an IPv6 host in brackets
 };
 
 Result<Url> parse_url(const std::string& url) {
@@ -53,6 +54,8 @@ Result<Url> parse_url(const std::string& url) {
   u.port = colon == std::string_view::npos ? (u.tls ? "443" : "80") : std::string(rest.substr(colon + 1));
   if (u.host.empty() || u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos)
     return make_error(ErrorCode::invalid_argument, "URL '" + url + "': expected http[s]://HOST[:PORT]");
+  const bool ipv6 = u.host.find(':') != std::string::npos;
+  u.host_header = (ipv6 ? "[" + u.host + "]" : u.host) + ":" + u.port;
   return u;
 }
 
@@ -129,8 +132,7 @@ Result<HttpResponse> HttpClient::send(bool post, std::string_view path, std::str
 
   http::request<http::span_body<const char>> req{post ? http::verb::post : http::verb::get,
                                                   boost::beast::string_view(path.data(), path.size()), 11};
-  const bool ipv6 = c.url.host.find(':') != std::string::npos;
-  req.set(http::field::host, (ipv6 ? "[" + c.url.host + "]" : c.url.host) + ":" + c.url.port);
+  req.set(http::field::host, c.url.host_header);
   for (const auto& [name, value] : headers) req.set(name, value);
   if (post) {
     req.set(http::field::content_type, boost::beast::string_view(content_type.data(), content_type.size()));

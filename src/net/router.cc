@@ -110,7 +110,7 @@ Router::~Router() {
 }
 
 Status Router::load_stats(Replica& replica, const LayerRange& range) {
-  auto client = HttpClient::open(replica.url, {options_.timeout_ms, options_.shard_ca_cert});
+  auto client = HttpClient::open(replica.url, replica.client);
   if (!client) return make_error(ErrorCode::invalid_argument, "shard " + replica.url + ": " + client.error().message);
   auto res = (*client)->get("/v1/stats", key_headers(options_.shard_key));
   if (!res)
@@ -208,6 +208,7 @@ std::shared_ptr<const Router::Map> Router::current_map() const {
 
 void Router::poll_health() {
   std::map<std::string, std::unique_ptr<HttpClient>> clients;
+  const int poll_timeout_ms = std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms));
   for (;;) {
     std::vector<std::shared_ptr<Replica>> replicas;
     {
@@ -217,10 +218,10 @@ void Router::poll_health() {
     for (const auto& r : replicas) {
       auto& c = clients[r->url];
       if (!c)
-        if (auto opened = HttpClient::open(r->url, {std::min(options_.timeout_ms, std::max(100, options_.health_interval_ms)), options_.shard_ca_cert}))
-          c = std::move(*opened);
-      auto res = c ? c->get("/v1/health", key_headers(options_.shard_key)) : Result<HttpResponse>(make_error(ErrorCode::invalid_argument, "bad URL"));
-      bool up = res && res->status == 200;
+        if (auto opened = HttpClient::open(r->url, {poll_timeout_ms, r->client.ca_cert})) c = std::move(*opened);
+      bool up = false;
+      if (c)
+        if (auto res = c->get("/v1/health", key_headers(options_.shard_key))) up = res->status == 200;
       bool needs_stats;
       {
         std::lock_guard lock(r->mutex);
