@@ -214,10 +214,8 @@ int main(int argc, char** argv) {
   HttpServerOptions ours_options;
   ours_options.port = 0;
   ours_options.on_listening = [&](int port) { ours_port.set_value(port); };
-  const std::vector<Route> echo{{"POST", "/echo", [&](const std::string&, const std::string&, const std::string&,
-                                                        const std::string&) {
-                                   return HttpReply{200, "application/octet-stream", bare_reply};
-                                 }}};
+  const std::vector<Route> echo{
+      {"POST", "/echo", [&](const HttpRequest&) { return HttpReply{200, "application/octet-stream", bare_reply}; }}};
   std::thread ours_thread([&] { serve_http(echo, ours_options, "roundtrip_bench: echo server"); });
   auto ours_client = HttpClient::open("http://127.0.0.1:" + std::to_string(ours_port.get_future().get()), {10000, std::nullopt});
   if (!ours_client) return 1;

@@ -1,5 +1,7 @@
 #include "cli/router_command.h"
 
+#include "cli/http_options.h"
+
 #include <cstdlib>
 #include <iostream>
 
@@ -24,20 +26,24 @@ int run_router(Options o) {
     return 2;
   }
   Router& r = **router;
-  using Args = const std::string&;
+  using Request = const HttpRequest&;
   std::vector<Route> routes{
-      {"POST", "/v1/walk-ffn", [&](Args body, Args ct, Args accept, Args auth) { return r.walk_ffn(body, ct, accept, auth); }},
-      {"GET", "/v1/stats", [&](Args, Args, Args, Args) { return r.stats(); }},
-      {"GET", "/v1/health", [&](Args, Args, Args, Args) { return r.health(); }},
-      {"GET", "/metrics", [&](Args, Args, Args, Args) { return r.metrics(); }},
+      {"POST", "/v1/walk-ffn",
+       [&](Request q) {
+         return r.walk_ffn(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization));
+       }},
+      {"GET", "/v1/stats", [&](Request) { return r.stats(); }},
+      {"GET", "/v1/health", [&](Request) { return r.health(); }, false},
+      {"GET", "/metrics", [&](Request) { return r.metrics(); }},
   };
-  if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist
-    routes.push_back({"GET", "/admin/shards", [&](Args body, Args, Args, Args auth) { return r.admin("GET", body, auth); }});
-    routes.push_back({"POST", "/admin/shards", [&](Args body, Args, Args, Args auth) { return r.admin("POST", body, auth); }});
+  if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist; it checks its own key
+    for (const char* method : {"GET", "POST"})
+      routes.push_back({method, "/admin/shards",
+                        [&r, method](Request q) { return r.admin(method, q.body, std::string(q.authorization)); }, false});
   }
   const auto stats = nlohmann::json::parse(r.stats().body);
   const std::string describe = "larql router: " + o.router.spec + ", hidden " + stats["hidden_size"].dump() +
-                               (r.admin_enabled() ? ", admin enabled" : "");
+                               (r.admin_enabled() ? ", admin enabled" : "") + (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }
 
@@ -58,6 +64,11 @@ void add_router_command(CLI::App& app) {
   cmd->add_option("--shard-ca-cert", o->router.shard_ca_cert,
                   "CA certificate (PEM) for https:// shards with a private CA (default: the system's CAs)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--api-key", o->http.api_key,
+                  "require Authorization: Bearer KEY on everything but /v1/health (also LARQL_API_KEY); "
+                  "the data path forwards the caller's Authorization to the shards")
+      ->envname("LARQL_API_KEY");
+  add_connection_limit_options(*cmd, o->http);
   cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
   cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
   cmd->callback([o] {

@@ -1,5 +1,7 @@
 #include "cli/serve_command.h"
 
+#include "cli/http_options.h"
+
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -7,6 +9,7 @@
 
 #include "infer/local_ffn.h"
 #include "model/loader.h"
+#include "net/ffn_service.h"
 #include "net/http_server.h"
 #include "wire/wire_config.h"
 
@@ -21,6 +24,7 @@ struct ServeOptions {
   size_t max_body_mb = 64;
   size_t threads = 0;
   size_t max_queue = 64;
+  size_t max_work = 65536;
   HttpServerOptions http;
 };
 
@@ -48,25 +52,15 @@ int serve(ServeOptions o) {
   ThreadPool pool(threads);
   LocalFfn ffn(*model, pool);
   o.http.max_body_bytes = o.max_body_mb << 20;
-  FfnService service(*model, ffn, {owned, *i8, o.http.max_body_bytes, o.max_queue});
+  FfnService service(*model, ffn, {owned, *i8, o.http.max_body_bytes, o.max_queue, o.max_work});
 
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
-       [&](const std::string& body, const std::string& ct, const std::string& accept, const std::string&) {
-         return service.walk_ffn(body, ct, accept);
-       }},
-      {"GET", "/v1/stats",
-       [&](const std::string&, const std::string&, const std::string&, const std::string&) {
-         return HttpReply{200, "application/json", service.stats().dump()};
-       }},
-      {"GET", "/v1/health",
-       [&](const std::string&, const std::string&, const std::string&, const std::string&) {
-         return HttpReply{200, "application/json", service.health().dump()};
-       }},
+       [&](const HttpRequest& r) { return service.walk_ffn(r.body, r.content_type, r.accept, r.client_gone); }},
+      {"GET", "/v1/stats", [&](const HttpRequest&) { return json_reply(service.stats()); }},
+      {"GET", "/v1/health", [&](const HttpRequest&) { return json_reply(service.health()); }, false},
       {"GET", "/metrics",
-       [&](const std::string&, const std::string&, const std::string&, const std::string&) {
-         return HttpReply{200, "text/plain; version=0.0.4", service.metrics().render()};
-       }},
+       [&](const HttpRequest&) { return HttpReply{200, "text/plain; version=0.0.4", service.metrics().render()}; }},
   };
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
                                std::to_string(model->config.layers) + ", hidden " + std::to_string(model->config.hidden) +
@@ -92,6 +86,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body-mb", o->max_body_mb, "largest request body in MiB")->capture_default_str();
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait for compute before 503")->capture_default_str();
+  cmd->add_option("--max-work", o->max_work, "largest positions × layers of one request (more: 413 work_too_large)")
+      ->capture_default_str();
+  add_connection_limit_options(*cmd, o->http);
   cmd->callback([o] {
     if (int rc = serve(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -10,11 +10,6 @@ namespace larql {
 using nlohmann::json;
 using namespace wire;
 
-HttpReply error_reply(const Error& e) {
-  return {http_status(e.code), std::string(kContentTypeJson),
-          json{{"error", e.message}, {"code", error_code_name(e.code)}}.dump(), e.code == ErrorCode::overloaded};
-}
-
 FfnService::FfnService(const Model& model, FfnBackend& compute, FfnServiceOptions options)
     : model_(model), compute_(compute), options_(options) {
   for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
@@ -26,7 +21,13 @@ HttpReply FfnService::fail(const Error& e) {
   return error_reply(e);
 }
 
-Status FfnService::check_layers(const std::vector<uint32_t>& layers) const {
+Status FfnService::check_work(const std::vector<uint32_t>& layers, size_t rows) const {
+  if (auto s = check_distinct_layers(layers); !s) return s;
+  if (layers.size() * rows > options_.max_work)
+    return make_error(ErrorCode::work_too_large, std::to_string(rows) + " positions × " + std::to_string(layers.size()) +
+                                                     " layers = " + std::to_string(rows * layers.size()) +
+                                                     " row-layers is above this server's limit of " +
+                                                     std::to_string(options_.max_work) + " (--max-work); split the request");
   for (uint32_t l : layers) {
     if (l >= model_.config.layers)
       return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(l) + " is out of range: the model has " +
@@ -40,7 +41,7 @@ Status FfnService::check_layers(const std::vector<uint32_t>& layers) const {
 }
 
 Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const std::vector<float>& x, size_t rows,
-                                   std::vector<std::vector<float>>& outputs) {
+                                   std::vector<std::vector<float>>& outputs, const ClientGone& client_gone) {
   // Bounded queue: requests beyond max_queue waiting for the compute lock are turned away.
   struct Waiting {
     std::atomic<size_t>& n;
@@ -49,25 +50,33 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
   if (++waiting_ > options_.max_queue + 1)
     return make_error(ErrorCode::overloaded, "server busy: more than " + std::to_string(options_.max_queue) +
                                                  " requests are waiting; retry later");
-  std::lock_guard lock(compute_mutex_);
-  const auto start = std::chrono::steady_clock::now();
+  double total_ms = 0;
   outputs.resize(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
-    const auto layer_start = std::chrono::steady_clock::now();
     outputs[i].resize(x.size());
+    std::lock_guard turn(compute_turns_);
+    if (client_gone && client_gone()) {
+      metrics_.count_cancelled();
+      return make_error(ErrorCode::cancelled, "the client closed its connection after " + std::to_string(i) + " of " +
+                                                  std::to_string(layers.size()) + " layers; the rest was dropped");
+    }
+    const auto layer_start = std::chrono::steady_clock::now();
     if (auto s = compute_.forward(layers[i], x, rows, outputs[i]); !s) return s.error();
-    metrics_.observe_compute(layers[i], std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - layer_start).count());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - layer_start).count();
+    metrics_.observe_compute(layers[i], ms);
+    total_ms += ms;
   }
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return total_ms;
 }
 
-HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept) {
+HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept,
+                               const ClientGone& client_gone) {
   metrics_.count_request();
   if (body.size() > options_.max_body_bytes)
     return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
                                                           std::to_string(options_.max_body_bytes)));
   const BodyKind kind = body_kind_from_content_type(content_type);
-  if (kind == BodyKind::json) return walk_ffn_json(body);
+  if (kind == BodyKind::json) return walk_ffn_json(body, client_gone);
   const auto encoding = binary_encoding(kind);
   if (!encoding || (*encoding == Encoding::i8 && !options_.i8_enabled))
     return fail(make_error(ErrorCode::unsupported_media_type,
@@ -80,15 +89,15 @@ HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_t
   const size_t hidden = model_.config.hidden;
   auto view = parse_request({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, *encoding, hidden);
   if (!view) return fail(view.error());
-  if (auto s = check_layers(view->header.layers); !s) return fail(s.error());
   const size_t rows = view->header.seq_len;
+  if (auto s = check_work(view->header.layers, rows); !s) return fail(s.error());
   std::vector<float> x(rows * hidden);
   if (auto s = decode_values(*encoding, view->values, rows, hidden, x); !s) return fail(s.error());
   metrics_.count_bytes_in(*encoding, body.size());
 
   std::vector<std::vector<float>> outputs;
-  auto ms = compute(view->header.layers, x, rows, outputs);
-  if (!ms) return fail(ms.error());
+  auto ms = compute(view->header.layers, x, rows, outputs, client_gone);
+  if (!ms) return ms.error().code == ErrorCode::cancelled ? error_reply(ms.error()) : fail(ms.error());
 
   const Encoding chosen = negotiate_response_encoding(accept, {.f16 = true, .i8 = options_.i8_enabled});
   std::vector<ResponseRecord> records;
@@ -102,13 +111,13 @@ HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_t
   return reply;
 }
 
-HttpReply FfnService::walk_ffn_json(std::string_view body) {
+HttpReply FfnService::walk_ffn_json(std::string_view body, const ClientGone& client_gone) {
   auto req = parse_json_request(body, model_.config.hidden);
   if (!req) return fail(req.error());
-  if (auto s = check_layers(req->layers); !s) return fail(s.error());
+  if (auto s = check_work(req->layers, req->seq_len); !s) return fail(s.error());
   std::vector<std::vector<float>> outputs;
-  auto ms = compute(req->layers, req->residual, req->seq_len, outputs);
-  if (!ms) return fail(ms.error());
+  auto ms = compute(req->layers, req->residual, req->seq_len, outputs, client_gone);
+  if (!ms) return ms.error().code == ErrorCode::cancelled ? error_reply(ms.error()) : fail(ms.error());
   std::vector<ResponseRecord> records;
   for (size_t i = 0; i < outputs.size(); ++i) records.push_back({req->layers[i], outputs[i]});
   auto text = encode_json_response(records, req->seq_len, float(*ms));
@@ -130,6 +139,7 @@ json FfnService::stats() const {
           {"layers", {{"start", options_.layers.first}, {"end", options_.layers.last}}},
           {"mode", "ffn-service"},
           {"max_body_bytes", options_.max_body_bytes},
+          {"max_work", options_.max_work},
           {"wire", {{"request", formats}, {"response", formats}}},
           {"layer_fingerprints", fingerprints}};
 }

@@ -5,13 +5,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "infer/ffn_backend.h"
 #include "model/model.h"
+#include "net/fifo_mutex.h"
+#include "net/http_reply.h"
 #include "net/layer_range.h"
 #include "net/metrics.h"
 
@@ -22,42 +24,39 @@ struct FfnServiceOptions {
   bool i8_enabled = false;
   size_t max_body_bytes = 64u << 20;
   size_t max_queue = 64;         // requests waiting for compute beyond this get 503
+  size_t max_work = 65536;       // positions × layers of one request beyond this get 413 work_too_large
 };
 
-struct HttpReply {
-  int status = 200;
-  std::string content_type;
-  std::string body;
-  bool retry_after = false;      // 503: add Retry-After
-  std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
-};
-
-// The JSON error body of PROTOCOL §7.
-HttpReply error_reply(const Error& e);
+// Whether the client that sent a request has gone (closed its connection): work for it
+// stops at the next layer. Empty: the client is never gone.
+using ClientGone = std::function<bool()>;
 
 class FfnService {
  public:
   FfnService(const Model& model, FfnBackend& compute, FfnServiceOptions options);
 
-  HttpReply walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept);
+  HttpReply walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept,
+                     const ClientGone& client_gone = {});
   nlohmann::json stats() const;
   nlohmann::json health() const;
   const Metrics& metrics() const { return metrics_; }
   Metrics& metrics() { return metrics_; }
 
  private:
-  Status check_layers(const std::vector<uint32_t>& layers) const;
-  // Runs the FFN of every listed layer on x (rows × hidden) into outputs; returns compute ms.
+  // Owned, distinct layers, and no more work than max_work.
+  Status check_work(const std::vector<uint32_t>& layers, size_t rows) const;
+  // Runs the FFN of every listed layer on x (rows × hidden) into outputs, one layer per
+  // turn of the compute lock; returns the compute ms (turns waited for not included).
   Result<double> compute(const std::vector<uint32_t>& layers, const std::vector<float>& x, size_t rows,
-                         std::vector<std::vector<float>>& outputs);
-  HttpReply walk_ffn_json(std::string_view body);
+                         std::vector<std::vector<float>>& outputs, const ClientGone& client_gone);
+  HttpReply walk_ffn_json(std::string_view body, const ClientGone& client_gone);
   HttpReply fail(const Error& e);
 
   const Model& model_;
   FfnBackend& compute_;
   FfnServiceOptions options_;
   std::vector<std::string> fingerprints_;  // per owned layer
-  std::mutex compute_mutex_;               // one computation at a time: it uses every core
+  FifoMutex compute_turns_;                // one layer at a time (it uses every core), in arrival order
   std::atomic<size_t> waiting_{0};
   Metrics metrics_{"larql_shard"};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -1,10 +1,12 @@
 #include "net/http_server.h"
 
 #include <openssl/crypto.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -29,73 +31,126 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// The open connections, so that a stop can wake the idle ones (shutdown of the read
-// side: a blocked read returns, a request being answered still gets its response) and
-// then wait until every connection thread has finished.
+// The open connections: each one's state, so that when every slot is taken the one that
+// has waited longest without a complete request can be closed to make room, and so that
+// a stop can wake the idle ones (shutdown of the read side: a blocked read returns, a
+// request being answered still gets its response) and then wait for every thread.
 class ConnectionSet {
  public:
+  enum class State { idle, reading, busy };  // between requests; a request arriving; being answered
+
   explicit ConnectionSet(size_t max) : max_(max) {}
 
-  // An id for the connection, or 0 when stopping or full.
+  // An id for a new connection, or 0 when stopping or when every connection is busy.
   uint64_t add(int fd) {
     std::lock_guard lock(mutex_);
-    if (stopping_ || fds_.size() >= max_) return 0;
-    fds_[++next_id_] = fd;
+    if (stopping_ || entries_.size() >= 2 * max_) return 0;  // evicted ones not gone yet count too
+    if (live_ >= max_ && !evict_one()) return 0;
+    entries_[++next_id_] = {fd, State::idle, Clock::now()};
+    ++live_;
     return next_id_;
+  }
+  void set_state(uint64_t id, State state) {
+    std::lock_guard lock(mutex_);
+    Entry& e = entries_.at(id);
+    if (e.state != state) e = {e.fd, state, Clock::now(), e.evicted};
+  }
+  // The thread is about to close the socket: from now on it must not be shut down by us.
+  void forget_fd(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    entries_.at(id).fd = -1;
   }
   void remove(uint64_t id) {
     std::lock_guard lock(mutex_);
-    fds_.erase(id);
-    if (fds_.empty()) drained_.notify_all();
+    if (!entries_.at(id).evicted) --live_;
+    entries_.erase(id);
+    if (entries_.empty()) drained_.notify_all();
   }
   void stop_all() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    for (const auto& [id, fd] : fds_) ::shutdown(fd, SHUT_RD);
+    for (const auto& [id, e] : entries_)
+      if (e.fd >= 0) ::shutdown(e.fd, SHUT_RD);
   }
   void wait_drained() {
     std::unique_lock lock(mutex_);
-    drained_.wait(lock, [this] { return fds_.empty(); });
+    drained_.wait(lock, [this] { return entries_.empty(); });
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    int fd;
+    State state;
+    Clock::time_point since;
+    bool evicted = false;
+  };
+
+  // Closes the connection idle longest, else the one whose request has been arriving
+  // longest (a trickling peer); never one being answered. Its thread sees end of stream.
+  bool evict_one() {
+    Entry* victim = nullptr;
+    for (auto& [id, e] : entries_) {
+      if (e.evicted || e.fd < 0 || e.state == State::busy) continue;
+      if (!victim || std::pair(e.state != State::idle, e.since) < std::pair(victim->state != State::idle, victim->since))
+        victim = &e;
+    }
+    if (!victim) return false;
+    victim->evicted = true;
+    --live_;
+    ::shutdown(victim->fd, SHUT_RDWR);
+    return true;
+  }
+
   std::mutex mutex_;
   std::condition_variable drained_;
-  std::map<uint64_t, int> fds_;
+  std::map<uint64_t, Entry> entries_;
+  size_t live_ = 0;  // entries not evicted
   uint64_t next_id_ = 0;
   size_t max_;
   bool stopping_ = false;
 };
+
+std::string_view view(boost::beast::string_view s) { return {s.data(), s.size()}; }
 
 // Authorization, then the route table: the answer to one request as an HttpReply.
 class Dispatcher {
  public:
   Dispatcher(const std::vector<Route>& routes, const HttpServerOptions& options) : routes_(routes), options_(options) {}
 
-  HttpReply answer(const http::request<http::string_body>& req) const {
-    const std::string target(req.target());
-    const std::string path = target.substr(0, target.find('?'));
-    const std::string method(req.method_string());
-    const std::string authorization(req[http::field::authorization]);
-    if (options_.api_key && path != "/v1/health" && !bearer_key_matches(authorization, *options_.api_key))
-      return error_reply(make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
+  // 401 as soon as the headers are in, before any body byte is read.
+  std::optional<HttpReply> refuse_before_body(const http::request_header<>& head) const {
+    if (!options_.api_key) return std::nullopt;
+    const std::string_view path = path_of(view(head.target()));
+    const bool open = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.path == path && !r.needs_api_key; });
+    if (open || bearer_key_matches(view(head[http::field::authorization]), *options_.api_key)) return std::nullopt;
+    return error_reply(make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
+  }
+
+  HttpReply answer(const http::request<http::string_body>& req, std::function<bool()> client_gone) const {
+    const std::string_view path = path_of(view(req.target()));
+    const std::string_view method = view(req.method_string());
     bool path_known = false;
     for (const auto& r : routes_) {
       if (r.path != path) continue;
       path_known = true;
       if (r.method != method) continue;
       try {
-        return r.handler(req.body(), std::string(req[http::field::content_type]), std::string(req[http::field::accept]),
-                         authorization);
+        return r.handler({method, path, view(req[http::field::content_type]), view(req[http::field::accept]),
+                          view(req[http::field::authorization]), req.body(), std::move(client_gone)});
       } catch (const std::exception& e) {
         return error_reply(make_error(ErrorCode::internal, e.what()));
       }
     }
-    if (path_known) return error_reply(make_error(ErrorCode::method_not_allowed, method + " is not allowed on " + path));
-    return error_reply(make_error(ErrorCode::not_found, "no such path: " + path));
+    if (path_known)
+      return error_reply(make_error(ErrorCode::method_not_allowed,
+                                    std::string(method) + " is not allowed on " + std::string(path)));
+    return error_reply(make_error(ErrorCode::not_found, "no such path: " + std::string(path)));
   }
 
  private:
+  static std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
   const std::vector<Route>& routes_;
   const HttpServerOptions& options_;
 };
@@ -114,65 +169,117 @@ void write_reply(Stream& stream, HttpReply reply, unsigned version, bool keep_al
   http::write(stream, res, ec);
 }
 
-// Answers a request we will not read (too large, malformed) and closes the connection
-// without resetting it: a client still sending its body would otherwise get a
-// connection reset instead of our answer. So: answer, stop writing, then read and drop
-// what the client still sends (bounded in bytes, and in time by the read timeout).
+// Answers a request we will not read (too large, malformed, late, unauthorized) and closes
+// the connection without resetting it: a client still sending its body would otherwise
+// get a connection reset instead of our answer. So: answer, stop writing, then read and
+// drop what the client still sends, bounded in bytes and in time.
 template <class Stream>
-void answer_and_close(Stream& stream, const Error& error, uint64_t drain_limit) {
+void answer_and_close(Stream& stream, TimedSocket& socket, HttpReply reply, uint64_t drain_limit) {
   boost::system::error_code ec;
-  write_reply(stream, error_reply(error), 11, false, ec);
+  write_reply(stream, std::move(reply), 11, false, ec);
   if (ec) return;
-  const int fd = stream.lowest_layer().native_handle();
-  ::shutdown(fd, SHUT_WR);
-  char scratch[64 << 10];
+  ::shutdown(socket.native_handle(), SHUT_WR);
+  socket.set_read_deadline(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  static thread_local char scratch[64 << 10];
   for (uint64_t drained = 0; drained < drain_limit;) {
-    const ssize_t n = ::recv(fd, scratch, sizeof scratch, 0);
-    if (n <= 0) break;
-    drained += uint64_t(n);
+    const size_t n = socket.read_some(asio::buffer(scratch), ec);
+    if (ec || n == 0) break;
+    drained += n;
   }
 }
 
+HttpReply late_request(const char* part, int limit_ms) {
+  HttpReply reply = error_reply(make_error(ErrorCode::bad_request, std::string("the request ") + part + " did not arrive in time (" +
+                                                                        std::to_string(limit_ms) + " ms allowed)"));
+  reply.status = 408;
+  return reply;
+}
+
+// Whether the peer has closed (or reset) its side: a request's long work may stop.
+bool peer_closed(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+struct ServerContext {
+  const Dispatcher& dispatcher;
+  const HttpServerOptions& options;
+  ConnectionSet& connections;
+  const std::atomic<bool>& stopping;
+};
+
 // Requests on one kept-alive connection until the client leaves, a read times out, the
-// framing is broken, or the server stops.
+// framing is broken, the connection is evicted, or the server stops.
 template <class Stream>
-void serve_connection(Stream& stream, const Dispatcher& dispatcher, const HttpServerOptions& o,
-                      const std::atomic<bool>& stopping) {
+void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const ServerContext& cx) {
+  using Clock = std::chrono::steady_clock;
+  using State = ConnectionSet::State;
+  const HttpServerOptions& o = cx.options;
+  const uint64_t drain_limit = 4 * uint64_t(o.max_body_bytes) + (1 << 20);
   boost::beast::flat_buffer buffer;
   buffer.reserve(64 << 10);  // whole small requests in one read, not 512-byte steps
   for (;;) {
+    cx.connections.set_state(id, State::idle);
     boost::system::error_code ec;
+    if (buffer.size() == 0) {  // wait (up to the idle timeout) for the first bytes of a request
+      const size_t n = stream.read_some(buffer.prepare(64 << 10), ec);
+      if (ec) return;  // the client left, went quiet, or was evicted: nothing to answer
+      buffer.commit(n);
+    }
+    cx.connections.set_state(id, State::reading);
     http::request_parser<http::string_body> parser;
     parser.body_limit(o.max_body_bytes);
+    socket.set_read_deadline(Clock::now() + std::chrono::milliseconds(o.head_timeout_ms));
     http::read_header(stream, buffer, parser, ec);
-    if (!ec && parser.get()[http::field::expect] == "100-continue")  // curl sends it for bodies over 1 KiB
+    std::optional<HttpReply> refusal;
+    if (ec == http::error::body_limit)
+      refusal = error_reply(make_error(ErrorCode::body_too_large,
+                                       "body above the limit of " + std::to_string(o.max_body_bytes) + " bytes"));
+    else if (ec == asio::error::timed_out)
+      refusal = late_request("head", o.head_timeout_ms);
+    else if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
+      return;  // the client left mid-head, or was evicted
+    else if (ec)
+      refusal = error_reply(make_error(ErrorCode::bad_request, "malformed HTTP request head: " + ec.message()));
+    else
+      refusal = cx.dispatcher.refuse_before_body(parser.get());
+    if (refusal) {
+      answer_and_close(stream, socket, std::move(*refusal), drain_limit);
+      return;
+    }
+    if (parser.get()[http::field::expect] == "100-continue")  // curl sends it for bodies over 1 KiB
       asio::write(stream, asio::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), ec);
-    if (!ec) http::read(stream, buffer, parser, ec);
-    const uint64_t drain_limit = 4 * uint64_t(o.max_body_bytes) + (1 << 20);
-    if (ec == http::error::body_limit) {
-      answer_and_close(stream,
-                       make_error(ErrorCode::body_too_large,
-                                  "body above the limit of " + std::to_string(o.max_body_bytes) + " bytes"),
+    if (!ec && !parser.is_done()) {
+      // The body gets head_timeout_ms of grace plus the time its bytes earn at the minimum rate.
+      socket.set_read_deadline(Clock::now() + std::chrono::milliseconds(o.head_timeout_ms),
+                               std::chrono::nanoseconds(1'000'000'000 / std::max<size_t>(1, o.min_body_bytes_per_s)));
+      http::read(stream, buffer, parser, ec);
+    }
+    socket.clear_read_deadline();
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) return;
+    if (ec) {
+      answer_and_close(stream, socket,
+                       ec == http::error::body_limit
+                           ? error_reply(make_error(ErrorCode::body_too_large, "body above the limit of " +
+                                                                                   std::to_string(o.max_body_bytes) + " bytes"))
+                       : ec == asio::error::timed_out
+                           ? late_request("body", o.head_timeout_ms)
+                           : error_reply(make_error(ErrorCode::bad_request, "malformed HTTP request body: " + ec.message())),
                        drain_limit);
       return;
     }
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::timed_out ||
-        ec == asio::error::connection_reset || !parser.got_some())
-      return;  // the client left (or went quiet); nothing to answer
-    if (ec) {
-      answer_and_close(stream, make_error(ErrorCode::bad_request, "malformed HTTP request: " + ec.message()), drain_limit);
-      return;
-    }
+    cx.connections.set_state(id, State::busy);
     const auto& req = parser.get();
-    const bool keep_alive = req.keep_alive() && !stopping;
-    write_reply(stream, dispatcher.answer(req), req.version(), keep_alive, ec);
+    const bool keep_alive = req.keep_alive() && !cx.stopping;
+    const int fd = socket.native_handle();
+    write_reply(stream, cx.dispatcher.answer(req, [fd] { return peer_closed(fd); }), req.version(), keep_alive, ec);
     if (ec || !keep_alive) return;
   }
 }
 
 }  // namespace
 
-bool bearer_key_matches(const std::string& authorization, const std::string& key) {
+bool bearer_key_matches(std::string_view authorization, const std::string& key) {
   const std::string expected = "Bearer " + key;
   // Constant time in the key's length: the comparison does not stop at the first difference.
   return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
@@ -228,6 +335,7 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
   const Dispatcher dispatcher(routes, o);
   ConnectionSet connections(o.max_connections);
   std::atomic<bool> stopping{false};
+  const ServerContext context{dispatcher, o, connections, stopping};
 
   // SIGINT/SIGTERM arrive here (block_termination_signals() made every other thread ignore
   // them): stop accepting, wake idle connections, let requests in flight finish.
@@ -265,14 +373,27 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
       continue;
     }
     auto serve = [&, id](TimedSocket accepted) {
-      if (tls) {
-        ssl::stream<TimedSocket> stream(std::move(accepted), *tls);
-        boost::system::error_code handshake;
-        stream.handshake(ssl::stream_base::server, handshake);
-        if (!handshake) serve_connection(stream, dispatcher, o, stopping);
-      } else {
-        serve_connection(accepted, dispatcher, o, stopping);
-        accepted.close();
+      // Declared after the stream, so destroyed before the socket closes, however we leave.
+      struct ForgetFd {
+        ConnectionSet& set;
+        uint64_t id;
+        ~ForgetFd() { set.forget_fd(id); }
+      };
+      try {
+        if (tls) {
+          ssl::stream<TimedSocket> stream(std::move(accepted), *tls);
+          const ForgetFd forget{connections, id};
+          boost::system::error_code handshake;
+          stream.handshake(ssl::stream_base::server, handshake);
+          if (!handshake) serve_connection(stream, stream.next_layer(), id, context);
+        } else {
+          const ForgetFd forget{connections, id};
+          serve_connection(accepted, accepted, id, context);
+        }
+      } catch (const std::exception& e) {  // nothing may end the server from here
+        std::cerr << "larql: connection dropped after an unexpected error: " << e.what() << "\n";
+      } catch (...) {
+        std::cerr << "larql: connection dropped after an unexpected error\n";
       }
       connections.remove(id);  // last: after this, serve_http may return
     };

@@ -37,6 +37,8 @@ std::string Metrics::render() const {
   o << p << "_bytes_total{direction=\"out\",encoding=\"json\"} " << json_out_ << "\n";
   o << "# HELP " << p << "_f32_fallbacks_total Responses sent as f32 because f16/i8 could not carry a value.\n"
     << "# TYPE " << p << "_f32_fallbacks_total counter\n" << p << "_f32_fallbacks_total " << fallbacks_ << "\n";
+  o << "# HELP " << p << "_cancelled_total Requests dropped between layers because the client had gone.\n"
+    << "# TYPE " << p << "_cancelled_total counter\n" << p << "_cancelled_total " << cancelled_ << "\n";
   o << "# HELP " << p << "_compute_ms FFN compute time per layer.\n# TYPE " << p << "_compute_ms histogram\n";
   std::lock_guard lock(mutex_);
   for (const auto& [layer, h] : compute_) {

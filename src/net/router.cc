@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <future>
+#include <iostream>
 #include <set>
 
 #include "net/http_client.h"
@@ -21,6 +22,7 @@ struct Router::Replica {
   LayerRange range;
   std::atomic<bool> healthy{true};
   std::atomic<bool> refused{false};    // fingerprints disagree with the other replicas
+  std::atomic<bool> needs_key{false};  // its /v1/stats answered 401 to the router's key (or to none)
   std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
   std::mutex mutex;                    // guards stats and idle
   json stats;                          // null until read
@@ -84,14 +86,12 @@ HttpHeaders key_headers(const std::optional<std::string>& key) {
   return h;
 }
 
-HttpReply json_reply(const json& j) { return {200, "application/json", j.dump()}; }
-
 // A shard's error passed on, its message naming the shard and layers.
 HttpReply name_shard_in_error(HttpReply reply, const std::string& url, const LayerRange& range) {
   auto j = json::parse(reply.body, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("error")) {
     j["error"] = "shard " + url + " (layers " + range.str() + "): " + j["error"].get<std::string>();
-    reply.body = j.dump();
+    reply.body = json_text(j);
   }
   return reply;
 }
@@ -115,6 +115,10 @@ Status Router::load_stats(Replica& replica, const LayerRange& range) {
   auto res = (*client)->get("/v1/stats", key_headers(options_.shard_key));
   if (!res)
     return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + " does not answer /v1/stats: " + res.error().message);
+  if (res->status == 401)
+    return make_error(ErrorCode::unauthorized,
+                      "shard " + replica.url + (options_.shard_key ? " refuses the router's --shard-key"
+                                                                   : " requires a key: pass --shard-key (or LARQL_SHARD_KEY)"));
   auto stats = json::parse(res->body, nullptr, false);
   if (res->status != 200 || stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
     return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + ": /v1/stats answered HTTP " +
@@ -165,7 +169,12 @@ Status Router::add_replica(Map& map, const LayerRange& range, const std::string&
   replica->range = range;
   replica->client = {options_.timeout_ms, options_.shard_ca_cert};
   if (auto s = load_stats(*replica, range); !s) {
-    if (s.error().code != ErrorCode::shard_unavailable) return s.error();
+    if (s.error().code == ErrorCode::unauthorized) {
+      std::cerr << "larql router: " << s.error().message << "\n";
+      replica->needs_key = true;
+    } else if (s.error().code != ErrorCode::shard_unavailable) {
+      return s.error();
+    }
     replica->healthy = false;  // down for now: the health poller reads its stats when it comes up
   }
   auto it = std::find_if(map.entries.begin(), map.entries.end(),
@@ -195,6 +204,16 @@ Result<std::unique_ptr<Router>> Router::create(const RouterOptions& options) {
       return make_error(ErrorCode::invalid_argument, "--shards needs layer ranges: RANGE=URL[|URL],...");
     for (const auto& url : part.urls)
       if (auto s = router->add_replica(*map, part.range, url); !s) return s.error();
+  }
+  if (router->hidden_ == 0) {  // no replica has answered its stats: is a key the reason?
+    std::string keyed;
+    for (const auto& e : map->entries)
+      for (const auto& r : e.replicas)
+        if (r->needs_key) keyed += (keyed.empty() ? "" : ", ") + r->url;
+    if (!keyed.empty())
+      return make_error(ErrorCode::invalid_argument,
+                        "no layer range can be covered: " + keyed +
+                            (options.shard_key ? " refuse the --shard-key given" : " require a key; pass --shard-key (or LARQL_SHARD_KEY)"));
   }
   router->map_ = std::move(map);
   router->poller_ = std::thread([r = router.get()] { r->poll_health(); });
@@ -228,9 +247,11 @@ void Router::poll_health() {
         needs_stats = r->stats.is_null();
       }
       if (up && needs_stats && !r->refused) {
-        if (auto s = load_stats(*r, r->range); !s) {
+        auto s = load_stats(*r, r->range);
+        r->needs_key = !s && s.error().code == ErrorCode::unauthorized;
+        if (!s) {
           up = false;
-          if (s.error().code != ErrorCode::shard_unavailable) r->refused = true;
+          if (s.error().code != ErrorCode::shard_unavailable && !r->needs_key) r->refused = true;
         }
       }
       r->healthy = up && !r->refused;
@@ -321,6 +342,8 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
     json_request = std::move(*j);
     layers = json_request->layers;
   }
+
+  if (auto s = check_distinct_layers(layers); !s) return fail(s.error());
 
   std::vector<Part> parts;
   std::vector<int> part_of_entry(map->entries.size(), -1);
@@ -472,7 +495,7 @@ HttpReply Router::stats() {
     json replicas = json::array();
     for (const auto& r : e.replicas) {
       const bool up = r->healthy && !r->refused;
-      replicas.push_back({{"url", r->url}, {"state", r->refused ? "refused" : (up ? "up" : "down")},
+      replicas.push_back({{"url", r->url}, {"state", r->refused ? "refused" : r->needs_key ? "needs key" : (up ? "up" : "down")},
                           {"latency_ms", r->latency_ms.load()}});
       std::lock_guard replica_lock(r->mutex);
       if (!up || r->stats.is_null()) continue;
@@ -512,15 +535,21 @@ HttpReply Router::stats() {
 
 HttpReply Router::health() {
   const auto map = current_map();
-  json uncovered = json::array();
-  for (const auto& e : map->entries)
+  json uncovered = json::array(), problems = json::array();
+  for (const auto& e : map->entries) {
     if (std::none_of(e.replicas.begin(), e.replicas.end(), [](const auto& r) { return r->healthy && !r->refused; }))
       uncovered.push_back(e.range.str());
+    for (const auto& r : e.replicas)
+      if (r->needs_key)
+        problems.push_back("shard " + r->url + (options_.shard_key ? " refuses the router's --shard-key"
+                                                                   : " requires a key: pass --shard-key"));
+  }
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   return json_reply({{"status", uncovered.empty() ? "ok" : "degraded"},
                      {"uptime_seconds", up},
                      {"requests_served", metrics_.requests()},
-                     {"uncovered", uncovered}});
+                     {"uncovered", uncovered},
+                     {"problems", problems}});
 }
 
 HttpReply Router::metrics() const { return {200, "text/plain; version=0.0.4", metrics_.render()}; }

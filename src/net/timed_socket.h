@@ -30,6 +30,13 @@ class TimedSocket {
   static std::optional<TimedSocket> connect(boost::asio::io_context& io, const tcp::resolver::results_type& endpoints,
                              std::chrono::milliseconds timeout, boost::system::error_code& ec);
 
+  // From now on a read fails with timed_out once `deadline` has passed, however steadily
+  // bytes trickle in (the per-read timeout alone restarts with every byte); each byte
+  // received moves the deadline `per_byte` later, which makes it a minimum rate.
+  void set_read_deadline(std::chrono::steady_clock::time_point deadline, std::chrono::nanoseconds per_byte = {});
+  // Back to the per-read timeout alone.
+  void clear_read_deadline();
+
   executor_type get_executor() { return socket_.get_executor(); }
   lowest_layer_type& lowest_layer() { return socket_.lowest_layer(); }
   int native_handle() { return socket_.native_handle(); }
@@ -69,6 +76,7 @@ class TimedSocket {
  private:
   static constexpr size_t kMaxIov = 16;
   void set_timeouts(std::chrono::milliseconds timeout);
+  void set_receive_timeout(std::chrono::milliseconds timeout);
   size_t receive(iovec* iov, size_t n, boost::system::error_code& ec);
   size_t send(const iovec* iov, size_t n, boost::system::error_code& ec);
 
@@ -85,6 +93,10 @@ class TimedSocket {
   }
 
   tcp::socket socket_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds receive_timeout_;  // what SO_RCVTIMEO is set to now
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::chrono::nanoseconds per_byte_{0};
 };
 
 }  // namespace larql

@@ -1,5 +1,6 @@
 #include "wire/codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -305,6 +306,15 @@ Status decode_values(Encoding encoding, Bytes values, size_t rows, size_t hidden
     }
   }
   return make_error(ErrorCode::internal, "unknown encoding");
+}
+
+Status check_distinct_layers(const std::vector<uint32_t>& layers) {
+  std::vector<uint32_t> sorted(layers);
+  std::sort(sorted.begin(), sorted.end());
+  if (auto it = std::adjacent_find(sorted.begin(), sorted.end()); it != sorted.end())
+    return make_error(ErrorCode::duplicate_layer, "layer " + std::to_string(*it) +
+                                                      " is named more than once in the batch; each layer may appear once");
+  return Ok{};
 }
 
 }  // namespace larql::wire

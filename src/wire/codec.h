@@ -55,6 +55,10 @@ struct RequestView {
 Result<EncodeOutcome> encode_request(Encoding encoding, const RequestHeader& header, size_t hidden,
                                      std::span<const float> values, std::string& out);
 
+// A batch names each layer at most once (duplicate_layer otherwise, naming the layer):
+// a duplicate asks for the same work twice and would let one small body demand K layers.
+Status check_distinct_layers(const std::vector<uint32_t>& layers);
+
 // Writes a request around value bytes that are already encoded (a router splitting a
 // batch reuses the caller's values untouched): one layer → single layout, more → batch.
 void write_request_with_values(const RequestHeader& header, Bytes values, std::string& out);

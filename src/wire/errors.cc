@@ -25,7 +25,10 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::internal: return "internal";
     case ErrorCode::shard_unavailable: return "shard_unavailable";
     case ErrorCode::shard_timeout: return "shard_timeout";
+    case ErrorCode::duplicate_layer: return "duplicate_layer";
+    case ErrorCode::work_too_large: return "work_too_large";
     case ErrorCode::bad_request: return "bad_request";
+    case ErrorCode::cancelled: return "cancelled";
     case ErrorCode::invalid_argument: return "invalid_argument";
   }
   return "internal";
@@ -36,7 +39,9 @@ int http_status(ErrorCode code) {
     case ErrorCode::unauthorized: return 401;
     case ErrorCode::not_found: return 404;
     case ErrorCode::method_not_allowed: return 405;
-    case ErrorCode::body_too_large: return 413;
+    case ErrorCode::body_too_large:
+    case ErrorCode::work_too_large: return 413;
+    case ErrorCode::cancelled: return 499;  // nginx's "client closed request"; nobody reads it
     case ErrorCode::unsupported_media_type: return 415;
     case ErrorCode::overloaded: return 503;
     case ErrorCode::non_finite_output:

@@ -32,7 +32,10 @@ enum class ErrorCode {
   internal,
   shard_unavailable,
   shard_timeout,
-  bad_request,       // malformed HTTP (request line, headers, framing): 400, beyond §7's table
+  duplicate_layer,   // a batch names the same layer twice
+  work_too_large,    // positions × layers above the server's --max-work
+  bad_request,       // malformed HTTP (request line, headers, framing); 408 for a late request head
+  cancelled,         // the client closed its connection; the work was dropped (never sent)
   invalid_argument,  // local misuse (configuration, CLI); never sent on the wire
 };
 

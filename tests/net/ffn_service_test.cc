@@ -129,5 +129,33 @@ TEST_F(FfnServiceTest, NonFiniteOutputIsA500NeverSent) {
   EXPECT_EQ(code_of(reply), "non_finite_output") << reply.body;
 }
 
+TEST_F(FfnServiceTest, DuplicateLayersAndWorkAboveTheLimitAreRefusedBeforeAnyCompute) {
+  GateFfn never_released;  // a forward() call would hang the test: nothing may reach it
+  FfnService service(*model_, never_released,
+                     {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20, .max_queue = 4, .max_work = 3});
+  std::vector<float> x(2 * kHidden, 0.5f);
+  std::string body;
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 0, 1}, .seq_len = 1}, kHidden,
+                                   std::span(x).first(kHidden), body).ok());
+  HttpReply reply = service.walk_ffn(body, "application/x-larql-ffn", "");
+  EXPECT_EQ(reply.status, 400);
+  EXPECT_EQ(code_of(reply), "duplicate_layer") << reply.body;
+
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {0, 1}, .seq_len = 2}, kHidden, x, body).ok());
+  reply = service.walk_ffn(body, "application/x-larql-ffn", "");
+  EXPECT_EQ(reply.status, 413);
+  EXPECT_EQ(code_of(reply), "work_too_large") << reply.body;
+  EXPECT_NE(reply.body.find("2 positions × 2 layers = 4 row-layers is above this server's limit of 3"), std::string::npos)
+      << reply.body;
+}
+
+TEST_F(FfnServiceTest, AClientThatHasGoneGetsNoCompute) {
+  GateFfn never_released;
+  FfnService service(*model_, never_released, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20});
+  const HttpReply reply = service.walk_ffn(request(0), "application/x-larql-ffn", "", [] { return true; });
+  EXPECT_EQ(code_of(reply), "cancelled") << reply.body;
+  EXPECT_NE(service.metrics().render().find("larql_shard_cancelled_total 1\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace larql

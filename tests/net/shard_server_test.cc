@@ -23,6 +23,7 @@
 #include "support/greedy.h"
 #include "support/hex.h"
 #include "support/process.h"
+#include "support/raw_socket.h"
 #include "support/shared_models.h"
 #include "wire/byte_io.h"
 #include "wire/codec.h"
@@ -268,31 +269,12 @@ TEST(ShardServer, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
   EXPECT_NE(metrics->body.find("larql_shard_errors_total{code=\"truncated\"} 2"), std::string::npos) << metrics->body;
 }
 
-// Sends raw bytes to 127.0.0.1:port and returns everything the server writes back
-// until it closes the connection.
-std::string raw_exchange(int port, const std::string& bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(uint16_t(port));
-  const timeval tv{10, 0};  // a server that never closes fails the test instead of hanging it
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return "connect failed";
-  if (write(fd, bytes.data(), bytes.size()) != ssize_t(bytes.size())) return "write failed";
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
-  close(fd);
-  return out;
-}
-
 TEST(ShardServer, MalformedHttpGetsA400AndCurlsExpectContinueIsHonoured) {
   LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
   ChildProcess s({"serve", test::shared_model("aidreams260K.bin"), "--port", "0"});
   ASSERT_TRUE(test::wait_healthy(s.url()));
 
-  const std::string garbage = raw_exchange(s.port(), "HELLO WORLD\r\n\r\n");
+  const std::string garbage = test::raw_exchange(s.port(), "HELLO WORLD\r\n\r\n");
   EXPECT_TRUE(garbage.starts_with("HTTP/1.1 400")) << garbage;
   const auto body = json::parse(garbage.substr(garbage.find("\r\n\r\n") + 4), nullptr, false);
   ASSERT_FALSE(body.is_discarded()) << garbage;
@@ -306,7 +288,7 @@ TEST(ShardServer, MalformedHttpGetsA400AndCurlsExpectContinueIsHonoured) {
   wire::store_u32(p + 8, 1);
   for (size_t i = 0; i < 64; ++i) wire::store_f32(p + 16 + 4 * i, 0.25f);
   const std::string answer =
-      raw_exchange(s.port(), "POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
+      test::raw_exchange(s.port(), "POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
                              "Connection: close\r\nExpect: 100-continue\r\nContent-Length: " +
                                  std::to_string(req.size()) + "\r\n\r\n" + req);
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")) << answer.substr(0, 200);

@@ -1,0 +1,14 @@
+#include "net/http_reply.h"
+
+namespace larql {
+
+std::string json_text(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+HttpReply json_reply(const nlohmann::json& j) { return {200, "application/json", json_text(j)}; }
+
+HttpReply error_reply(const Error& e) {
+  return {http_status(e.code), "application/json",
+          json_text({{"error", e.message}, {"code", error_code_name(e.code)}}), e.code == ErrorCode::overloaded};
+}
+
+}  // namespace larql

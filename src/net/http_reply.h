@@ -1,0 +1,32 @@
+// What a route answers, before the HTTP layer frames it: status, body and headers. Error
+// bodies follow PROTOCOL §7; every string in them may come from a peer, so JSON text is
+// always written with invalid UTF-8 replaced (nlohmann's dump() would throw on it).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "wire/errors.h"
+
+namespace larql {
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  bool retry_after = false;      // 503: add Retry-After
+  std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
+};
+
+// JSON text that never throws: invalid UTF-8 in any string becomes U+FFFD.
+std::string json_text(const nlohmann::json& j);
+
+// 200 with a JSON document.
+HttpReply json_reply(const nlohmann::json& j);
+
+// The JSON error body of PROTOCOL §7 with the code's status.
+HttpReply error_reply(const Error& e);
+
+}  // namespace larql
