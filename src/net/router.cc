@@ -278,6 +278,7 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
   std::string tried;
   bool last_timed_out = false;
   for (const auto& r : order) {
+    if (!tried.empty()) ++retries_;
     auto client = r->take();
     tried += (tried.empty() ? "" : ", ") + r->url;
     if (!client) {
@@ -552,7 +553,11 @@ HttpReply Router::health() {
                      {"problems", problems}});
 }
 
-HttpReply Router::metrics() const { return {200, "text/plain; version=0.0.4", metrics_.render()}; }
+HttpReply Router::metrics() const {
+  return {200, "text/plain; version=0.0.4",
+          metrics_.render() + "# HELP larql_router_retries_total Calls sent again to another replica after one failed.\n" +
+              "# TYPE larql_router_retries_total counter\nlarql_router_retries_total " + std::to_string(retries_) + "\n"};
+}
 
 HttpReply Router::admin(const std::string& method, const std::string& body, const std::string& authorization) {
   if (!options_.admin_key || !bearer_key_matches(authorization, *options_.admin_key))

@@ -72,6 +72,7 @@ class Router {
   std::shared_ptr<const Map> map_;
   std::vector<std::shared_ptr<Replica>> all_replicas_;  // guarded by map_mutex_
   Metrics metrics_{"larql_router"};
+  std::atomic<uint64_t> retries_{0};  // calls sent again to another replica after one failed
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stopping_{false};
   std::mutex poll_mutex_;

@@ -7,11 +7,11 @@
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <thread>
 
 #include "support/command.h"
 #include "support/process.h"
+#include "support/prometheus.h"
 #include "support/raw_socket.h"
 #include "wire/codec.h"
 
@@ -40,22 +40,7 @@ std::string walk_ffn_head(size_t content_length, const std::string& extra = "") 
 
 std::string code_of(const std::string& body) { return json::parse(body, nullptr, false).value("code", ""); }
 
-// Sum of a counter family in a Prometheus text page, e.g. every larql_shard_compute_ms_count{...}.
-double metric_sum(const std::string& page, const std::string& name) {
-  double sum = 0;
-  const std::regex line("^" + name + R"((\{[^}]*\})? ([0-9.e+-]+)$)");
-  std::smatch m;
-  std::istringstream in(page);
-  for (std::string l; std::getline(in, l);)
-    if (std::regex_match(l, m, line)) sum += std::stod(m[2]);
-  return sum;
-}
-
-double shard_metric(const ChildProcess& s, const std::string& name) {
-  httplib::Client c(s.url());
-  auto res = c.Get("/metrics");
-  return res && res->status == 200 ? metric_sum(res->body, name) : -1;
-}
+double shard_metric(const ChildProcess& s, const std::string& name) { return test::server_metric(s.url(), name); }
 
 // Polls until `done` or the deadline; returns whether it came true.
 template <class F>

@@ -15,7 +15,7 @@
 #include "net/remote_ffn.h"
 #include "support/command.h"
 #include "support/process.h"
-#include "support/shared_models.h"
+#include "support/prometheus.h"
 #include "wire/byte_io.h"
 #include "wire/codec.h"
 
@@ -24,6 +24,9 @@ namespace {
 
 using nlohmann::json;
 using test::ChildProcess;
+
+const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
+constexpr size_t kHidden = 384;
 
 const wire::EnvLookup kNoEnv = [](const char*) -> const char* { return nullptr; };
 
@@ -56,9 +59,7 @@ std::vector<int> local_ids(const Model& m, const std::vector<int>& prompt, size_
 class RouterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(test::shared_model("aidreams260K.bin")))
-      GTEST_SKIP() << "skipped: ../shared/models/aidreams260K.bin is missing";
-    model_path_ = test::shared_model("aidreams260K.bin");
+    model_path_ = kDemo;
     auto m = load_model(model_path_);
     ASSERT_TRUE(m.ok());
     model_ = std::make_unique<Model>(std::move(*m));
@@ -89,8 +90,8 @@ class RouterTest : public ::testing::Test {
 };
 
 TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
-  auto a = shard("0-1"), b = shard("2-3");
-  auto r = router("0-1=" + a->url() + ",2-3=" + b->url());
+  auto a = shard("0-2"), b = shard("3-5");
+  auto r = router("0-2=" + a->url() + ",3-5=" + b->url());
   const auto expected = local_ids(*model_, prompt_, 30);
   auto f32 = remote(r->url(), "f32");
   ASSERT_TRUE(f32);
@@ -102,9 +103,9 @@ TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
 
   // The response type is the negotiated one, not f32 (the reference router's flaw).
   httplib::Client c(r->url());
-  std::vector<float> x(64, 0.25f);
+  std::vector<float> x(kHidden, 0.25f);
   std::string body;
-  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {2}, .seq_len = 1}, 64, x, body).ok());
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {4}, .seq_len = 1}, kHidden, x, body).ok());
   for (auto [accept, type] : {std::pair{"application/x-larql-ffn-f16", "application/x-larql-ffn-f16"},
                               std::pair{"application/x-larql-ffn-i8", "application/x-larql-ffn-i8"},
                               std::pair{"", "application/x-larql-ffn"}}) {
@@ -118,36 +119,36 @@ TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
   auto stats = json::parse(c.Get("/v1/stats")->body);
   EXPECT_EQ(stats["mode"], "router");
   EXPECT_EQ(stats["wire"]["request"], json({"f32", "f16", "i8"}));
-  EXPECT_EQ(stats["layer_fingerprints"].size(), 4u);
+  EXPECT_EQ(stats["layer_fingerprints"].size(), 6u);
 }
 
 TEST_F(RouterTest, CrossRangeBatchesEqualDirectCallsInEveryEncoding) {
-  auto a = shard("0-1"), b = shard("2-3");
-  auto r = router("0-1=" + a->url() + ",2-3=" + b->url());
+  auto a = shard("0-2"), b = shard("3-5");
+  auto r = router("0-2=" + a->url() + ",3-5=" + b->url());
   httplib::Client via(r->url()), direct_a(a->url()), direct_b(b->url());
-  std::vector<float> x(2 * 64);
+  std::vector<float> x(2 * kHidden);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i));
   for (const char* name : {"f32", "f16", "i8"}) {
     const auto enc = *wire::encoding_from_name(name);
     std::string body;
-    ASSERT_TRUE(wire::encode_request(enc, {.layers = {3, 0, 2}, .seq_len = 2}, 64, x, body).ok());
+    ASSERT_TRUE(wire::encode_request(enc, {.layers = {3, 0, 2}, .seq_len = 2}, kHidden, x, body).ok());
     const std::string ct(wire::content_type(enc));
     const httplib::Headers accept{{"Accept", ct}};
     auto res = via.Post("/v1/walk-ffn", accept, body, ct.c_str());
     ASSERT_TRUE(res);
     ASSERT_EQ(res->status, 200) << res->body;
     EXPECT_EQ(res->get_header_value("Content-Type"), ct);
-    auto view = wire::parse_response(wire::as_bytes(res->body), enc, 64);
+    auto view = wire::parse_response(wire::as_bytes(res->body), enc, kHidden);
     ASSERT_TRUE(view.ok()) << view.error().message;
     ASSERT_EQ(view->records.size(), 3u);
     const uint32_t order[] = {3, 0, 2};
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_EQ(view->records[i].layer, order[i]);
       std::string one;
-      ASSERT_TRUE(wire::encode_request(enc, {.layers = {order[i]}, .seq_len = 2}, 64, x, one).ok());
-      auto d = (order[i] < 2 ? direct_a : direct_b).Post("/v1/walk-ffn", accept, one, ct.c_str());
+      ASSERT_TRUE(wire::encode_request(enc, {.layers = {order[i]}, .seq_len = 2}, kHidden, x, one).ok());
+      auto d = (order[i] < 3 ? direct_a : direct_b).Post("/v1/walk-ffn", accept, one, ct.c_str());
       ASSERT_TRUE(d);
-      auto dv = wire::parse_response(wire::as_bytes(d->body), enc, 64);
+      auto dv = wire::parse_response(wire::as_bytes(d->body), enc, kHidden);
       ASSERT_TRUE(dv.ok());
       // Spliced byte for byte: i8 is never re-quantised.
       EXPECT_EQ(std::string(view->records[i].values.begin(), view->records[i].values.end()),
@@ -157,8 +158,8 @@ TEST_F(RouterTest, CrossRangeBatchesEqualDirectCallsInEveryEncoding) {
   }
   // A layer no range covers is the caller's error (no_owning_shard, PROTOCOL §7).
   std::string body;
-  std::vector<float> one(64, 1.0f);
-  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 7}, .seq_len = 1}, 64, one, body).ok());
+  std::vector<float> one(kHidden, 1.0f);
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 7}, .seq_len = 1}, kHidden, one, body).ok());
   auto res = via.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
@@ -166,66 +167,91 @@ TEST_F(RouterTest, CrossRangeBatchesEqualDirectCallsInEveryEncoding) {
 }
 
 TEST_F(RouterTest, FailoverMidGenerationThenAClearErrorWhenARangeIsGone) {
-  auto a1 = shard("0-1"), a2 = shard("0-1"), b1 = shard("2-3"), b2 = shard("2-3");
-  auto r = router("0-1=" + a1->url() + "|" + a2->url() + ",2-3=" + b1->url() + "|" + b2->url());
+  auto a1 = shard("0-2"), a2 = shard("0-2"), b1 = shard("3-5"), b2 = shard("3-5");
+  // Health polls far apart: only a failed call can tell the router that a replica died.
+  ChildProcess* replicas[] = {a1.get(), a2.get(), b1.get(), b2.get()};
+  ChildProcess r({"router", "--shards", "0-2=" + a1->url() + "|" + a2->url() + ",3-5=" + b1->url() + "|" + b2->url(), "--port",
+                  "0", "--timeout-ms", "3000", "--health-interval-ms", "600000"});
+  ASSERT_TRUE(test::wait_healthy(r.url()));
+  // The replica the router sends range `entry` to next: the first live one with the lowest latency.
+  auto preferred = [&](size_t entry) -> ChildProcess* {
+    const auto stats = json::parse(httplib::Client(r.url()).Get("/v1/stats")->body);
+    const json* best = nullptr;
+    for (const auto& rep : stats["shards"][entry]["replicas"])
+      if (rep["state"] == "up" && (!best || rep["latency_ms"].get<double>() < (*best)["latency_ms"].get<double>())) best = &rep;
+    for (ChildProcess* p : replicas)
+      if (best && p->url() == (*best)["url"]) return p;
+    return nullptr;
+  };
   const auto expected = local_ids(*model_, prompt_, 40);
-  auto client = remote(r->url(), "f32");
+  auto client = remote(r.url(), "f32");
   ASSERT_TRUE(client);
   Stepper s(*model_, *client);
   ASSERT_TRUE(s.start(prompt_).ok());
   for (int i = 0; i < 40; ++i) {
-    if (i == 10) a1->kill_now();  // SIGKILL one replica mid-generation
-    if (i == 20) b2->kill_now();
+    if (i == 10 || i == 20) {  // SIGKILL, mid-generation, the replica that would serve the next call
+      ChildProcess* victim = preferred(i == 10 ? 0 : 1);
+      ASSERT_TRUE(victim);
+      EXPECT_GT(test::server_metric(victim->url(), "larql_shard_requests_total"), 0) << "it had served before";
+      victim->kill_now();
+    }
     auto st = s.step();
     ASSERT_TRUE(st.ok()) << "step " << i << ": " << st.error().message;
   }
   EXPECT_EQ(s.ids, expected);  // no client-visible error, and no zeros used
+  // Both kills were noticed by a failed call and retried on the other replica.
+  EXPECT_EQ(test::server_metric(r.url(), "larql_router_retries_total"), 2);
 
-  a2->kill_now();  // now no replica of 0-1 is left
-  std::vector<float> x(64, 0.5f), y(64);
+  for (ChildProcess* p : {a1.get(), a2.get()}) p->kill_now();  // now no replica of 0-2 is left
+  std::vector<float> x(kHidden, 0.5f), y(kHidden);
   auto st = client->forward(0, x, 1, y);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("every replica of layers 0-1 failed"), std::string::npos) << st.error().message;
-  test::wait_healthy(r->url());
-  httplib::Client c(r->url());
+  EXPECT_NE(st.error().message.find("every replica of layers 0-2 failed"), std::string::npos) << st.error().message;
+  httplib::Client c(r.url());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   json health;
   do {
     health = json::parse(c.Get("/v1/health")->body);
   } while (health["status"] != "degraded" && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(health["status"], "degraded");
-  EXPECT_EQ(health["uncovered"], json({"0-1"}));
+  EXPECT_EQ(health["uncovered"], json({"0-2"}));
 }
 
 TEST_F(RouterTest, KeyedShardsThroughTheRouter) {
-  auto a = shard("0-3", {"--api-key", "k1"});
-  auto r = router("0-3=" + a->url(), {"--shard-key", "k1"});
+  auto a = shard("0-5", {"--api-key", "k1"});
+  auto r = router("0-5=" + a->url(), {"--shard-key", "k1"});
   auto keyed = remote(r->url(), "f16", std::string("k1"));
   ASSERT_TRUE(keyed);
-  std::vector<float> x(64, 0.5f), y(64);
+  std::vector<float> x(kHidden, 0.5f), y(kHidden);
   EXPECT_TRUE(keyed->forward(1, x, 1, y).ok());
   // Without the caller's key the shard says 401, and the router passes it on.
   httplib::Client c(r->url());
   std::string body;
-  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1}, .seq_len = 1}, 64, x, body).ok());
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1}, .seq_len = 1}, kHidden, x, body).ok());
   auto res = c.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 401);
 }
 
 TEST_F(RouterTest, MalformedShardMapsAreStartUpErrors) {
-  for (const char* spec : {"0-1=http://127.0.0.1:1,1-2=http://127.0.0.1:2", "0-x=http://127.0.0.1:1", "0-1=ftp://a",
-                           "3-1=http://127.0.0.1:1", "http://127.0.0.1:1"}) {
+  // Each message names the part of the map that is wrong and what was expected.
+  for (auto [spec, says] : {std::pair{"0-2=http://127.0.0.1:1,1-2=http://127.0.0.1:2",
+                                      "shard map part '1-2=http://127.0.0.1:2' overlaps layers 0-2"},
+                            std::pair{"0-x=http://127.0.0.1:1", "shard map part '0-x=http://127.0.0.1:1': layer range '0-x' is not valid"},
+                            std::pair{"0-2=ftp://a", "shard 'ftp://a' in '0-2=ftp://a' is not a URL: expected http://HOST:PORT"},
+                            std::pair{"3-1=http://127.0.0.1:1",
+                                      "shard map part '3-1=http://127.0.0.1:1': layer range '3-1' is not valid: expected A-B with A ≤ B"},
+                            std::pair{"http://127.0.0.1:1", "--shards needs layer ranges: RANGE=URL[|URL],..."}}) {
     const auto r = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '" + spec + "' 2>&1");
-    EXPECT_NE(r.status, 0) << spec;
-    EXPECT_NE(r.output.find("larql router:"), std::string::npos) << spec << ": " << r.output;
+    EXPECT_EQ(r.status, 2) << spec;
+    EXPECT_NE(r.output.find(std::string("larql router: ") + says), std::string::npos) << spec << ": " << r.output;
   }
 }
 
 TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {
-  auto real = shard("2-3");
-  // A fake shard: real-looking stats for layers 0-1 (taken from a real shard), garbage FFN answers.
-  auto donor = shard("0-1");
+  auto real = shard("3-5");
+  // A fake shard: real-looking stats for layers 0-2 (taken from a real shard), garbage FFN answers.
+  auto donor = shard("0-2");
   const std::string stats = httplib::Client(donor->url()).Get("/v1/stats")->body;
   donor->stop();
   httplib::Server fake;
@@ -238,12 +264,12 @@ TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {
   std::thread serving([&] { fake.listen_after_bind(); });
   const std::string fake_url = "http://127.0.0.1:" + std::to_string(port);
   {
-    auto r = router("0-1=" + fake_url + ",2-3=" + real->url());
+    auto r = router("0-2=" + fake_url + ",3-5=" + real->url());
     // A batch spanning both ranges: the router cannot splice garbage and says who sent it.
     httplib::Client c(r->url());
-    std::vector<float> x(64, 0.5f);
+    std::vector<float> x(kHidden, 0.5f);
     std::string body;
-    ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 2}, .seq_len = 1}, 64, x, body).ok());
+    ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 4}, .seq_len = 1}, kHidden, x, body).ok());
     auto res = c.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 502);
@@ -251,11 +277,11 @@ TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {
     // A single-range request passes through untouched; the client rejects it, naming the layer.
     auto client = remote(r->url(), "f32");
     ASSERT_TRUE(client);
-    std::vector<float> y(64, 9.0f);
+    std::vector<float> y(kHidden, 9.0f);
     auto st = client->forward(0, x, 1, y);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().message.find("layer 0"), std::string::npos) << st.error().message;
-    EXPECT_EQ(y, std::vector<float>(64, 9.0f));  // nothing was written: no garbage, no zeros
+    EXPECT_EQ(y, std::vector<float>(kHidden, 9.0f));  // nothing was written: no garbage, no zeros
   }
   fake.stop();
   serving.join();
@@ -263,13 +289,13 @@ TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {
 
 TEST_F(RouterTest, ReplicasOfDifferentModelsAreRefused) {
   const auto dir = std::filesystem::temp_directory_path() / ("larql_router_other_" + std::to_string(::getpid()));
-  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), {.hidden = 64, .layers = 4, .ffn = 172, .heads = 4, .kv_heads = 4,
-                                                        .vocab = 512, .context = 128, .dtype = DType::f32, .seed = 5})
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), {.hidden = kHidden, .layers = 6, .ffn = kHidden, .heads = 6, .kv_heads = 2,
+                                                        .vocab = 256, .context = 128, .dtype = DType::f32, .seed = 5})
                   .ok());
-  auto a = shard("0-1");
-  ChildProcess other({"serve", dir.string(), "--port", "0", "--layers", "0-1"});
+  auto a = shard("0-2");
+  ChildProcess other({"serve", dir.string(), "--port", "0", "--layers", "0-2"});
   ASSERT_TRUE(test::wait_healthy(other.url()));
-  const auto r = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '0-1=" + a->url() + "|" +
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '0-2=" + a->url() + "|" +
                                    other.url() + "' 2>&1");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("different model and is refused"), std::string::npos) << r.output;
@@ -277,8 +303,8 @@ TEST_F(RouterTest, ReplicasOfDifferentModelsAreRefused) {
 }
 
 TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
-  auto a = shard("0-1"), b = shard("2-3"), c = shard("0-3");
-  auto r = router("0-1=" + a->url() + ",2-3=" + b->url(), {"--admin-key", "adm"});
+  auto a = shard("0-2"), b = shard("3-5"), c = shard("0-5");
+  auto r = router("0-2=" + a->url() + ",3-5=" + b->url(), {"--admin-key", "adm"});
   const auto expected = local_ids(*model_, prompt_, 30);
   auto client = remote(r->url(), "f32");
   ASSERT_TRUE(client);
@@ -286,9 +312,9 @@ TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
   ASSERT_TRUE(s.start(prompt_).ok());
   httplib::Client admin(r->url());
   for (int i = 0; i < 30; ++i) {
-    if (i == 10) {  // move layers 0-1 from a to a new replica set: add c for 0-1, remove a
+    if (i == 10) {  // move layers 0-2 from a to a new replica set: add c for 0-2, remove a
       auto res = admin.Post("/admin/shards", {{"Authorization", "Bearer adm"}},
-                            json{{"add", {{{"layers", "0-1"}, {"url", c->url()}}}}, {"remove", {a->url()}}}.dump(),
+                            json{{"add", {{{"layers", "0-2"}, {"url", c->url()}}}}, {"remove", {a->url()}}}.dump(),
                             "application/json");
       ASSERT_TRUE(res);
       ASSERT_EQ(res->status, 200) << res->body;
