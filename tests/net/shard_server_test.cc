@@ -24,7 +24,6 @@
 #include "support/hex.h"
 #include "support/process.h"
 #include "support/raw_socket.h"
-#include "support/shared_models.h"
 #include "wire/byte_io.h"
 #include "wire/codec.h"
 
@@ -33,6 +32,9 @@ namespace {
 
 using nlohmann::json;
 using test::ChildProcess;
+
+const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
+constexpr size_t kHidden = 384;
 
 constexpr const char* kReferenceAccept = "application/x-larql-ffn-i8, application/x-larql-ffn-f16, application/x-larql-ffn";
 
@@ -43,12 +45,11 @@ std::vector<int> greedy(const Model& m, FfnBackend& ffn, std::vector<std::vector
 }
 
 TEST(ShardServer, RemoteF32IsBitIdenticalToLocalThroughTwoShards) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  const std::string model_path = test::shared_model("aidreams260K.bin");
-  ChildProcess a({"serve", model_path, "--port", "0", "--layers", "0-1", "--wire-i8", "--threads", "1"});
-  ChildProcess b({"serve", model_path, "--port", "0", "--layers", "2-3", "--wire-i8", "--threads", "1"});
+  const std::string model_path = kDemo;
+  ChildProcess a({"serve", model_path, "--port", "0", "--layers", "0-2", "--wire-i8", "--threads", "1"});
+  ChildProcess b({"serve", model_path, "--port", "0", "--layers", "3-5", "--wire-i8", "--threads", "1"});
   ASSERT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
-  EXPECT_NE(a.startup_line().find("layers 0-1 of 4, hidden 64, wire f32,f16,i8"), std::string::npos) << a.startup_line();
+  EXPECT_NE(a.startup_line().find("layers 0-2 of 6, hidden 384, wire f32,f16,i8"), std::string::npos) << a.startup_line();
 
   auto model = load_model(model_path);
   ASSERT_TRUE(model.ok());
@@ -57,10 +58,11 @@ TEST(ShardServer, RemoteF32IsBitIdenticalToLocalThroughTwoShards) {
   std::vector<std::vector<float>> local_logits;
   const auto local_ids = greedy(*model, local, &local_logits, 40);
 
+  size_t f32_bytes = 0;
   for (const char* wire_name : {"f32", "f16", "i8"}) {
     auto wire = wire::client_wire(wire_name, [](const char*) { return nullptr; });
     std::vector<std::string> warnings;
-    auto remote = RemoteFfn::connect(*model, {"0-1=" + a.url() + ",2-3=" + b.url(), *wire, {}, {}, 10000}, &warnings);
+    auto remote = RemoteFfn::connect(*model, {"0-2=" + a.url() + ",3-5=" + b.url(), *wire, {}, {}, 10000}, &warnings);
     ASSERT_TRUE(remote.ok()) << remote.error().message;
     EXPECT_TRUE(warnings.empty());
     std::vector<std::vector<float>> logits;
@@ -73,9 +75,19 @@ TEST(ShardServer, RemoteF32IsBitIdenticalToLocalThroughTwoShards) {
     }
     std::printf("wire %s: %zu/%zu greedy ids equal to local, max |Δlogit| %g, %zu bytes sent, %zu received\n", wire_name,
                 top1, ids.size(), max_diff, (*remote)->stats().bytes_sent, (*remote)->stats().bytes_received);
-    if (std::string(wire_name) == "f32") {
+    const std::string name = wire_name;
+    const size_t sent = (*remote)->stats().bytes_sent;
+    if (name == "f32") {
       EXPECT_EQ(ids, local_ids);
       EXPECT_EQ(logits, local_logits);  // bit for bit
+      f32_bytes = sent;
+    } else if (name == "f16") {  // measured: 40/40 ids, max |Δlogit| 0.0024
+      EXPECT_EQ(ids, local_ids);
+      EXPECT_LT(max_diff, 0.02f);
+      EXPECT_LT(double(sent), 0.55 * double(f32_bytes));
+    } else {  // i8, measured: free-running greedy diverges after 5 ids (its teacher-forced top-1 is 99.3 %)
+      EXPECT_TRUE(std::equal(ids.begin(), ids.begin() + 3, local_ids.begin())) << "the first 3 ids differ";
+      EXPECT_LT(double(sent), 0.30 * double(f32_bytes));
     }
   }
   EXPECT_EQ(a.stop(), 0);  // graceful shutdown on SIGTERM
@@ -165,8 +177,7 @@ TEST_F(SynthServer, PrefillLargerThanTheBodyLimitGoesInChunks) {
 }
 
 TEST(ShardServer, ReplicasCoverADeadShard) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  const std::string model_path = test::shared_model("aidreams260K.bin");
+  const std::string model_path = kDemo;
   ChildProcess first({"serve", model_path, "--port", "0"});
   ChildProcess second({"serve", model_path, "--port", "0"});
   ASSERT_TRUE(test::wait_healthy(first.url()) && test::wait_healthy(second.url()));
@@ -178,7 +189,7 @@ TEST(ShardServer, ReplicasCoverADeadShard) {
 
   const auto wire = *wire::client_wire("f32", [](const char*) { return nullptr; });
   std::vector<std::string> warnings;
-  auto remote = RemoteFfn::connect(*model, {"0-3=" + first.url() + "|" + second.url(), wire, {}, {}, 5000}, &warnings);
+  auto remote = RemoteFfn::connect(*model, {"0-5=" + first.url() + "|" + second.url(), wire, {}, {}, 5000}, &warnings);
   ASSERT_TRUE(remote.ok()) << remote.error().message;
   first.kill_now();  // the first replica dies after the client connected
   EXPECT_EQ(greedy(*model, **remote, &logits, 20), expected);
@@ -186,12 +197,12 @@ TEST(ShardServer, ReplicasCoverADeadShard) {
 
   // A replica already down at connect time is skipped with a warning.
   warnings.clear();
-  auto late = RemoteFfn::connect(*model, {"0-3=" + first.url() + "|" + second.url(), wire, {}, {}, 5000}, &warnings);
+  auto late = RemoteFfn::connect(*model, {"0-5=" + first.url() + "|" + second.url(), wire, {}, {}, 5000}, &warnings);
   ASSERT_TRUE(late.ok()) << late.error().message;
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("skipping unreachable replicas of layers 0-3"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("skipping unreachable replicas of layers 0-5"), std::string::npos) << warnings[0];
   second.kill_now();  // now nothing serves: a clear error naming the layer, never zeros
-  std::vector<float> x(64, 0.5f), y(64, 7.0f);
+  std::vector<float> x(kHidden, 0.5f), y(kHidden, 7.0f);
   auto st = (*late)->forward(1, x, 1, y);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code, ErrorCode::shard_unavailable);
@@ -205,11 +216,10 @@ struct BadCase {
 };
 
 TEST(ShardServer, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  ChildProcess s({"serve", test::shared_model("aidreams260K.bin"), "--port", "0", "--layers", "0-1", "--max-body-mb", "1"});
+  ChildProcess s({"serve", kDemo, "--port", "0", "--layers", "0-2", "--max-body-mb", "1"});
   ASSERT_TRUE(test::wait_healthy(s.url()));
   httplib::Client c(s.url());
-  const size_t H = 64;
+  const size_t H = kHidden;
   auto f32_request = [&](uint32_t layer, uint32_t seq, uint32_t flags, size_t values, float fill = 0.5f) {
     std::string b(16 + 4 * values, '\0');
     auto* p = reinterpret_cast<uint8_t*>(b.data());
@@ -270,8 +280,7 @@ TEST(ShardServer, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
 }
 
 TEST(ShardServer, MalformedHttpGetsA400AndCurlsExpectContinueIsHonoured) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  ChildProcess s({"serve", test::shared_model("aidreams260K.bin"), "--port", "0"});
+  ChildProcess s({"serve", kDemo, "--port", "0"});
   ASSERT_TRUE(test::wait_healthy(s.url()));
 
   const std::string garbage = test::raw_exchange(s.port(), "HELLO WORLD\r\n\r\n");
@@ -281,23 +290,22 @@ TEST(ShardServer, MalformedHttpGetsA400AndCurlsExpectContinueIsHonoured) {
   EXPECT_EQ(body.value("code", ""), "bad_request");
 
   // curl sends "Expect: 100-continue" before bodies over 1 KiB and waits for the go-ahead.
-  std::string req(16 + 4 * 64, '\0');
+  std::string req(16 + 4 * kHidden, '\0');
   auto* p = reinterpret_cast<uint8_t*>(req.data());
   wire::store_u32(p, 0);
   wire::store_u32(p + 4, 1);
   wire::store_u32(p + 8, 1);
-  for (size_t i = 0; i < 64; ++i) wire::store_f32(p + 16 + 4 * i, 0.25f);
+  for (size_t i = 0; i < kHidden; ++i) wire::store_f32(p + 16 + 4 * i, 0.25f);
   const std::string answer =
       test::raw_exchange(s.port(), "POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
                              "Connection: close\r\nExpect: 100-continue\r\nContent-Length: " +
                                  std::to_string(req.size()) + "\r\n\r\n" + req);
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")) << answer.substr(0, 200);
-  EXPECT_EQ(answer.size() - answer.find("\r\n\r\n", answer.find("200 OK")) - 4, 12u + 4 * 64);
+  EXPECT_EQ(answer.size() - answer.find("\r\n\r\n", answer.find("200 OK")) - 4, 12u + 4 * kHidden);
 }
 
 TEST(ShardServer, KeyIsRequiredEverywhereButHealth) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  ChildProcess s({"serve", test::shared_model("aidreams260K.bin"), "--port", "0", "--api-key", "s3cret"});
+  ChildProcess s({"serve", kDemo, "--port", "0", "--api-key", "s3cret"});
   ASSERT_TRUE(test::wait_healthy(s.url()));
   httplib::Client c(s.url());
   auto res = c.Get("/v1/stats");
@@ -310,7 +318,7 @@ TEST(ShardServer, KeyIsRequiredEverywhereButHealth) {
   EXPECT_EQ(res->status, 200);
   res = c.Get("/v1/health");
   EXPECT_EQ(res->status, 200);
-  auto model = load_model(test::shared_model("aidreams260K.bin"));
+  auto model = load_model(kDemo);
   auto wire = wire::client_wire("f16", [](const char*) { return nullptr; });
   std::vector<std::string> warnings;
   EXPECT_FALSE(RemoteFfn::connect(*model, {s.url(), *wire, {}, {}, 5000}, &warnings).ok());
