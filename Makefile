@@ -18,18 +18,26 @@ build: deps
 	cmake --build build -j $(JOBS)
 
 # Everything CI runs: the normal build and all its tests, all tests again under ASan+UBSan
-# (the integration tests then start sanitized servers and routers), and each fuzz target
-# for FUZZ_SECONDS.
+# (the integration tests then start sanitized servers and routers), each fuzz target for
+# FUZZ_SECONDS, and last one line counting every test of both builds. A skipped test fails
+# `make test` (scripts/test_summary.py) unless LARQL_ALLOW_SKIPS=1 is set on purpose.
 test: build
 	@bash scripts/install-js-tokenizers.sh
-	ctest --test-dir build --output-on-failure -j $(JOBS)
+	$(call run_tests,build)
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory fuzz
+	@python3 scripts/test_summary.py build/test-results build-asan/test-results
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	$(call run_tests,build-asan)
+
+# ctest in build folder $(1), each GoogleTest binary also writing a JSON report for the summary.
+define run_tests
+	rm -rf $(1)/test-results
+	GTEST_OUTPUT=json:$(CURDIR)/$(1)/test-results/ ctest --test-dir $(1) --output-on-failure -j $(JOBS)
+endef
 
 fuzz: deps
 	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_FUZZ=ON

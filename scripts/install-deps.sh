@@ -10,6 +10,13 @@ packages=(
   libcpp-httplib-dev libboost-dev libssl-dev zlib1g-dev libbrotli-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev libutf8proc-dev
+  openssl python3                      # TLS test certificates; the test summary and bench scripts
 )
+# Node.js and npm run the reference JavaScript tokenizers (and, later, the OpenAI client)
+# in the tests. A machine that already has both (e.g. from NodeSource) keeps them: Debian's
+# npm package would pull Debian's nodejs over them.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 exec bash "$(dirname "$0")/apt-ensure.sh" "deps" "${packages[@]}"

@@ -104,8 +104,6 @@ void expect_grid_matches_local_and_no_process_left(const Output& r) {
 }
 
 TEST(DemoCli, OnTheCommittedDemoModel) {
-  if (!std::filesystem::exists(LARQL_SOURCE_DIR "/models/demo/config.json"))
-    GTEST_SKIP() << "skipped: models/demo is missing (tools/train_demo_model.py makes it)";
   const auto start = std::chrono::steady_clock::now();
   const auto r = larql("demo");  // the default: the repository's models/demo
   std::printf("larql demo took %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -114,8 +112,6 @@ TEST(DemoCli, OnTheCommittedDemoModel) {
 }
 
 TEST(DemoCli, KeepRunningLeavesTheGridUpAndCtrlCStopsEveryProcess) {
-  if (!std::filesystem::exists(LARQL_SOURCE_DIR "/models/demo/config.json"))
-    GTEST_SKIP() << "skipped: models/demo is missing (tools/train_demo_model.py makes it)";
   test::ChildProcess demo({"demo", "--keep-running", "--steps", "8"}, std::chrono::seconds(120));
   ASSERT_TRUE(test::wait_healthy(demo.url())) << "the router should be up: " << demo.url();
   // The grid: the demo's child processes (two shards and the router), from /proc.
