@@ -1,6 +1,5 @@
 #include "net/http_server.h"
 
-#include <openssl/crypto.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "net/http_dispatch.h"
 #include "net/timed_socket.h"
 
 namespace larql {
@@ -109,50 +109,6 @@ class ConnectionSet {
   uint64_t next_id_ = 0;
   size_t max_;
   bool stopping_ = false;
-};
-
-std::string_view view(boost::beast::string_view s) { return {s.data(), s.size()}; }
-
-// Authorization, then the route table: the answer to one request as an HttpReply.
-class Dispatcher {
- public:
-  Dispatcher(const std::vector<Route>& routes, const HttpServerOptions& options) : routes_(routes), options_(options) {}
-
-  // 401 as soon as the headers are in, before any body byte is read.
-  std::optional<HttpReply> refuse_before_body(const http::request_header<>& head) const {
-    if (!options_.api_key) return std::nullopt;
-    const std::string_view path = path_of(view(head.target()));
-    const bool open = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.path == path && !r.needs_api_key; });
-    if (open || bearer_key_matches(view(head[http::field::authorization]), *options_.api_key)) return std::nullopt;
-    return error_reply(make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
-  }
-
-  HttpReply answer(const http::request<http::string_body>& req, std::function<bool()> client_gone) const {
-    const std::string_view path = path_of(view(req.target()));
-    const std::string_view method = view(req.method_string());
-    bool path_known = false;
-    for (const auto& r : routes_) {
-      if (r.path != path) continue;
-      path_known = true;
-      if (r.method != method) continue;
-      try {
-        return r.handler({method, path, view(req[http::field::content_type]), view(req[http::field::accept]),
-                          view(req[http::field::authorization]), req.body(), std::move(client_gone)});
-      } catch (const std::exception& e) {
-        return error_reply(make_error(ErrorCode::internal, e.what()));
-      }
-    }
-    if (path_known)
-      return error_reply(make_error(ErrorCode::method_not_allowed,
-                                    std::string(method) + " is not allowed on " + std::string(path)));
-    return error_reply(make_error(ErrorCode::not_found, "no such path: " + std::string(path)));
-  }
-
- private:
-  static std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
-
-  const std::vector<Route>& routes_;
-  const HttpServerOptions& options_;
 };
 
 template <class Stream>
@@ -278,12 +234,6 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
 }
 
 }  // namespace
-
-bool bearer_key_matches(std::string_view authorization, const std::string& key) {
-  const std::string expected = "Bearer " + key;
-  // Constant time in the key's length: the comparison does not stop at the first difference.
-  return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
-}
 
 void block_termination_signals() {
   sigset_t set;

@@ -1,0 +1,52 @@
+#include "net/http_dispatch.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+
+namespace larql {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+std::string_view view(boost::beast::string_view s) { return {s.data(), s.size()}; }
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+}  // namespace
+
+std::optional<HttpReply> Dispatcher::refuse_before_body(const http::request_header<>& head) const {
+  if (!options_.api_key) return std::nullopt;
+  const std::string_view path = path_of(view(head.target()));
+  const bool open = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.path == path && !r.needs_api_key; });
+  if (open || bearer_key_matches(view(head[http::field::authorization]), *options_.api_key)) return std::nullopt;
+  return error_reply(make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
+}
+
+HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::function<bool()> client_gone) const {
+  const std::string_view path = path_of(view(req.target()));
+  const std::string_view method = view(req.method_string());
+  bool path_known = false;
+  for (const auto& r : routes_) {
+    if (r.path != path) continue;
+    path_known = true;
+    if (r.method != method) continue;
+    try {
+      return r.handler({method, path, view(req[http::field::content_type]), view(req[http::field::accept]),
+                        view(req[http::field::authorization]), req.body(), std::move(client_gone)});
+    } catch (const std::exception& e) {
+      return error_reply(make_error(ErrorCode::internal, e.what()));
+    }
+  }
+  if (path_known)
+    return error_reply(make_error(ErrorCode::method_not_allowed, std::string(method) + " is not allowed on " + std::string(path)));
+  return error_reply(make_error(ErrorCode::not_found, "no such path: " + std::string(path)));
+}
+
+bool bearer_key_matches(std::string_view authorization, const std::string& key) {
+  const std::string expected = "Bearer " + key;
+  // Constant time in the key's length: the comparison does not stop at the first difference.
+  return authorization.size() == expected.size() && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
+}
+
+}  // namespace larql
