@@ -1,12 +1,32 @@
 #include "wire/cpu_features.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
 namespace larql {
 
+namespace {
+
+bool masked(std::string_view feature) {
+  const char* mask = std::getenv("LARQL_CPU_MASK");
+  if (!mask) return false;
+  std::string_view rest(mask);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == feature) return true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
 bool cpu_has_avx2_fma_f16c() {
+  if (masked("avx2")) return false;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
@@ -23,6 +43,7 @@ bool cpu_has_avx2_fma_f16c() {
 }
 
 bool cpu_has_avx512f_bw() {
+  if (masked("avx512") || masked("avx2")) return false;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
