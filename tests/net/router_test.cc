@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "infer/local_ffn.h"
 #include "infer/sampler.h"
@@ -14,6 +15,7 @@
 #include "model/synth.h"
 #include "net/remote_ffn.h"
 #include "support/command.h"
+#include "support/gated_proxy.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "wire/byte_io.h"
@@ -326,6 +328,111 @@ TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
   auto listing = json::parse(admin.Get("/admin/shards", {{"Authorization", "Bearer adm"}})->body);
   EXPECT_EQ(listing["shards"][0]["replicas"], json({c->url()}));
   EXPECT_EQ(admin.Get("/admin/shards")->status, 401);
+}
+
+std::string f32_body(const std::vector<uint32_t>& layers) {
+  std::vector<float> x(kHidden);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(float(i));
+  std::string body;
+  EXPECT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = layers, .seq_len = 1}, kHidden, x, body).ok());
+  return body;
+}
+
+TEST_F(RouterTest, ReshardingWhileARequestIsInFlight) {
+  auto a = shard("0-2"), b = shard("3-5"), c = shard("0-2");
+  test::GatedProxy held(a->url());  // holds every walk-ffn call to a until opened
+  auto r = router("0-2=" + held.url() + ",3-5=" + b->url(), {"--admin-key", "adm"});
+  httplib::Client first(r->url()), second(r->url()), admin(r->url()), direct(c->url());
+  const std::string body = f32_body({1});
+  std::optional<httplib::Result> in_flight;
+  std::thread t([&] { in_flight.emplace(first.Post("/v1/walk-ffn", body, "application/x-larql-ffn")); });
+  ASSERT_TRUE(held.wait_for_waiting(1)) << "the request never reached the held shard";
+
+  // The map changes under the request: c takes layers 0-2, the held proxy is removed.
+  auto res = admin.Post("/admin/shards", {{"Authorization", "Bearer adm"}},
+                        json{{"add", {{{"layers", "0-2"}, {"url", c->url()}}}}, {"remove", {held.url()}}}.dump(),
+                        "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  auto after = second.Post("/v1/walk-ffn", body, "application/x-larql-ffn");  // new requests take the new map
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+  EXPECT_EQ(after->get_header_value("X-Larql-Shard"), c->url());
+
+  held.open();  // the old request finishes on the map it started with
+  t.join();
+  ASSERT_TRUE(in_flight && *in_flight);
+  const httplib::Response& old = **in_flight;
+  EXPECT_EQ(old.status, 200) << old.body;
+  EXPECT_EQ(old.get_header_value("X-Larql-Shard"), held.url());
+  auto reference = direct.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+  ASSERT_TRUE(reference);
+  // Same model, f32: the same layer, length and values (bytes 8-11 are the latency).
+  ASSERT_EQ(old.body.size(), reference->body.size());
+  EXPECT_TRUE(old.body.substr(0, 8) == reference->body.substr(0, 8) && old.body.substr(12) == reference->body.substr(12));
+  EXPECT_TRUE(after->body.substr(12) == reference->body.substr(12));
+}
+
+TEST_F(RouterTest, AShardSlowerThanTheTimeoutIs504ShardTimeout) {
+  auto a = shard("0-5");
+  test::GatedProxy slow(a->url());
+  ChildProcess r({"router", "--shards", "0-5=" + slow.url(), "--port", "0", "--timeout-ms", "300"});
+  httplib::Client c(r.url());
+  c.set_read_timeout(30, 0);
+  auto res = c.Post("/v1/walk-ffn", f32_body({2}), "application/x-larql-ffn");
+  slow.open();
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 504) << res->body;
+  const auto j = json::parse(res->body);
+  EXPECT_EQ(j.value("code", ""), "shard_timeout");
+  EXPECT_NE(j.value("error", "").find("every replica of layers 0-5 failed: " + slow.url()), std::string::npos) << j;
+  EXPECT_EQ(test::server_metric(r.url(), "larql_router_errors_total"), 1);
+}
+
+TEST_F(RouterTest, MixedEncodingsAreReencodedAsF32AndSaySo) {
+  auto a = shard("0-2");                                                                  // offers i8
+  ChildProcess b({"serve", model_path_, "--port", "0", "--layers", "3-5", "--threads", "1"});  // does not
+  auto r = router("0-2=" + a->url() + ",3-5=" + b.url());
+  httplib::Client via(r->url()), direct_b(b.url());
+  const httplib::Headers i8{{"Accept", "application/x-larql-ffn-i8"}};
+  auto res = via.Post("/v1/walk-ffn", i8, f32_body({1, 4}), "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/x-larql-ffn");
+  EXPECT_EQ(res->get_header_value("X-Larql-Reencoded"), "f32");
+  auto view = wire::parse_response(wire::as_bytes(res->body), wire::Encoding::f32, kHidden);
+  ASSERT_TRUE(view.ok()) << view.error().message;
+  ASSERT_EQ(view->records.size(), 2u);
+  auto b_alone = direct_b.Post("/v1/walk-ffn", i8, f32_body({4}), "application/x-larql-ffn");
+  ASSERT_TRUE(b_alone);
+  auto bv = wire::parse_response(wire::as_bytes(b_alone->body), wire::Encoding::f32, kHidden);
+  ASSERT_TRUE(bv.ok());
+  EXPECT_EQ(std::string(view->records[1].values.begin(), view->records[1].values.end()),
+            std::string(bv->records[0].values.begin(), bv->records[0].values.end()));  // the f32 part is untouched
+}
+
+TEST_F(RouterTest, StatsMetricsAdminAndTheShardKeyFromTheEnvironment) {
+  auto a = shard("0-5", {"--api-key", "k2"});
+  ::setenv("LARQL_SHARD_KEY", "k2", 1);  // inherited by the router process
+  auto r = router("0-5=" + a->url());
+  ::unsetenv("LARQL_SHARD_KEY");
+  httplib::Client c(r->url());
+  const auto stats = json::parse(c.Get("/v1/stats")->body);
+  EXPECT_EQ(stats.value("hidden_size", 0), int(kHidden)) << stats;
+  ASSERT_EQ(stats["shards"].size(), 1u);
+  EXPECT_EQ(stats["shards"][0]["layers"], "0-5");
+  EXPECT_EQ(stats["shards"][0]["replicas"][0]["url"], a->url());
+  EXPECT_EQ(stats["shards"][0]["replicas"][0]["state"], "up");
+  httplib::Client keyed(r->url());
+  keyed.set_bearer_token_auth("k2");
+  ASSERT_EQ(keyed.Post("/v1/walk-ffn", f32_body({0, 5}), "application/x-larql-ffn")->status, 200);
+  const std::string metrics = c.Get("/metrics")->body;
+  EXPECT_EQ(test::metric_sum(metrics, "larql_router_requests_total"), 1) << metrics;
+  EXPECT_EQ(test::metric_sum(metrics, "larql_router_retries_total"), 0) << metrics;
+  // Without --admin-key there is no admin endpoint at all.
+  auto admin = c.Get("/admin/shards", {{"Authorization", "Bearer anything"}});
+  ASSERT_TRUE(admin);
+  EXPECT_EQ(admin->status, 404);
 }
 
 }  // namespace

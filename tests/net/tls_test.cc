@@ -52,6 +52,18 @@ TEST(Tls, ShardOverHttpsWithPrivateCa) {
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(y_routed, y);  // the same bytes, forwarded
   EXPECT_EQ(router.stop(), 0);
+
+  // The router's own HTTPS (--tls-cert/--tls-key): clients trust it with --ca-cert.
+  test::ChildProcess tls_router({"router", "--port", "0", "--shards", "0-5=" + s.url(), "--shard-key", "k", "--shard-ca-cert",
+                                 cert, "--tls-cert", cert, "--tls-key", key});
+  ASSERT_EQ(tls_router.url().rfind("https://", 0), 0u) << tls_router.startup_line();
+  auto over_tls = RemoteFfn::connect(*model, {tls_router.url(), *wire, std::string("k"), cert, 5000}, &warnings);
+  ASSERT_TRUE(over_tls.ok()) << over_tls.error().message;
+  std::vector<float> y_tls(kHidden);
+  st = (*over_tls)->forward(2, x, 1, y_tls);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(y_tls, y);
+  EXPECT_EQ(tls_router.stop(), 0);
   EXPECT_EQ(s.stop(), 0);
   std::filesystem::remove_all(dir);
 }
