@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,10 +15,17 @@ namespace larql::test {
 
 class GatedProxy {
  public:
-  explicit GatedProxy(const std::string& shard_url) : shard_url_(shard_url) {
-    auto pass = [this](const httplib::Request& req, httplib::Response& res) {
+  // `rewrite_stats` may change the shard's /v1/stats text (e.g. to look like a reference
+  // server); `open` starts with the gate open.
+  explicit GatedProxy(const std::string& shard_url, std::function<std::string(std::string)> rewrite_stats = {},
+                      bool open = false)
+      : shard_url_(shard_url), open_(open) {
+    auto pass = [this, rewrite_stats](const httplib::Request& req, httplib::Response& res) {
       httplib::Client c(shard_url_);
-      if (auto r = c.Get(req.path.c_str())) res.set_content(r->body, r->get_header_value("Content-Type").c_str());
+      auto r = c.Get(req.path.c_str());
+      if (!r) return;
+      const bool stats = req.path == "/v1/stats" && rewrite_stats;
+      res.set_content(stats ? rewrite_stats(r->body) : r->body, r->get_header_value("Content-Type").c_str());
     };
     server_.Get("/v1/stats", pass);
     server_.Get("/v1/health", pass);
