@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -57,17 +58,62 @@ TEST(RunCli, StreamsTextAndIdsWithoutTokenizer) {
   EXPECT_EQ(count, 5) << r.out;
 }
 
+// A small random checkpoint written by `larql synth` (vocabulary 300, end token 299).
+struct SynthDir {
+  SynthDir() {
+    const auto r = larql("synth --out " + path.string() + " --hidden 64 --layers 2 --ffn 128 --heads 4 --kv-heads 2 --vocab 300 --seed 9");
+    EXPECT_EQ(r.status, 0) << r.out;
+  }
+  ~SynthDir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path = std::filesystem::temp_directory_path() / ("larql_cli_synth_" + std::to_string(::getpid()));
+};
+
+nlohmann::json run_json(const std::string& args) {
+  const auto r = larql("run " + args + " --json");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
 TEST(RunCli, ErrorsNameTheProblem) {
   auto r = larql("run /nonexistent/model.bin --prompt-ids 1");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("/nonexistent/model.bin: no such file"), std::string::npos) << r.out;
-  LARQL_REQUIRE_SHARED_MODEL("stories260K.bin");
-  r = larql("run " + test::shared_model("stories260K.bin") + " --prompt-ids 1,99999");
+  SynthDir synth;
+  r = larql("run " + synth.path.string() + " --prompt-ids 1,99999");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("prompt id 99999 is outside the vocabulary"), std::string::npos) << r.out;
-  r = larql("run " + test::shared_model("stories260K.bin") + " --prompt hello");
+  std::filesystem::remove(synth.path / "tokenizer.json");
+  r = larql("run " + synth.path.string() + " --prompt hello");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("--prompt needs a tokenizer"), std::string::npos) << r.out;
+}
+
+TEST(RunCli, GenerationStopsAtTheEndTokenUnlessIgnored) {
+  SynthDir synth;
+  const auto free_run = run_json(synth.path.string() + " --prompt-ids 5,6,7 --steps 12 --ignore-eos --threads 1");
+  ASSERT_EQ(free_run["stop_reason"], "steps");
+  const auto ids = free_run["generated_ids"].get<std::vector<int>>();
+  ASSERT_EQ(ids.size(), 12u);
+  // Make the 4th generated id the end token (unless an earlier id is the same token).
+  const size_t stop_at = size_t(std::find(ids.begin(), ids.end(), ids[3]) - ids.begin());
+  std::ofstream(synth.path / "generation_config.json") << nlohmann::json{{"eos_token_id", {ids[3], 299}}}.dump();
+  const auto stopped = run_json(synth.path.string() + " --prompt-ids 5,6,7 --steps 12 --threads 1");
+  EXPECT_EQ(stopped["stop_reason"], "eos");
+  EXPECT_EQ(stopped["generated_ids"], std::vector<int>(ids.begin(), ids.begin() + std::ptrdiff_t(stop_at)));  // the end token is not emitted
+  const auto ignored = run_json(synth.path.string() + " --prompt-ids 5,6,7 --steps 12 --ignore-eos --threads 1");
+  EXPECT_EQ(ignored["generated_ids"], free_run["generated_ids"]);
+}
+
+TEST(RunCli, SamplingFlagsReachTheSampler) {
+  const std::string demo = std::string(LARQL_SOURCE_DIR) + "/models/demo --prompt 'In the beginning' --steps 24 --threads 1";
+  const auto greedy = run_json(demo);
+  const auto a = run_json(demo + " --temperature 1.2 --seed 7"), b = run_json(demo + " --temperature 1.2 --seed 7");
+  const auto c = run_json(demo + " --temperature 1.2 --seed 8");
+  EXPECT_EQ(a["generated_ids"], b["generated_ids"]);  // a seed repeats
+  EXPECT_NE(a["generated_ids"], c["generated_ids"]);  // another seed does not (24 draws at T=1.2)
+  EXPECT_NE(a["generated_ids"], greedy["generated_ids"]);
+  // A tiny nucleus keeps only the most likely token: sampling becomes greedy.
+  EXPECT_EQ(run_json(demo + " --temperature 1.2 --top-p 0.000001 --seed 3")["generated_ids"], greedy["generated_ids"]);
 }
 
 TEST(RunCli, SynthOutputRunsWithItsTokenizer) {
