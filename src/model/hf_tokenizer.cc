@@ -79,14 +79,21 @@ Result<Pattern> read_pattern(const json& j) {
   return p;
 }
 
-// Flattens {"type": "Sequence", key: [...]} into its steps.
-void flatten(const json& j, const char* list_key, std::vector<json>& out) {
-  if (j.is_null()) return;
-  if (j.value("type", "") == "Sequence") {
-    for (const auto& child : j[list_key]) flatten(child, list_key, out);
-  } else {
+// Flattens {"type": "Sequence", key: [...]} into its steps (nesting bounded: the file
+// decides the depth).
+Status flatten(const json& j, const char* list_key, std::vector<json>& out, int depth = 0) {
+  if (j.is_null()) return Ok{};
+  if (!j.is_object()) return make_error(ErrorCode::invalid_argument, std::string("a step of '") + list_key + "' is not an object");
+  if (j.value("type", "") != "Sequence") {
     out.push_back(j);
+    return Ok{};
   }
+  if (depth > 16) return make_error(ErrorCode::invalid_argument, std::string("'") + list_key + "' nests Sequences deeper than 16");
+  if (!j.contains(list_key) || !j[list_key].is_array())
+    return make_error(ErrorCode::invalid_argument, std::string("a Sequence lacks its '") + list_key + "' array");
+  for (const auto& child : j[list_key])
+    if (auto s = flatten(child, list_key, out, depth + 1); !s) return s;
+  return Ok{};
 }
 
 std::string utf8proc_normalize(const std::string& s, utf8proc_option_t options) {
@@ -147,6 +154,14 @@ HfTokenizer::HfTokenizer() = default;
 HfTokenizer::~HfTokenizer() = default;
 
 Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) {
+  try {
+    return load_document(path);
+  } catch (const json::exception& e) {
+    return bad_file(path, std::string("has a field of the wrong type: ") + e.what());
+  }
+}
+
+Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load_document(const std::string& path) {
   std::ifstream in(path);
   if (!in) return bad_file(path, "cannot be read");
   const json doc = json::parse(in, nullptr, false);
@@ -160,14 +175,20 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) 
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
       return bad_file(path, std::string("model.") + key + " is not supported");
+  // Ids index a table: bounded far above any real vocabulary (262,144 is the largest in use).
+  constexpr uint64_t kMaxTokenId = (1u << 22) - 1;
+  auto bad_id = [](const json& id) { return !id.is_number_unsigned() || id.get<uint64_t>() > kMaxTokenId; };
   for (const auto& [token, id] : model["vocab"].items()) {
-    if (!id.is_number_unsigned()) return bad_file(path, "vocab id of '" + token + "' is not a number");
+    if (bad_id(id))
+      return bad_file(path, "vocab id of '" + token + "' is not a number from 0 to " + std::to_string(kMaxTokenId));
     tok->vocab_[token] = id.get<int>();
   }
   for (const auto& a : doc.value("added_tokens", json::array())) {
-    AddedToken t{a.value("content", std::string()), a.value("id", -1), a.value("special", false), a.value("lstrip", false),
+    if (!a.is_object() || !a.contains("id") || bad_id(a["id"]))
+      return bad_file(path, "an added token lacks an id from 0 to " + std::to_string(kMaxTokenId));
+    AddedToken t{a.value("content", std::string()), a["id"].get<int>(), a.value("special", false), a.value("lstrip", false),
                  a.value("rstrip", false)};
-    if (t.content.empty() || t.id < 0) return bad_file(path, "an added token lacks content or id");
+    if (t.content.empty()) return bad_file(path, "an added token lacks content");
     tok->added_.push_back(t);
     tok->vocab_.emplace(t.content, t.id);
   }
@@ -201,7 +222,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) 
   if (model.contains("unk_token") && model["unk_token"].is_string()) tok->unk_id_ = tok->token_id(model["unk_token"]);
 
   std::vector<json> steps;
-  flatten(doc.value("normalizer", json()), "normalizers", steps);
+  if (auto s = flatten(doc.value("normalizer", json()), "normalizers", steps); !s) return bad_file(path, s.error().message);
   for (const auto& n : steps) {
     const std::string type = n.value("type", "");
     NormalizerStep step{NormalizerStep::nfc, {}, {}};
@@ -220,7 +241,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) 
   }
 
   steps.clear();
-  flatten(doc.value("pre_tokenizer", json()), "pretokenizers", steps);
+  if (auto s = flatten(doc.value("pre_tokenizer", json()), "pretokenizers", steps); !s) return bad_file(path, s.error().message);
   for (const auto& p : steps) {
     const std::string type = p.value("type", "");
     PreTokenizerStep step{PreTokenizerStep::split};
@@ -254,7 +275,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) 
   }
 
   steps.clear();
-  flatten(doc.value("decoder", json()), "decoders", steps);
+  if (auto s = flatten(doc.value("decoder", json()), "decoders", steps); !s) return bad_file(path, s.error().message);
   for (const auto& d : steps) {
     const std::string type = d.value("type", "");
     DecoderStep step{DecoderStep::fuse};
@@ -283,7 +304,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) 
   }
 
   steps.clear();
-  flatten(doc.value("post_processor", json()), "processors", steps);
+  if (auto s = flatten(doc.value("post_processor", json()), "processors", steps); !s) return bad_file(path, s.error().message);
   for (const auto& p : steps) {
     const std::string type = p.value("type", "");
     if (type == "ByteLevel") continue;  // offsets only; ids are unchanged
@@ -293,8 +314,14 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) 
       else if (item.contains("SpecialToken")) tok->template_single_.push_back(item["SpecialToken"].value("id", std::string()));
     }
     const json specials = p.value("special_tokens", json::object());  // items() must not outlive it
-    for (const auto& [name, spec] : specials.items())
-      tok->template_ids_[name] = spec.value("ids", std::vector<int>{});
+    for (const auto& [name, spec] : specials.items()) {
+      auto ids = spec.value("ids", std::vector<int>{});
+      for (int id : ids)
+        if (id < 0 || size_t(id) >= tok->id_to_token_.size())
+          return bad_file(path, "post_processor special token '" + name + "' has id " + std::to_string(id) +
+                                    ", outside the vocabulary of " + std::to_string(tok->id_to_token_.size()));
+      tok->template_ids_[name] = std::move(ids);
+    }
   }
   return tok;
 }

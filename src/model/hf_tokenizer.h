@@ -21,6 +21,8 @@ class Regex;
 
 class HfTokenizer : public Tokenizer {
  public:
+  // Any file that is not a tokenizer.json this reader understands is an error naming the
+  // file and what was wrong, never an exception or a crash (fuzz/fuzz_tokenizer_json.cc).
   static Result<std::unique_ptr<HfTokenizer>> load(const std::string& tokenizer_json_path);
   ~HfTokenizer() override;
 
@@ -45,6 +47,8 @@ class HfTokenizer : public Tokenizer {
   };
 
  private:
+  // load() without the guard against fields of the wrong JSON type (nlohmann throws on those).
+  static Result<std::unique_ptr<HfTokenizer>> load_document(const std::string& path);
   HfTokenizer();
   std::string normalize(std::string s) const;
   std::vector<std::string> pre_tokenize(const std::string& s, bool at_text_start) const;

@@ -103,6 +103,7 @@ TEST_F(HfCheckpoint, ShardedSafetensorsLoadLikeOneFile) {
   const std::vector<int> prompt{1, 429, 480};
   std::vector<std::vector<float>> la, lb;
   auto single = load_model((dir_ / "one").string());
+  ASSERT_TRUE(single.ok()) << single.error().message;
   EXPECT_EQ(greedy_ids(*single, prompt, 8, &la), greedy_ids(*sharded, prompt, 8, &lb));
   EXPECT_EQ(la, lb);
 }

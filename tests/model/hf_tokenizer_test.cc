@@ -105,5 +105,31 @@ TEST(HfTokenizer, UnsupportedPartsAreNamed) {
   EXPECT_NE(tok.error().message.find("pre_tokenizer 'BertPreTokenizer' is not supported"), std::string::npos);
 }
 
+// Files the fuzzer (fuzz/fuzz_tokenizer_json.cc) turned up: each is a clear error, never a
+// crash, an exception or a gigabyte allocation.
+TEST(HfTokenizer, MalformedFilesAreErrorsNamingThePart) {
+  auto error_of = [](const json& doc) {
+    const auto path = std::filesystem::temp_directory_path() / ("larql_tokjson_fz_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(path) << doc.dump();
+    auto tok = HfTokenizer::load(path.string());
+    std::filesystem::remove(path);
+    return tok.ok() ? std::string("loaded") : tok.error().message;
+  };
+  json huge_id = sentencepiece_style(json::array());
+  huge_id["model"]["vocab"]["ab"] = 522222222222222222ull;
+  EXPECT_NE(error_of(huge_id).find("vocab id of 'ab' is not a number from 0 to 4194303"), std::string::npos) << error_of(huge_id);
+  json no_list = sentencepiece_style(json::array());
+  no_list["normalizer"].erase("normalizers");
+  EXPECT_NE(error_of(no_list).find("a Sequence lacks its 'normalizers' array"), std::string::npos) << error_of(no_list);
+  json wrong_type = sentencepiece_style(json::array());
+  wrong_type["added_tokens"][0]["content"] = 7;
+  EXPECT_NE(error_of(wrong_type).find("has a field of the wrong type"), std::string::npos) << error_of(wrong_type);
+  json outside = sentencepiece_style(json::array());
+  outside["post_processor"]["special_tokens"]["<s>"]["ids"] = {100000};
+  EXPECT_NE(error_of(outside).find("post_processor special token '<s>' has id 100000, outside the vocabulary of 268"),
+            std::string::npos)
+      << error_of(outside);
+}
+
 }  // namespace
 }  // namespace larql

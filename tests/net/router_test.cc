@@ -16,6 +16,7 @@
 #include "net/remote_ffn.h"
 #include "support/command.h"
 #include "support/gated_proxy.h"
+#include "support/http_result.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "wire/byte_io.h"
@@ -118,7 +119,7 @@ TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
     EXPECT_EQ(res->get_header_value("Content-Type"), type);
     EXPECT_EQ(res->get_header_value("X-Larql-Shard"), b->url());
   }
-  auto stats = json::parse(c.Get("/v1/stats")->body);
+  auto stats = json::parse(test::must(c.Get("/v1/stats")).body);
   EXPECT_EQ(stats["mode"], "router");
   EXPECT_EQ(stats["wire"]["request"], json({"f32", "f16", "i8"}));
   EXPECT_EQ(stats["layer_fingerprints"].size(), 6u);
@@ -177,7 +178,7 @@ TEST_F(RouterTest, FailoverMidGenerationThenAClearErrorWhenARangeIsGone) {
   ASSERT_TRUE(test::wait_healthy(r.url()));
   // The replica the router sends range `entry` to next: the first live one with the lowest latency.
   auto preferred = [&](size_t entry) -> ChildProcess* {
-    const auto stats = json::parse(httplib::Client(r.url()).Get("/v1/stats")->body);
+    const auto stats = json::parse(test::must(httplib::Client(r.url()).Get("/v1/stats")).body);
     const json* best = nullptr;
     for (const auto& rep : stats["shards"][entry]["replicas"])
       if (rep["state"] == "up" && (!best || rep["latency_ms"].get<double>() < (*best)["latency_ms"].get<double>())) best = &rep;
@@ -213,7 +214,7 @@ TEST_F(RouterTest, FailoverMidGenerationThenAClearErrorWhenARangeIsGone) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   json health;
   do {
-    health = json::parse(c.Get("/v1/health")->body);
+    health = json::parse(test::must(c.Get("/v1/health")).body);
   } while (health["status"] != "degraded" && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(health["status"], "degraded");
   EXPECT_EQ(health["uncovered"], json({"0-2"}));
@@ -254,7 +255,7 @@ TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {
   auto real = shard("3-5");
   // A fake shard: real-looking stats for layers 0-2 (taken from a real shard), garbage FFN answers.
   auto donor = shard("0-2");
-  const std::string stats = httplib::Client(donor->url()).Get("/v1/stats")->body;
+  const std::string stats = test::must(httplib::Client(donor->url()).Get("/v1/stats")).body;
   donor->stop();
   httplib::Server fake;
   fake.Get("/v1/stats", [&](const httplib::Request&, httplib::Response& res) { res.set_content(stats, "application/json"); });
@@ -325,9 +326,9 @@ TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
     ASSERT_TRUE(s.step().ok()) << "step " << i;
   }
   EXPECT_EQ(s.ids, expected);
-  auto listing = json::parse(admin.Get("/admin/shards", {{"Authorization", "Bearer adm"}})->body);
+  auto listing = json::parse(test::must(admin.Get("/admin/shards", {{"Authorization", "Bearer adm"}})).body);
   EXPECT_EQ(listing["shards"][0]["replicas"], json({c->url()}));
-  EXPECT_EQ(admin.Get("/admin/shards")->status, 401);
+  EXPECT_EQ(test::must(admin.Get("/admin/shards")).status, 401);
 }
 
 std::string f32_body(const std::vector<uint32_t>& layers) {
@@ -417,7 +418,7 @@ TEST_F(RouterTest, StatsMetricsAdminAndTheShardKeyFromTheEnvironment) {
   auto r = router("0-5=" + a->url());
   ::unsetenv("LARQL_SHARD_KEY");
   httplib::Client c(r->url());
-  const auto stats = json::parse(c.Get("/v1/stats")->body);
+  const auto stats = json::parse(test::must(c.Get("/v1/stats")).body);
   EXPECT_EQ(stats.value("hidden_size", 0), int(kHidden)) << stats;
   ASSERT_EQ(stats["shards"].size(), 1u);
   EXPECT_EQ(stats["shards"][0]["layers"], "0-5");
@@ -425,8 +426,8 @@ TEST_F(RouterTest, StatsMetricsAdminAndTheShardKeyFromTheEnvironment) {
   EXPECT_EQ(stats["shards"][0]["replicas"][0]["state"], "up");
   httplib::Client keyed(r->url());
   keyed.set_bearer_token_auth("k2");
-  ASSERT_EQ(keyed.Post("/v1/walk-ffn", f32_body({0, 5}), "application/x-larql-ffn")->status, 200);
-  const std::string metrics = c.Get("/metrics")->body;
+  ASSERT_EQ(test::must(keyed.Post("/v1/walk-ffn", f32_body({0, 5}), "application/x-larql-ffn")).status, 200);
+  const std::string metrics = test::must(c.Get("/metrics")).body;
   EXPECT_EQ(test::metric_sum(metrics, "larql_router_requests_total"), 1) << metrics;
   EXPECT_EQ(test::metric_sum(metrics, "larql_router_retries_total"), 0) << metrics;
   // Without --admin-key there is no admin endpoint at all.

@@ -182,6 +182,7 @@ TEST(ShardServer, ReplicasCoverADeadShard) {
   ChildProcess second({"serve", model_path, "--port", "0"});
   ASSERT_TRUE(test::wait_healthy(first.url()) && test::wait_healthy(second.url()));
   auto model = load_model(model_path);
+  ASSERT_TRUE(model.ok()) << model.error().message;
   ThreadPool pool(1);
   LocalFfn local(*model, pool);
   std::vector<std::vector<float>> local_logits, logits;
@@ -319,6 +320,7 @@ TEST(ShardServer, KeyIsRequiredEverywhereButHealth) {
   res = c.Get("/v1/health");
   EXPECT_EQ(res->status, 200);
   auto model = load_model(kDemo);
+  ASSERT_TRUE(model.ok()) << model.error().message;
   auto wire = wire::client_wire("f16", [](const char*) { return nullptr; });
   std::vector<std::string> warnings;
   EXPECT_FALSE(RemoteFfn::connect(*model, {s.url(), *wire, {}, {}, 5000}, &warnings).ok());
