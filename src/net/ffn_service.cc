@@ -55,7 +55,8 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
   for (size_t i = 0; i < layers.size(); ++i) {
     outputs[i].resize(x.size());
     std::lock_guard turn(compute_turns_);
-    if (client_gone && client_gone()) {
+    // Between layers only: a single-layer call (the decode path) pays no system call for it.
+    if (i > 0 && client_gone && client_gone()) {
       metrics_.count_cancelled();
       return make_error(ErrorCode::cancelled, "the client closed its connection after " + std::to_string(i) + " of " +
                                                   std::to_string(layers.size()) + " layers; the rest was dropped");

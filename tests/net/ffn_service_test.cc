@@ -149,12 +149,30 @@ TEST_F(FfnServiceTest, DuplicateLayersAndWorkAboveTheLimitAreRefusedBeforeAnyCom
       << reply.body;
 }
 
-TEST_F(FfnServiceTest, AClientThatHasGoneGetsNoCompute) {
-  GateFfn never_released;
-  FfnService service(*model_, never_released, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20});
-  const HttpReply reply = service.walk_ffn(request(0), "application/x-larql-ffn", "", [] { return true; });
+// Counts the layers it computes.
+class CountingFfn : public FfnBackend {
+ public:
+  Status forward(uint32_t, std::span<const float>, size_t, std::span<float> out) override {
+    ++calls;
+    std::fill(out.begin(), out.end(), 1.0f);
+    return Ok{};
+  }
+  int calls = 0;
+};
+
+TEST_F(FfnServiceTest, AClientThatHasGoneGetsNoMoreLayers) {
+  CountingFfn counting;
+  FfnService service(*model_, counting, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20});
+  std::vector<float> x(kHidden, 0.5f);
+  std::string body;
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {0, 1}, .seq_len = 1}, kHidden, x, body).ok());
+  const HttpReply reply = service.walk_ffn(body, "application/x-larql-ffn", "", [] { return true; });
   EXPECT_EQ(code_of(reply), "cancelled") << reply.body;
+  EXPECT_EQ(counting.calls, 1);  // checked between layers: the first ran, the second was dropped
   EXPECT_NE(service.metrics().render().find("larql_shard_cancelled_total 1\n"), std::string::npos);
+  // A client still there gets both layers.
+  EXPECT_EQ(service.walk_ffn(body, "application/x-larql-ffn", "", [] { return false; }).status, 200);
+  EXPECT_EQ(counting.calls, 3);
 }
 
 }  // namespace

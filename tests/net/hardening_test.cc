@@ -191,6 +191,7 @@ TEST(Hardening, WorkForAClientThatLeftStops) {
       << "the shard never dropped the work of the client that left";
   const double layers_computed = shard_metric(shard, "larql_shard_compute_ms_count");
   std::printf("layers computed for the client that left: %g of 6\n", layers_computed);
+  EXPECT_GE(layers_computed, 1);  // checked between layers: the first always runs
   EXPECT_LT(layers_computed, 6);
   EXPECT_TRUE(health_answers(shard.port()));
 }
