@@ -128,6 +128,7 @@ int run(const RunOptions& o) {
       out["server_ms"] = st.server_ms;
       out["remote_calls"] = st.calls;
       out["f32_fallbacks"] = st.f32_fallbacks;
+      out["backoffs"] = st.backoffs;
     }
     std::cout << out.dump() << "\n";
   } else {

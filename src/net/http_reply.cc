@@ -8,7 +8,7 @@ HttpReply json_reply(const nlohmann::json& j) { return {200, "application/json",
 
 HttpReply error_reply(const Error& e) {
   return {http_status(e.code), "application/json",
-          json_text({{"error", e.message}, {"code", error_code_name(e.code)}}), e.code == ErrorCode::overloaded};
+          json_text({{"error", e.message}, {"code", error_code_name(e.code)}}), e.code == ErrorCode::overloaded ? 1 : 0};
 }
 
 }  // namespace larql

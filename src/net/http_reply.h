@@ -16,7 +16,7 @@ struct HttpReply {
   int status = 200;
   std::string content_type;
   std::string body;
-  bool retry_after = false;      // 503: add Retry-After
+  int retry_after_s = 0;         // > 0: a Retry-After header with these seconds (503)
   std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
 };
 

@@ -117,7 +117,7 @@ void write_reply(Stream& stream, HttpReply reply, unsigned version, bool keep_al
   res.version(version);
   res.result(unsigned(reply.status));
   if (!reply.content_type.empty()) res.set(http::field::content_type, reply.content_type);
-  if (reply.retry_after) res.set(http::field::retry_after, "1");
+  if (reply.retry_after_s > 0) res.set(http::field::retry_after, std::to_string(reply.retry_after_s));
   for (const auto& [name, value] : reply.headers) res.set(name, value);
   res.body() = std::move(reply.body);
   res.keep_alive(keep_alive);

@@ -1,7 +1,9 @@
 #include "net/remote_ffn.h"
 
-
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "model/fingerprint.h"
@@ -20,6 +22,8 @@ struct RemoteFfn::Shard {
   std::unique_ptr<HttpClient> client;
   std::vector<Encoding> request_encodings{Encoding::f32};
   size_t max_body_bytes = 64u << 20;
+  size_t max_work = SIZE_MAX;   // positions × layers per request (a shard's --max-work)
+  int retry_after_s = 1;        // from its last 503
 };
 
 namespace {
@@ -128,6 +132,8 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   }
   if (stats.contains("max_body_bytes") && stats["max_body_bytes"].is_number_unsigned())
     shard.max_body_bytes = stats["max_body_bytes"].get<size_t>();
+  if (stats.contains("max_work") && stats["max_work"].is_number_unsigned() && stats["max_work"].get<size_t>() > 0)
+    shard.max_work = stats["max_work"].get<size_t>();
   return Ok{};
 }
 
@@ -152,6 +158,10 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   };
   if (!res) return fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
+  if (res->status == 503) {  // busy, not broken (PROTOCOL §9): the caller backs off
+    shard.retry_after_s = std::max(1, std::atoi(res->header("Retry-After").c_str()));
+    return fail(ErrorCode::overloaded, describe_error(res));
+  }
   if (res->status != 200)
     return fail(res->status >= 500 ? ErrorCode::shard_unavailable : ErrorCode::invalid_argument, describe_error(res));
   const auto response_encoding = binary_encoding(body_kind_from_content_type(res->header("Content-Type")));
@@ -173,23 +183,42 @@ Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows,
   const size_t hidden = model_.config.hidden;
   if (layer >= layer_shards_.size())
     return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(layer) + " is out of range");
-  std::string failures;
-  for (Shard* shard : layer_shards_[layer]) {  // replicas in turn
-    // A prefill whose message would exceed the server's body limit goes in chunks of positions.
-    const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden);
-    const size_t fit = shard->max_body_bytes > 64 ? (shard->max_body_bytes - 64) / per_row : 1;
-    const size_t chunk = std::max<size_t>(1, std::min(rows, fit));
-    Status status = Ok{};
-    for (size_t r = 0; r < rows && status; r += chunk) {
-      const size_t n = std::min(chunk, rows - r);
-      status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  for (int attempt = 0;; ++attempt) {
+    std::string failures;
+    int busy_retry_after_s = 0;  // smallest Retry-After of the replicas that were busy
+    for (Shard* shard : layer_shards_[layer]) {  // replicas in turn
+      // A prefill whose message would exceed the server's body or work limit goes in chunks of positions.
+      const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden);
+      const size_t fit = shard->max_body_bytes > 64 ? (shard->max_body_bytes - 64) / per_row : 1;
+      const size_t chunk = std::max<size_t>(1, std::min({rows, fit, shard->max_work}));
+      Status status = Ok{};
+      for (size_t r = 0; r < rows && status; r += chunk) {
+        const size_t n = std::min(chunk, rows - r);
+        status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden);
+      }
+      if (status) return Ok{};
+      const ErrorCode code = status.error().code;
+      if (code == ErrorCode::overloaded)
+        busy_retry_after_s = busy_retry_after_s == 0 ? shard->retry_after_s : std::min(busy_retry_after_s, shard->retry_after_s);
+      else if (code != ErrorCode::shard_unavailable && code != ErrorCode::shard_timeout)
+        return status.error();
+      failures += (failures.empty() ? "" : "; ") + status.error().message;
     }
-    if (status) return Ok{};
-    const ErrorCode code = status.error().code;
-    if (code != ErrorCode::shard_unavailable && code != ErrorCode::shard_timeout) return status.error();
-    failures += (failures.empty() ? "" : "; ") + status.error().message;
+    if (busy_retry_after_s == 0)
+      return make_error(ErrorCode::shard_unavailable, "every replica for layer " + std::to_string(layer) + " failed: " + failures);
+    // Busy is not broken: wait and try again, exponentially longer (10 ms, 20 ms, ... up to
+    // the smallest Retry-After), jittered so clients busy together do not return together,
+    // for as long as --timeout-ms allows.
+    const double cap_ms = std::min(1000.0 * busy_retry_after_s, 10.0 * double(1u << std::min(attempt, 10)));
+    const auto wait = std::chrono::duration<double, std::milli>(cap_ms * std::uniform_real_distribution<double>(0.5, 1.0)(jitter_));
+    if (Clock::now() + wait > deadline)
+      return make_error(ErrorCode::overloaded, "every replica for layer " + std::to_string(layer) + " stayed busy for " +
+                                                   std::to_string(options_.timeout_ms) + " ms (--timeout-ms): " + failures);
+    ++stats_.backoffs;
+    std::this_thread::sleep_for(wait);
   }
-  return make_error(ErrorCode::shard_unavailable, "every replica for layer " + std::to_string(layer) + " failed: " + failures);
 }
 
 }  // namespace larql

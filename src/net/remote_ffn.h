@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <random>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct RemoteFfnStats {
   double remote_ms = 0;       // wall time of the calls
   double server_ms = 0;       // the servers' own compute time (latency_ms)
   size_t f32_fallbacks = 0;   // responses that came back as f32 although another encoding was asked for
+  size_t backoffs = 0;        // waits because every replica of a layer answered 503 (busy)
 };
 
 class RemoteFfn : public FfnBackend {
@@ -60,6 +62,7 @@ class RemoteFfn : public FfnBackend {
   std::vector<std::vector<Shard*>> layer_shards_;  // per layer: its replicas, in the order given
   RemoteFfnStats stats_;
   std::string body_;  // request buffer, reused
+  std::minstd_rand jitter_{std::random_device{}()};  // spreads the backoff of clients busy at the same time
 };
 
 }  // namespace larql

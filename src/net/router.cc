@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <set>
@@ -94,6 +95,12 @@ HttpReply name_shard_in_error(HttpReply reply, const std::string& url, const Lay
     reply.body = json_text(j);
   }
   return reply;
+}
+
+// The `code` of a PROTOCOL §7 error body, or "".
+std::string error_code_of(const std::string& body) {
+  const auto j = json::parse(body, nullptr, false);
+  return j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -275,9 +282,15 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
   HttpHeaders headers;
   if (!accept.empty()) headers.emplace_back("Accept", accept);
   if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
+  // PROTOCOL §9: a failure (connection, timeout, 502/504, other 5xx) moves on to the next
+  // replica; a 4xx or a deterministic 500 non_finite_output is passed on at once; a 503
+  // (busy, not broken) gets one try on another replica, then 503 with the smallest
+  // Retry-After given.
   std::string tried;
   bool last_timed_out = false;
+  int busy = 0, retry_after_s = 0;
   for (const auto& r : order) {
+    if (busy >= 2) break;
     if (!tried.empty()) ++retries_;
     auto client = r->take();
     tried += (tried.empty() ? "" : ", ") + r->url;
@@ -295,13 +308,27 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
     }
     r->observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     r->give(std::move(client));
-    if (res->status >= 500) {
+    if (res->status == 503) {
+      ++busy;
+      const int after = std::max(1, std::atoi(res->header("Retry-After").c_str()));
+      retry_after_s = retry_after_s == 0 ? after : std::min(retry_after_s, after);
+      tried += " (busy)";
+      continue;
+    }
+    const bool deterministic = res->status == 500 && error_code_of(res->body) == error_code_name(ErrorCode::non_finite_output);
+    if (res->status >= 500 && !deterministic) {
       last_timed_out = false;
       tried += " (HTTP " + std::to_string(res->status) + ")";
       continue;
     }
     HttpReply reply{res->status, res->header("Content-Type"), std::move(res->body)};
     reply.headers.emplace_back("X-Larql-Shard", r->url);
+    return reply;
+  }
+  if (busy > 0) {
+    HttpReply reply = error_reply(make_error(ErrorCode::overloaded, "every replica of layers " + part.range.str() +
+                                                                        " tried is busy: " + tried + "; retry later"));
+    reply.retry_after_s = retry_after_s;
     return reply;
   }
   const ErrorCode code = last_timed_out ? ErrorCode::shard_timeout : ErrorCode::shard_unavailable;
@@ -384,8 +411,13 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
     for (auto& f : pending) replies.push_back(f.get());
     for (size_t p = 0; p < parts.size(); ++p)
       if (replies[p].status != 200) {
-        const std::string shard = replies[p].headers.empty() ? std::string("(none)") : replies[p].headers[0].second;
-        reply = name_shard_in_error(std::move(replies[p]), shard, parts[p].range);
+        // A shard's own error names it; the router's (every replica failed or busy) names the range already.
+        if (replies[p].headers.empty()) {
+          reply = std::move(replies[p]);
+        } else {
+          const std::string shard = replies[p].headers[0].second;
+          reply = name_shard_in_error(std::move(replies[p]), shard, parts[p].range);
+        }
         break;
       }
     if (reply.content_type.empty())
@@ -394,7 +426,8 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
   if (reply.status != 200) {
     auto j = json::parse(reply.body, nullptr, false);
     if (!j.is_discarded() && j.is_object() && j.contains("code"))
-      for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal})
+      for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal, ErrorCode::overloaded,
+                          ErrorCode::non_finite_output})
         if (j["code"] == error_code_name(c)) metrics_.count_error(c);
   }
   return reply;

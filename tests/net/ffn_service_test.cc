@@ -98,7 +98,7 @@ TEST_F(FfnServiceTest, RequestBeyondAFullQueueGets503WithRetryAfter) {
 
   const HttpReply second = service.walk_ffn(request(1), "application/x-larql-ffn", "");
   EXPECT_EQ(second.status, 503);
-  EXPECT_TRUE(second.retry_after);
+  EXPECT_EQ(second.retry_after_s, 1);
   EXPECT_EQ(second.content_type, "application/json");
   EXPECT_EQ(code_of(second), "overloaded") << second.body;
 

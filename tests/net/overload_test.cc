@@ -1,0 +1,120 @@
+// Overload is "busy", not "broken" (PROTOCOL §9), with real shard and router processes on
+// the demo model: busy shards make the router answer 503 with Retry-After, never 502; a
+// deterministic 500 non_finite_output passes through at once; a client backs off and
+// finishes instead of failing.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "infer/local_ffn.h"
+#include "model/loader.h"
+#include "net/remote_ffn.h"
+#include "support/process.h"
+#include "support/prometheus.h"
+#include "wire/codec.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+using test::ChildProcess;
+
+const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
+constexpr size_t kHidden = 384;
+
+std::string f32_request(const std::vector<uint32_t>& layers, uint32_t rows, float value) {
+  std::vector<float> x(size_t(rows) * kHidden);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = value * float(int(i % 7) - 3);
+  std::string body;
+  EXPECT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = layers, .seq_len = rows}, kHidden, x, body).ok());
+  return body;
+}
+
+TEST(Overload, FortyClientsAgainstBusyShardsGetOnly200And503WithRetryAfter) {
+  ChildProcess a({"serve", kDemo, "--port", "0", "--threads", "1", "--max-queue", "1"});
+  ChildProcess b({"serve", kDemo, "--port", "0", "--threads", "1", "--max-queue", "1"});
+  ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + a.url() + "|" + b.url()});
+  const std::string body = f32_request({2}, 128, 0.01f);
+  std::mutex mutex;
+  std::map<int, int> statuses;
+  int busy_without_retry_after = 0;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 40; ++c)
+    clients.emplace_back([&] {
+      httplib::Client client(router.url());
+      client.set_read_timeout(60, 0);
+      for (int i = 0; i < 8; ++i) {
+        auto res = client.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+        std::lock_guard lock(mutex);
+        ++statuses[res ? res->status : -1];
+        if (res && res->status == 503 &&
+            (res->get_header_value("Retry-After").empty() || json::parse(res->body).value("code", "") != "overloaded"))
+          ++busy_without_retry_after;
+      }
+    });
+  for (auto& t : clients) t.join();
+  std::string seen;
+  for (auto [status, n] : statuses) seen += " " + std::to_string(status) + "×" + std::to_string(n);
+  std::printf("40 clients × 8 requests through the router to two --max-queue 1 shards:%s\n", seen.c_str());
+  for (auto [status, n] : statuses) EXPECT_TRUE(status == 200 || status == 503) << status << " × " << n;
+  EXPECT_GT(statuses[200], 0);
+  EXPECT_GT(statuses[503], 0) << "the shards were never busy: the test did not load them";
+  EXPECT_EQ(busy_without_retry_after, 0);
+}
+
+TEST(Overload, NonFiniteOutputPassesThroughAtOnce) {
+  ChildProcess a({"serve", kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess b({"serve", kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + a.url() + "|" + b.url()});
+  httplib::Client c(router.url());
+  // Legal inputs of 1e30 overflow inside the FFN: every replica would compute the same infinity.
+  auto res = c.Post("/v1/walk-ffn", f32_request({2}, 1, 1e30f), "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 500) << res->body;
+  const auto j = json::parse(res->body);
+  EXPECT_EQ(j.value("code", ""), "non_finite_output");
+  EXPECT_NE(j.value("error", "").find("layer 2"), std::string::npos) << j;
+  EXPECT_EQ(test::server_metric(router.url(), "larql_router_retries_total"), 0);  // not retried on the other replica
+  EXPECT_EQ(test::server_metric(a.url(), "larql_shard_requests_total") + test::server_metric(b.url(), "larql_shard_requests_total"), 1);
+}
+
+TEST(Overload, AClientBacksOffFromABusyShardAndFinishes) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--max-queue", "0"});  // one request at a time, no queue
+  std::atomic<bool> big_done{false};
+  std::thread big([&] {  // holds the only compute slot for seconds: 6 layers × 8192 rows
+    httplib::Client c(shard.url());
+    c.set_read_timeout(300, 0);
+    c.Post("/v1/walk-ffn", f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f), "application/x-larql-ffn");
+    big_done = true;
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (test::server_metric(shard.url(), "larql_shard_compute_ms_count") < 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for the big request to start, not timing
+
+  auto model = load_model(kDemo);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  std::vector<std::string> warnings;
+  auto remote = RemoteFfn::connect(*model, {shard.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {},
+                                            60000},
+                                   &warnings);
+  ASSERT_TRUE(remote.ok()) << remote.error().message;
+  std::vector<float> x(kHidden, 0.01f), y(kHidden), expected(kHidden);
+  ASSERT_FALSE(big_done) << "the big request finished before the client started: nothing was busy";
+  ASSERT_TRUE((*remote)->forward(3, x, 1, y).ok());
+  big.join();
+  ThreadPool pool(1);
+  LocalFfn local(*model, pool);
+  ASSERT_TRUE(local.forward(3, x, 1, expected).ok());
+  EXPECT_EQ(y, expected);
+  std::printf("the client backed off %zu times from the busy shard\n", (*remote)->stats().backoffs);
+  EXPECT_GT((*remote)->stats().backoffs, 0u);
+  EXPECT_GT(test::server_metric(shard.url(), "larql_shard_errors_total"), 0);  // the 503s it was given
+}
+
+}  // namespace
+}  // namespace larql
