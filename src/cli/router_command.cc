@@ -30,7 +30,8 @@ int run_router(Options o) {
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
        [&](Request q) {
-         return r.walk_ffn(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization));
+         return r.walk_ffn(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization),
+                           q.deadline);
        }},
       {"GET", "/v1/stats", [&](Request) { return r.stats(); }},
       {"GET", "/v1/health", [&](Request) { return r.health(); }, false},

@@ -56,7 +56,7 @@ int serve(ServeOptions o) {
 
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
-       [&](const HttpRequest& r) { return service.walk_ffn(r.body, r.content_type, r.accept, r.client_gone); }},
+       [&](const HttpRequest& r) { return service.walk_ffn(r.body, r.content_type, r.accept, r.client_gone, r.deadline); }},
       {"GET", "/v1/stats", [&](const HttpRequest&) { return json_reply(service.stats()); }},
       {"GET", "/v1/health", [&](const HttpRequest&) { return json_reply(service.health()); }, false},
       {"GET", "/metrics",

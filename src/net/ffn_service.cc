@@ -41,7 +41,8 @@ Status FfnService::check_work(const std::vector<uint32_t>& layers, size_t rows) 
 }
 
 Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const std::vector<float>& x, size_t rows,
-                                   std::vector<std::vector<float>>& outputs, const ClientGone& client_gone) {
+                                   std::vector<std::vector<float>>& outputs, const ClientGone& client_gone,
+                                   Deadline deadline) {
   // Bounded queue: requests beyond max_queue waiting for the compute lock are turned away.
   struct Waiting {
     std::atomic<size_t>& n;
@@ -62,6 +63,10 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
                                                   std::to_string(layers.size()) + " layers; the rest was dropped");
     }
     const auto layer_start = std::chrono::steady_clock::now();
+    if (deadline && layer_start > *deadline)  // the wait for this turn may have used it up
+      return make_error(ErrorCode::deadline_exceeded, "the caller's deadline (" + std::string(kDeadlineHeader) +
+                                                          ") passed after " + std::to_string(i) + " of " +
+                                                          std::to_string(layers.size()) + " layers; the work was dropped");
     if (auto s = compute_.forward(layers[i], x, rows, outputs[i]); !s) return s.error();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - layer_start).count();
     metrics_.observe_compute(layers[i], ms);
@@ -71,13 +76,13 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
 }
 
 HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept,
-                               const ClientGone& client_gone) {
+                               const ClientGone& client_gone, Deadline deadline) {
   metrics_.count_request();
   if (body.size() > options_.max_body_bytes)
     return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
                                                           std::to_string(options_.max_body_bytes)));
   const BodyKind kind = body_kind_from_content_type(content_type);
-  if (kind == BodyKind::json) return walk_ffn_json(body, client_gone);
+  if (kind == BodyKind::json) return walk_ffn_json(body, client_gone, deadline);
   const auto encoding = binary_encoding(kind);
   if (!encoding || (*encoding == Encoding::i8 && !options_.i8_enabled))
     return fail(make_error(ErrorCode::unsupported_media_type,
@@ -97,7 +102,7 @@ HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_t
   metrics_.count_bytes_in(*encoding, body.size());
 
   std::vector<std::vector<float>> outputs;
-  auto ms = compute(view->header.layers, x, rows, outputs, client_gone);
+  auto ms = compute(view->header.layers, x, rows, outputs, client_gone, deadline);
   if (!ms) return ms.error().code == ErrorCode::cancelled ? error_reply(ms.error()) : fail(ms.error());
 
   const Encoding chosen = negotiate_response_encoding(accept, {.f16 = true, .i8 = options_.i8_enabled});
@@ -112,12 +117,12 @@ HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_t
   return reply;
 }
 
-HttpReply FfnService::walk_ffn_json(std::string_view body, const ClientGone& client_gone) {
+HttpReply FfnService::walk_ffn_json(std::string_view body, const ClientGone& client_gone, Deadline deadline) {
   auto req = parse_json_request(body, model_.config.hidden);
   if (!req) return fail(req.error());
   if (auto s = check_work(req->layers, req->seq_len); !s) return fail(s.error());
   std::vector<std::vector<float>> outputs;
-  auto ms = compute(req->layers, req->residual, req->seq_len, outputs, client_gone);
+  auto ms = compute(req->layers, req->residual, req->seq_len, outputs, client_gone, deadline);
   if (!ms) return ms.error().code == ErrorCode::cancelled ? error_reply(ms.error()) : fail(ms.error());
   std::vector<ResponseRecord> records;
   for (size_t i = 0; i < outputs.size(); ++i) records.push_back({req->layers[i], outputs[i]});

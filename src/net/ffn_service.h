@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,13 +31,15 @@ struct FfnServiceOptions {
 // Whether the client that sent a request has gone (closed its connection): work for it
 // stops at the next layer. Empty: the client is never gone.
 using ClientGone = std::function<bool()>;
+// When the caller stops waiting: work not finished by then is dropped (504 deadline_exceeded).
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
 
 class FfnService {
  public:
   FfnService(const Model& model, FfnBackend& compute, FfnServiceOptions options);
 
   HttpReply walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept,
-                     const ClientGone& client_gone = {});
+                     const ClientGone& client_gone = {}, Deadline deadline = {});
   nlohmann::json stats() const;
   nlohmann::json health() const;
   const Metrics& metrics() const { return metrics_; }
@@ -48,8 +51,8 @@ class FfnService {
   // Runs the FFN of every listed layer on x (rows × hidden) into outputs, one layer per
   // turn of the compute lock; returns the compute ms (turns waited for not included).
   Result<double> compute(const std::vector<uint32_t>& layers, const std::vector<float>& x, size_t rows,
-                         std::vector<std::vector<float>>& outputs, const ClientGone& client_gone);
-  HttpReply walk_ffn_json(std::string_view body, const ClientGone& client_gone);
+                         std::vector<std::vector<float>>& outputs, const ClientGone& client_gone, Deadline deadline);
+  HttpReply walk_ffn_json(std::string_view body, const ClientGone& client_gone, Deadline deadline);
   HttpReply fail(const Error& e);
 
   const Model& model_;

@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include <algorithm>
+#include <charconv>
 
 namespace larql {
 
@@ -24,6 +25,16 @@ std::optional<HttpReply> Dispatcher::refuse_before_body(const http::request_head
 }
 
 HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::function<bool()> client_gone) const {
+  const auto arrived = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (const std::string_view d = view(req[kDeadlineHeader]); !d.empty()) {
+    int64_t ms = -1;
+    const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), ms);
+    if (ec != std::errc() || end != d.data() + d.size() || ms < 0)
+      return error_reply(make_error(ErrorCode::bad_request, std::string(kDeadlineHeader) + " is '" + std::string(d) +
+                                                                "'; expected the milliseconds the caller will still wait"));
+    deadline = arrived + std::chrono::milliseconds(ms);
+  }
   const std::string_view path = path_of(view(req.target()));
   const std::string_view method = view(req.method_string());
   bool path_known = false;
@@ -33,7 +44,7 @@ HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::f
     if (r.method != method) continue;
     try {
       return r.handler({method, path, view(req[http::field::content_type]), view(req[http::field::accept]),
-                        view(req[http::field::authorization]), req.body(), std::move(client_gone)});
+                        view(req[http::field::authorization]), req.body(), std::move(client_gone), deadline});
     } catch (const std::exception& e) {
       return error_reply(make_error(ErrorCode::internal, e.what()));
     }

@@ -20,6 +20,9 @@ struct HttpReply {
   std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
 };
 
+// The header a caller states its deadline in: the milliseconds it will still wait (PROTOCOL §9).
+inline constexpr const char* kDeadlineHeader = "X-Larql-Deadline-Ms";
+
 // JSON text that never throws: invalid UTF-8 in any string becomes U+FFFD.
 std::string json_text(const nlohmann::json& j);
 

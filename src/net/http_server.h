@@ -13,6 +13,7 @@
 // safely, and no exception leaves a connection's thread).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,6 +45,9 @@ struct HttpRequest {
   const std::string& body;
   // True once the client has closed its connection: long work for it may stop.
   std::function<bool()> client_gone;
+  // When the caller stops waiting (X-Larql-Deadline-Ms, PROTOCOL §9, counted from the
+  // request's arrival); none when it did not say.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct Route {

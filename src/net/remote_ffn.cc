@@ -8,6 +8,7 @@
 
 #include "model/fingerprint.h"
 #include "net/http_client.h"
+#include "net/http_reply.h"
 #include "net/shard_spec.h"
 #include "wire/codec.h"
 
@@ -137,7 +138,8 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   return Ok{};
 }
 
-Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out) {
+Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
+                       std::chrono::steady_clock::time_point deadline) {
   const size_t hidden = model_.config.hidden;
   Encoding request = Encoding::f32;
   for (Encoding e : shard.request_encodings)
@@ -149,6 +151,8 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   HttpHeaders headers = auth_headers(options_);
   headers.emplace_back("Accept", options_.wire.accept);
   const auto start = std::chrono::steady_clock::now();
+  headers.emplace_back(kDeadlineHeader,
+                       std::to_string(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start).count())));
   auto res = shard.client->post("/v1/walk-ffn", body_, content_type(enc->encoding), headers);
   stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ++stats_.calls;
@@ -196,7 +200,7 @@ Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows,
       Status status = Ok{};
       for (size_t r = 0; r < rows && status; r += chunk) {
         const size_t n = std::min(chunk, rows - r);
-        status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden);
+        status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden, deadline);
       }
       if (status) return Ok{};
       const ErrorCode code = status.error().code;

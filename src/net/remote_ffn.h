@@ -4,6 +4,7 @@
 // the cause, never zeros.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <random>
 #include <optional>
@@ -52,7 +53,10 @@ class RemoteFfn : public FfnBackend {
 
  private:
   RemoteFfn(const Model& model, RemoteFfnOptions options);
-  Status call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out);
+  // One walk-ffn call; `deadline` (the end of this forward's --timeout-ms) goes to the
+  // shard as X-Larql-Deadline-Ms, so that it drops work nobody waits for any more.
+  Status call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
+              std::chrono::steady_clock::time_point deadline);
   // Checks a shard's /v1/stats against the local model and learns its wire and body limit.
   Status check_shard(Shard& shard, const std::string& stats_body, std::vector<std::string>* warnings);
 

@@ -270,7 +270,7 @@ void Router::poll_health() {
 }
 
 HttpReply Router::forward(const Part& part, const std::string& body, const std::string& content_type,
-                          const std::string& accept, const std::string& authorization) {
+                          const std::string& accept, const std::string& authorization, Deadline deadline) {
   // Healthy replicas first, the quickest of them first; the others as a last resort.
   std::vector<std::shared_ptr<Replica>> order;
   for (const auto& r : part.replicas)
@@ -289,8 +289,19 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
   std::string tried;
   bool last_timed_out = false;
   int busy = 0, retry_after_s = 0;
+  headers.emplace_back(kDeadlineHeader, "");
   for (const auto& r : order) {
     if (busy >= 2) break;
+    int64_t budget_ms = options_.timeout_ms;
+    if (deadline) {
+      budget_ms = std::min(budget_ms, int64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  *deadline - std::chrono::steady_clock::now()).count()));
+      if (budget_ms <= 0)
+        return error_reply(make_error(ErrorCode::deadline_exceeded,
+                                      "the caller's deadline (" + std::string(kDeadlineHeader) + ") passed before layers " +
+                                          part.range.str() + " were answered" + (tried.empty() ? "" : "; tried " + tried)));
+    }
+    headers.back().second = std::to_string(budget_ms);
     if (!tried.empty()) ++retries_;
     auto client = r->take();
     tried += (tried.empty() ? "" : ", ") + r->url;
@@ -337,7 +348,7 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
 }
 
 HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
-                           const std::string& authorization) {
+                           const std::string& authorization, Deadline deadline) {
   metrics_.count_request();
   auto fail = [&](const Error& e) {
     metrics_.count_error(e.code);
@@ -390,7 +401,7 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
 
   HttpReply reply;
   if (parts.size() == 1) {  // one range: the body goes through byte for byte
-    reply = forward(parts[0], body, content_type, accept, authorization);
+    reply = forward(parts[0], body, content_type, accept, authorization, deadline);
   } else {
     std::vector<std::string> bodies(parts.size());
     for (size_t p = 0; p < parts.size(); ++p) {
@@ -405,7 +416,7 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
     std::vector<std::future<HttpReply>> pending;
     for (size_t p = 0; p < parts.size(); ++p)
       pending.push_back(std::async(std::launch::async, [&, p] {
-        return forward(parts[p], bodies[p], content_type, accept, authorization);
+        return forward(parts[p], bodies[p], content_type, accept, authorization, deadline);
       }));
     std::vector<HttpReply> replies;
     for (auto& f : pending) replies.push_back(f.get());

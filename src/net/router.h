@@ -37,8 +37,10 @@ class Router {
   static Result<std::unique_ptr<Router>> create(const RouterOptions& options);
   ~Router();
 
+  // `deadline`: when the caller stops waiting (X-Larql-Deadline-Ms); what is left of it,
+  // capped by --timeout-ms, goes on to the shard with each try.
   HttpReply walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
-                     const std::string& authorization);
+                     const std::string& authorization, Deadline deadline = {});
   HttpReply stats();
   HttpReply health();
   HttpReply metrics() const;
@@ -56,7 +58,7 @@ class Router {
 
   struct Part;
   HttpReply forward(const Part& part, const std::string& body, const std::string& content_type, const std::string& accept,
-                    const std::string& authorization);
+                    const std::string& authorization, Deadline deadline);
   HttpReply merge_binary(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
   HttpReply merge_json(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
 

@@ -27,6 +27,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::shard_timeout: return "shard_timeout";
     case ErrorCode::duplicate_layer: return "duplicate_layer";
     case ErrorCode::work_too_large: return "work_too_large";
+    case ErrorCode::deadline_exceeded: return "deadline_exceeded";
     case ErrorCode::bad_request: return "bad_request";
     case ErrorCode::cancelled: return "cancelled";
     case ErrorCode::invalid_argument: return "invalid_argument";
@@ -47,7 +48,8 @@ int http_status(ErrorCode code) {
     case ErrorCode::non_finite_output:
     case ErrorCode::internal: return 500;
     case ErrorCode::shard_unavailable: return 502;
-    case ErrorCode::shard_timeout: return 504;
+    case ErrorCode::shard_timeout:
+    case ErrorCode::deadline_exceeded: return 504;
     default: return 400;
   }
 }

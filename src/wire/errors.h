@@ -34,6 +34,7 @@ enum class ErrorCode {
   shard_timeout,
   duplicate_layer,   // a batch names the same layer twice
   work_too_large,    // positions × layers above the server's --max-work
+  deadline_exceeded, // the caller's X-Larql-Deadline-Ms passed before the work finished
   bad_request,       // malformed HTTP (request line, headers, framing); 408 for a late request head
   cancelled,         // the client closed its connection; the work was dropped (never sent)
   invalid_argument,  // local misuse (configuration, CLI); never sent on the wire

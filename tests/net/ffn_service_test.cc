@@ -175,5 +175,18 @@ TEST_F(FfnServiceTest, AClientThatHasGoneGetsNoMoreLayers) {
   EXPECT_EQ(counting.calls, 3);
 }
 
+TEST_F(FfnServiceTest, WorkWhoseDeadlinePassedIsDropped) {
+  CountingFfn counting;
+  FfnService service(*model_, counting, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20});
+  const auto passed = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  HttpReply reply = service.walk_ffn(request(0), "application/x-larql-ffn", "", {}, passed);
+  EXPECT_EQ(reply.status, 504);
+  EXPECT_EQ(code_of(reply), "deadline_exceeded") << reply.body;
+  EXPECT_EQ(counting.calls, 0);
+  reply = service.walk_ffn(request(0), "application/x-larql-ffn", "", {}, std::chrono::steady_clock::now() + std::chrono::hours(1));
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(counting.calls, 1);
+}
+
 }  // namespace
 }  // namespace larql

@@ -14,6 +14,8 @@
 #include "infer/local_ffn.h"
 #include "model/loader.h"
 #include "net/remote_ffn.h"
+#include "support/gated_proxy.h"
+#include "support/http_result.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "wire/codec.h"
@@ -114,6 +116,61 @@ TEST(Overload, AClientBacksOffFromABusyShardAndFinishes) {
   std::printf("the client backed off %zu times from the busy shard\n", (*remote)->stats().backoffs);
   EXPECT_GT((*remote)->stats().backoffs, 0u);
   EXPECT_GT(test::server_metric(shard.url(), "larql_shard_errors_total"), 0);  // the 503s it was given
+}
+
+TEST(Deadlines, AShardDropsWorkWhoseDeadlinePassed) {
+  ChildProcess shard({"serve", kDemo, "--port", "0"});
+  httplib::Client c(shard.url());
+  c.set_read_timeout(300, 0);
+  // Seconds of work (6 layers × 8192 rows) for a caller that will wait 300 ms.
+  auto res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "300"}}, f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f),
+                    "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 504) << res->body;
+  const auto j = json::parse(res->body);
+  EXPECT_EQ(j.value("code", ""), "deadline_exceeded");
+  EXPECT_NE(j.value("error", "").find("the caller's deadline (X-Larql-Deadline-Ms) passed after"), std::string::npos) << j;
+  EXPECT_LT(test::server_metric(shard.url(), "larql_shard_compute_ms_count"), 6);
+  // A deadline that is not a number of milliseconds is the caller's error.
+  res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "soon"}}, f32_request({1}, 1, 0.01f), "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("X-Larql-Deadline-Ms is 'soon'"), std::string::npos) << res->body;
+  // With time to spare the same path computes.
+  res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "60000"}}, f32_request({1}, 1, 0.01f), "application/x-larql-ffn");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST(Deadlines, RouterAndClientSendWhatIsLeftOfTheirTime) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--threads", "1"});
+  test::GatedProxy watch(shard.url(), {}, /*open=*/true);  // records the deadline each call carries
+  ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + watch.url(), "--timeout-ms", "2000"});
+  httplib::Client c(router.url());
+  const std::string body = f32_request({1}, 1, 0.01f);
+  ASSERT_EQ(test::must(c.Post("/v1/walk-ffn", body, "application/x-larql-ffn")).status, 200);
+  int64_t forwarded = std::stoll(watch.last_deadline());
+  EXPECT_TRUE(forwarded > 1500 && forwarded <= 2000) << forwarded << ": the router's --timeout-ms when the caller says nothing";
+  ASSERT_EQ(test::must(c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "700"}}, body, "application/x-larql-ffn")).status, 200);
+  forwarded = std::stoll(watch.last_deadline());
+  EXPECT_TRUE(forwarded > 200 && forwarded <= 700) << forwarded << ": what is left of the caller's 700 ms";
+  // A caller whose deadline has passed gets 504 from the router without a call to the shard.
+  auto late = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "0"}}, body, "application/x-larql-ffn");
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 504);
+  EXPECT_EQ(json::parse(late->body).value("code", ""), "deadline_exceeded");
+
+  auto model = load_model(kDemo);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  std::vector<std::string> warnings;
+  auto remote = RemoteFfn::connect(*model, {watch.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {},
+                                            5000},
+                                   &warnings);
+  ASSERT_TRUE(remote.ok()) << remote.error().message;
+  std::vector<float> x(kHidden, 0.01f), y(kHidden);
+  ASSERT_TRUE((*remote)->forward(2, x, 1, y).ok());
+  forwarded = std::stoll(watch.last_deadline());
+  EXPECT_TRUE(forwarded > 4000 && forwarded <= 5000) << forwarded << ": the client's --timeout-ms";
 }
 
 }  // namespace

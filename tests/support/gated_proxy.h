@@ -39,7 +39,12 @@ class GatedProxy {
       }
       httplib::Client c(shard_url_);
       httplib::Headers headers;
-      if (req.has_header("Accept")) headers.emplace("Accept", req.get_header_value("Accept"));
+      for (const char* name : {"Accept", "Authorization", "X-Larql-Deadline-Ms"})
+        if (req.has_header(name)) headers.emplace(name, req.get_header_value(name));
+      {
+        std::lock_guard lock(mutex_);
+        last_deadline_ = req.has_header("X-Larql-Deadline-Ms") ? req.get_header_value("X-Larql-Deadline-Ms") : "(none)";
+      }
       auto r = c.Post("/v1/walk-ffn", headers, req.body, req.get_header_value("Content-Type").c_str());
       if (!r) return;  // the client sees the connection end
       res.status = r->status;
@@ -60,6 +65,11 @@ class GatedProxy {
     std::unique_lock lock(mutex_);
     return changed_.wait_for(lock, deadline, [&] { return waiting_ >= n; });
   }
+  // The X-Larql-Deadline-Ms of the last walk-ffn call, "(none)" without one, "" before any.
+  std::string last_deadline() {
+    std::lock_guard lock(mutex_);
+    return last_deadline_;
+  }
   void open() {
     std::lock_guard lock(mutex_);
     open_ = true;
@@ -74,6 +84,7 @@ class GatedProxy {
   std::mutex mutex_;
   std::condition_variable changed_;
   int waiting_ = 0;
+  std::string last_deadline_;
   bool open_ = false;
 };
 
