@@ -20,6 +20,10 @@ inline void add_connection_limit_options(CLI::App& cmd, HttpServerOptions& http)
                  "slowest accepted request body, bytes/s, after --head-timeout-ms of grace (else 408)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 40));
+  cmd.add_option("--shutdown-timeout-ms", http.shutdown_timeout_ms,
+                 "after SIGINT/SIGTERM, how long requests in flight may take before their connections are closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3'600'000));
 }
 
 }  // namespace larql::cli

@@ -14,6 +14,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -72,9 +73,16 @@ class ConnectionSet {
     for (const auto& [id, e] : entries_)
       if (e.fd >= 0) ::shutdown(e.fd, SHUT_RD);
   }
-  void wait_drained() {
+  // Waits until every connection has ended, or `timeout`; then closes what is left in both
+  // directions (a write blocked on a client that never reads fails at once, a computation
+  // stops at its next layer) and waits `grace` more. Whether all ended.
+  bool wait_drained(std::chrono::milliseconds timeout, std::chrono::milliseconds grace) {
     std::unique_lock lock(mutex_);
-    drained_.wait(lock, [this] { return entries_.empty(); });
+    if (drained_.wait_for(lock, timeout, [this] { return entries_.empty(); })) return true;
+    std::cerr << "larql: " << entries_.size() << " connections still open after the shutdown timeout; closing them\n";
+    for (const auto& [id, e] : entries_)
+      if (e.fd >= 0) ::shutdown(e.fd, SHUT_RDWR);
+    return drained_.wait_for(lock, grace, [this] { return entries_.empty(); });
   }
 
  private:
@@ -151,6 +159,10 @@ HttpReply late_request(const char* part, int limit_ms) {
   return reply;
 }
 
+HttpReply shutting_down() {
+  return error_reply(make_error(ErrorCode::overloaded, "the server is shutting down; send the request elsewhere"));
+}
+
 // Whether the peer has closed (or reset) its side: a request's long work may stop.
 bool peer_closed(int fd) {
   pollfd p{fd, POLLRDHUP, 0};
@@ -193,6 +205,8 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
                                        "body above the limit of " + std::to_string(o.max_body_bytes) + " bytes"));
     else if (ec == asio::error::timed_out)
       refusal = late_request("head", o.head_timeout_ms);
+    else if (cx.stopping && ec)
+      refusal = shutting_down();  // woken mid-head by the stop: say so, so that the client can go elsewhere
     else if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
       return;  // the client left mid-head, or was evicted
     else if (ec)
@@ -212,6 +226,10 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
       http::read(stream, buffer, parser, ec);
     }
     socket.clear_read_deadline();
+    if (ec && cx.stopping) {  // woken mid-body by the stop: 503, which a router retries elsewhere
+      answer_and_close(stream, socket, shutting_down(), drain_limit);
+      return;
+    }
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) return;
     if (ec) {
       answer_and_close(stream, socket,
@@ -357,7 +375,11 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
     }
   }
 
-  connections.wait_drained();
+  if (!connections.wait_drained(std::chrono::milliseconds(o.shutdown_timeout_ms), std::chrono::seconds(2))) {
+    // A thread that still runs would outlive this frame's objects: end the process here.
+    std::cerr << "larql: connections did not end; exiting" << std::endl;
+    std::_Exit(0);
+  }
   pthread_kill(signals.native_handle(), SIGTERM);  // release the signal thread if the server ended by itself
   signals.join();
   std::cerr << "larql: server stopped\n";

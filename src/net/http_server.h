@@ -35,6 +35,7 @@ struct HttpServerOptions {
   int idle_timeout_ms = 30000;    // a read or write that makes no progress this long ends the connection
   int head_timeout_ms = 10000;    // a request head not complete this long after its first byte: 408
   size_t min_body_bytes_per_s = 64u << 10;  // a body slower than this (after head_timeout_ms of grace): 408
+  int shutdown_timeout_ms = 10000;  // after SIGINT/SIGTERM, requests in flight get this long, then are cut off
   std::function<void(int port)> on_listening;  // called once bound, with the real port
   size_t max_body_bytes = 64u << 20;
 };

@@ -17,6 +17,7 @@
 #include "support/gated_proxy.h"
 #include "support/http_result.h"
 #include "support/process.h"
+#include "support/raw_socket.h"
 #include "support/prometheus.h"
 #include "wire/codec.h"
 
@@ -171,6 +172,44 @@ TEST(Deadlines, RouterAndClientSendWhatIsLeftOfTheirTime) {
   ASSERT_TRUE((*remote)->forward(2, x, 1, y).ok());
   forwarded = std::stoll(watch.last_deadline());
   EXPECT_TRUE(forwarded > 4000 && forwarded <= 5000) << forwarded << ": the client's --timeout-ms";
+}
+
+TEST(Shutdown, AClientThatNeverReadsDoesNotHoldTheExitPastTheTimeout) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--shutdown-timeout-ms", "1000"});
+  // 6 layers × 4096 rows: a 38 MB answer, far more than the socket buffers hold, to a client
+  // that never reads it. The server's write blocks.
+  const std::string body = f32_request({0, 1, 2, 3, 4, 5}, 4096, 0.01f);
+  test::RawConnection stuck(shard.port());
+  ASSERT_TRUE(stuck.send("POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
+                         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (test::server_metric(shard.url(), "larql_shard_compute_ms_count") < 6 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling for the answer to be computed, not timing
+  ASSERT_EQ(test::server_metric(shard.url(), "larql_shard_compute_ms_count"), 6);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(shard.stop(), 0);  // SIGTERM; stop() itself gives up (SIGKILL) after 10 s
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("exit after SIGTERM with a client that never reads: %.2f s (--shutdown-timeout-ms 1000)\n", seconds);
+  EXPECT_LT(seconds, 8.0);  // the idle timeout alone would have held it 30 s
+}
+
+TEST(Shutdown, AClientMidBodyAtSigtermGetsA503ToRetryElsewhere) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--threads", "1"});
+  const std::string body = f32_request({1}, 4, 0.01f);
+  test::RawConnection c(shard.port());
+  ASSERT_TRUE(c.send("POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
+                     "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+  // "100 Continue" proves the server has read the head and now waits for the body.
+  char buf[64] = {};
+  ASSERT_GT(::read(c.fd(), buf, sizeof buf - 1), 0);
+  ASSERT_TRUE(std::string(buf).starts_with("HTTP/1.1 100 Continue")) << buf;
+  ASSERT_TRUE(c.send(body.substr(0, 100)));
+  ASSERT_EQ(::kill(shard.pid(), SIGTERM), 0);
+  const std::string answer = c.read_until_close();
+  EXPECT_EQ(test::status_of(answer), 503) << answer;
+  EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("the server is shutting down; send the request elsewhere"), std::string::npos) << answer;
+  EXPECT_EQ(shard.stop(), 0);
 }
 
 }  // namespace
