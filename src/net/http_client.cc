@@ -75,8 +75,21 @@ std::string HttpResponse::header(std::string_view name) const {
   return {};
 }
 
+namespace {
+
+// One io_context for every outgoing connection of the process. Each io_context's reactor
+// holds descriptors of its own (epoll, eventfd, timerfd): one per connection made a
+// router's idle pool cost four descriptors a connection. Our sockets only ever block, so
+// they share one; it is never destroyed, so no socket can outlive it at exit.
+asio::io_context& shared_io() {
+  static auto* io = new asio::io_context;
+  return *io;
+}
+
+}  // namespace
+
 struct HttpClient::Connection {
-  asio::io_context io;
+  asio::io_context& io = shared_io();
   Url url;
   std::optional<ssl::context> tls;
   // The open connection, plain or TLS; monostate when there is none.

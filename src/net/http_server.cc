@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -261,7 +262,18 @@ void block_termination_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+// Raises the soft limit on open descriptors to the hard one: every connection, in and out,
+// is a descriptor, and a router holds two per request in flight.
+static void raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, const std::string& describe) {
+  raise_descriptor_limit();
   std::optional<ssl::context> tls;
   if (o.tls_cert || o.tls_key) {
     if (!o.tls_cert || !o.tls_key) {

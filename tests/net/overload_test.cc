@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -172,6 +173,38 @@ TEST(Deadlines, RouterAndClientSendWhatIsLeftOfTheirTime) {
   ASSERT_TRUE((*remote)->forward(2, x, 1, y).ok());
   forwarded = std::stoll(watch.last_deadline());
   EXPECT_TRUE(forwarded > 4000 && forwarded <= 5000) << forwarded << ": the client's --timeout-ms";
+}
+
+// The router's descriptors by kind: "socket" for connections, "anon_inode" for event
+// loops' epoll/eventfd/timerfd.
+std::map<std::string, int> descriptors(pid_t pid) {
+  std::map<std::string, int> kinds;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    ++kinds[target.substr(0, target.find(':'))];
+  }
+  return kinds;
+}
+
+TEST(RouterDescriptors, PooledShardConnectionsCostOneDescriptorEach) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + shard.url()});
+  const auto before = descriptors(router.pid());
+  const std::string body = f32_request({1}, 1, 0.01f);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 24; ++c)
+    clients.emplace_back([&] {
+      httplib::Client client(router.url());
+      for (int i = 0; i < 5; ++i) client.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+    });
+  for (auto& t : clients) t.join();
+  auto after = descriptors(router.pid());
+  std::printf("router descriptors before: %d sockets, %d event-loop; after 24 clients: %d sockets, %d event-loop\n",
+              before.count("socket") ? before.at("socket") : 0, before.count("anon_inode") ? before.at("anon_inode") : 0,
+              after["socket"], after["anon_inode"]);
+  EXPECT_GT(after["socket"], before.count("socket") ? before.at("socket") : 0);  // it pooled connections to the shard...
+  EXPECT_LE(after["anon_inode"], (before.count("anon_inode") ? before.at("anon_inode") : 0) + 3);  // ...without an event loop each
 }
 
 TEST(Shutdown, AClientThatNeverReadsDoesNotHoldTheExitPastTheTimeout) {
