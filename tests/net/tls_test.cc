@@ -1,13 +1,15 @@
 // HTTPS: a shard with --tls-cert/--tls-key, reached by the client through https:// with
 // --ca-cert for the private CA; without the CA the client refuses the certificate. A router
-// reaches the same shard with --shard-ca-cert.
+// reaches the same shard with --shard-ca-cert, and serves HTTPS itself to `larql run --ca-cert`.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "model/loader.h"
 #include "net/remote_ffn.h"
+#include "support/command.h"
 #include "support/process.h"
 
 namespace larql {
@@ -63,6 +65,16 @@ TEST(Tls, ShardOverHttpsWithPrivateCa) {
   st = (*over_tls)->forward(2, x, 1, y_tls);
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(y_tls, y);
+
+  // The same as a user runs it: larql run --ffn https://... --ca-cert, against the TLS router.
+  const auto cli = test::run_command(std::string(LARQL_BINARY) + " run " + model_path + " --prompt 'In the beginning' --steps 6" +
+                                     " --json --threads 1 --api-key k --ca-cert " + cert + " --ffn " + tls_router.url() + " 2>&1");
+  ASSERT_EQ(cli.status, 0) << cli.output;
+  EXPECT_EQ(nlohmann::json::parse(cli.output)["generated_ids"].size(), 6u) << cli.output;
+  const auto untrusted_cli = test::run_command(std::string(LARQL_BINARY) + " run " + model_path +
+                                               " --prompt hi --steps 2 --api-key k --ffn " + tls_router.url() + " 2>&1");
+  EXPECT_NE(untrusted_cli.status, 0);
+  EXPECT_NE(untrusted_cli.output.find("certificate verify failed"), std::string::npos) << untrusted_cli.output;
   EXPECT_EQ(tls_router.stop(), 0);
   EXPECT_EQ(s.stop(), 0);
   std::filesystem::remove_all(dir);
