@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/command.h"
+#include "support/demo_model.h"
 #include "support/process.h"
 
 namespace larql {
@@ -12,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
+using test::kDemo;
 
 TEST(BenchCli, JsonFieldsExactF32AndBytesFromTheLayouts) {
   const std::string model = kDemo;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/command.h"
+#include "support/demo_model.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "support/raw_socket.h"
@@ -22,16 +23,10 @@ using nlohmann::json;
 using test::ChildProcess;
 using test::RawConnection;
 
-constexpr size_t kHidden = 384;  // models/demo
-const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";
+constexpr size_t kHidden = test::kDemoHidden;
+using test::kDemo;
 
-std::string f32_request(const std::vector<uint32_t>& layers, uint32_t rows) {
-  std::vector<float> x(size_t(rows) * kHidden);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 17) * 0.01f - 0.08f;
-  std::string body;
-  EXPECT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = layers, .seq_len = rows}, kHidden, x, body).ok());
-  return body;
-}
+std::string f32_request(const std::vector<uint32_t>& layers, uint32_t rows) { return test::demo_f32_request(layers, rows); }
 
 std::string walk_ffn_head(size_t content_length, const std::string& extra = "") {
   return "POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n" + extra +

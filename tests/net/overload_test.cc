@@ -17,6 +17,7 @@
 #include "net/remote_ffn.h"
 #include "support/gated_proxy.h"
 #include "support/http_result.h"
+#include "support/demo_model.h"
 #include "support/process.h"
 #include "support/raw_socket.h"
 #include "support/prometheus.h"
@@ -28,22 +29,15 @@ namespace {
 using nlohmann::json;
 using test::ChildProcess;
 
-const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
-constexpr size_t kHidden = 384;
+using test::kDemo;
+constexpr size_t kHidden = test::kDemoHidden;
 
-std::string f32_request(const std::vector<uint32_t>& layers, uint32_t rows, float value) {
-  std::vector<float> x(size_t(rows) * kHidden);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = value * float(int(i % 7) - 3);
-  std::string body;
-  EXPECT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = layers, .seq_len = rows}, kHidden, x, body).ok());
-  return body;
-}
 
 TEST(Overload, FortyClientsAgainstBusyShardsGetOnly200And503WithRetryAfter) {
   ChildProcess a({"serve", kDemo, "--port", "0", "--threads", "1", "--max-queue", "1"});
   ChildProcess b({"serve", kDemo, "--port", "0", "--threads", "1", "--max-queue", "1"});
   ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + a.url() + "|" + b.url()});
-  const std::string body = f32_request({2}, 128, 0.01f);
+  const std::string body = test::demo_f32_request({2}, 128, 0.01f);
   std::mutex mutex;
   std::map<int, int> statuses;
   int busy_without_retry_after = 0;
@@ -77,7 +71,7 @@ TEST(Overload, NonFiniteOutputPassesThroughAtOnce) {
   ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + a.url() + "|" + b.url()});
   httplib::Client c(router.url());
   // Legal inputs of 1e30 overflow inside the FFN: every replica would compute the same infinity.
-  auto res = c.Post("/v1/walk-ffn", f32_request({2}, 1, 1e30f), "application/x-larql-ffn");
+  auto res = c.Post("/v1/walk-ffn", test::demo_f32_request({2}, 1, 1e30f), "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 500) << res->body;
   const auto j = json::parse(res->body);
@@ -93,7 +87,7 @@ TEST(Overload, AClientBacksOffFromABusyShardAndFinishes) {
   std::thread big([&] {  // holds the only compute slot for seconds: 6 layers × 8192 rows
     httplib::Client c(shard.url());
     c.set_read_timeout(300, 0);
-    c.Post("/v1/walk-ffn", f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f), "application/x-larql-ffn");
+    c.Post("/v1/walk-ffn", test::demo_f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f), "application/x-larql-ffn");
     big_done = true;
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -125,7 +119,7 @@ TEST(Deadlines, AShardDropsWorkWhoseDeadlinePassed) {
   httplib::Client c(shard.url());
   c.set_read_timeout(300, 0);
   // Seconds of work (6 layers × 8192 rows) for a caller that will wait 300 ms.
-  auto res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "300"}}, f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f),
+  auto res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "300"}}, test::demo_f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f),
                     "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 504) << res->body;
@@ -134,12 +128,12 @@ TEST(Deadlines, AShardDropsWorkWhoseDeadlinePassed) {
   EXPECT_NE(j.value("error", "").find("the caller's deadline (X-Larql-Deadline-Ms) passed after"), std::string::npos) << j;
   EXPECT_LT(test::server_metric(shard.url(), "larql_shard_compute_ms_count"), 6);
   // A deadline that is not a number of milliseconds is the caller's error.
-  res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "soon"}}, f32_request({1}, 1, 0.01f), "application/x-larql-ffn");
+  res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "soon"}}, test::demo_f32_request({1}, 1, 0.01f), "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("X-Larql-Deadline-Ms is 'soon'"), std::string::npos) << res->body;
   // With time to spare the same path computes.
-  res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "60000"}}, f32_request({1}, 1, 0.01f), "application/x-larql-ffn");
+  res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "60000"}}, test::demo_f32_request({1}, 1, 0.01f), "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
 }
@@ -149,7 +143,7 @@ TEST(Deadlines, RouterAndClientSendWhatIsLeftOfTheirTime) {
   test::GatedProxy watch(shard.url(), {}, /*open=*/true);  // records the deadline each call carries
   ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + watch.url(), "--timeout-ms", "2000"});
   httplib::Client c(router.url());
-  const std::string body = f32_request({1}, 1, 0.01f);
+  const std::string body = test::demo_f32_request({1}, 1, 0.01f);
   ASSERT_EQ(test::must(c.Post("/v1/walk-ffn", body, "application/x-larql-ffn")).status, 200);
   int64_t forwarded = std::stoll(watch.last_deadline());
   EXPECT_TRUE(forwarded > 1500 && forwarded <= 2000) << forwarded << ": the router's --timeout-ms when the caller says nothing";
@@ -191,7 +185,7 @@ TEST(RouterDescriptors, PooledShardConnectionsCostOneDescriptorEach) {
   ChildProcess shard({"serve", kDemo, "--port", "0", "--threads", "1"});
   ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + shard.url()});
   const auto before = descriptors(router.pid());
-  const std::string body = f32_request({1}, 1, 0.01f);
+  const std::string body = test::demo_f32_request({1}, 1, 0.01f);
   std::vector<std::thread> clients;
   for (int c = 0; c < 24; ++c)
     clients.emplace_back([&] {
@@ -211,7 +205,7 @@ TEST(Shutdown, AClientThatNeverReadsDoesNotHoldTheExitPastTheTimeout) {
   ChildProcess shard({"serve", kDemo, "--port", "0", "--shutdown-timeout-ms", "1000"});
   // 6 layers × 4096 rows: a 38 MB answer, far more than the socket buffers hold, to a client
   // that never reads it. The server's write blocks.
-  const std::string body = f32_request({0, 1, 2, 3, 4, 5}, 4096, 0.01f);
+  const std::string body = test::demo_f32_request({0, 1, 2, 3, 4, 5}, 4096, 0.01f);
   test::RawConnection stuck(shard.port());
   ASSERT_TRUE(stuck.send("POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
@@ -228,7 +222,7 @@ TEST(Shutdown, AClientThatNeverReadsDoesNotHoldTheExitPastTheTimeout) {
 
 TEST(Shutdown, AClientMidBodyAtSigtermGetsA503ToRetryElsewhere) {
   ChildProcess shard({"serve", kDemo, "--port", "0", "--threads", "1"});
-  const std::string body = f32_request({1}, 4, 0.01f);
+  const std::string body = test::demo_f32_request({1}, 4, 0.01f);
   test::RawConnection c(shard.port());
   ASSERT_TRUE(c.send("POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
                      "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"));

@@ -17,6 +17,7 @@
 #include "support/command.h"
 #include "support/gated_proxy.h"
 #include "support/http_result.h"
+#include "support/demo_model.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "wire/byte_io.h"
@@ -28,8 +29,8 @@ namespace {
 using nlohmann::json;
 using test::ChildProcess;
 
-const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
-constexpr size_t kHidden = 384;
+using test::kDemo;
+constexpr size_t kHidden = test::kDemoHidden;
 
 const wire::EnvLookup kNoEnv = [](const char*) -> const char* { return nullptr; };
 
@@ -331,20 +332,13 @@ TEST_F(RouterTest, ReshardingWhileAGenerationRuns) {
   EXPECT_EQ(test::must(admin.Get("/admin/shards")).status, 401);
 }
 
-std::string f32_body(const std::vector<uint32_t>& layers) {
-  std::vector<float> x(kHidden);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(float(i));
-  std::string body;
-  EXPECT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = layers, .seq_len = 1}, kHidden, x, body).ok());
-  return body;
-}
 
 TEST_F(RouterTest, ReshardingWhileARequestIsInFlight) {
   auto a = shard("0-2"), b = shard("3-5"), c = shard("0-2");
   test::GatedProxy held(a->url());  // holds every walk-ffn call to a until opened
   auto r = router("0-2=" + held.url() + ",3-5=" + b->url(), {"--admin-key", "adm"});
   httplib::Client first(r->url()), second(r->url()), admin(r->url()), direct(c->url());
-  const std::string body = f32_body({1});
+  const std::string body = test::demo_f32_request({1}, 1);
   std::optional<httplib::Result> in_flight;
   std::thread t([&] { in_flight.emplace(first.Post("/v1/walk-ffn", body, "application/x-larql-ffn")); });
   ASSERT_TRUE(held.wait_for_waiting(1)) << "the request never reached the held shard";
@@ -380,7 +374,7 @@ TEST_F(RouterTest, AShardSlowerThanTheTimeoutIs504ShardTimeout) {
   ChildProcess r({"router", "--shards", "0-5=" + slow.url(), "--port", "0", "--timeout-ms", "300"});
   httplib::Client c(r.url());
   c.set_read_timeout(30, 0);
-  auto res = c.Post("/v1/walk-ffn", f32_body({2}), "application/x-larql-ffn");
+  auto res = c.Post("/v1/walk-ffn", test::demo_f32_request({2}, 1), "application/x-larql-ffn");
   slow.open();
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 504) << res->body;
@@ -396,7 +390,7 @@ TEST_F(RouterTest, MixedEncodingsAreReencodedAsF32AndSaySo) {
   auto r = router("0-2=" + a->url() + ",3-5=" + b.url());
   httplib::Client via(r->url()), direct_b(b.url());
   const httplib::Headers i8{{"Accept", "application/x-larql-ffn-i8"}};
-  auto res = via.Post("/v1/walk-ffn", i8, f32_body({1, 4}), "application/x-larql-ffn");
+  auto res = via.Post("/v1/walk-ffn", i8, test::demo_f32_request({1, 4}, 1), "application/x-larql-ffn");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(res->get_header_value("Content-Type"), "application/x-larql-ffn");
@@ -404,7 +398,7 @@ TEST_F(RouterTest, MixedEncodingsAreReencodedAsF32AndSaySo) {
   auto view = wire::parse_response(wire::as_bytes(res->body), wire::Encoding::f32, kHidden);
   ASSERT_TRUE(view.ok()) << view.error().message;
   ASSERT_EQ(view->records.size(), 2u);
-  auto b_alone = direct_b.Post("/v1/walk-ffn", i8, f32_body({4}), "application/x-larql-ffn");
+  auto b_alone = direct_b.Post("/v1/walk-ffn", i8, test::demo_f32_request({4}, 1), "application/x-larql-ffn");
   ASSERT_TRUE(b_alone);
   auto bv = wire::parse_response(wire::as_bytes(b_alone->body), wire::Encoding::f32, kHidden);
   ASSERT_TRUE(bv.ok());
@@ -426,7 +420,7 @@ TEST_F(RouterTest, StatsMetricsAdminAndTheShardKeyFromTheEnvironment) {
   EXPECT_EQ(stats["shards"][0]["replicas"][0]["state"], "up");
   httplib::Client keyed(r->url());
   keyed.set_bearer_token_auth("k2");
-  ASSERT_EQ(test::must(keyed.Post("/v1/walk-ffn", f32_body({0, 5}), "application/x-larql-ffn")).status, 200);
+  ASSERT_EQ(test::must(keyed.Post("/v1/walk-ffn", test::demo_f32_request({0, 5}, 1), "application/x-larql-ffn")).status, 200);
   const std::string metrics = test::must(c.Get("/metrics")).body;
   EXPECT_EQ(test::metric_sum(metrics, "larql_router_requests_total"), 1) << metrics;
   EXPECT_EQ(test::metric_sum(metrics, "larql_router_retries_total"), 0) << metrics;

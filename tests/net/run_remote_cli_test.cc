@@ -11,6 +11,7 @@
 #include "model/synth.h"
 #include "support/command.h"
 #include "support/gated_proxy.h"
+#include "support/demo_model.h"
 #include "support/process.h"
 
 namespace larql {
@@ -19,7 +20,7 @@ namespace {
 using nlohmann::json;
 using test::ChildProcess;
 
-const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
+using test::kDemo;
 const std::string kPrompt = "And God said,";
 
 test::CommandResult larql(const std::string& args) {

@@ -22,6 +22,7 @@
 #include "net/remote_ffn.h"
 #include "support/greedy.h"
 #include "support/hex.h"
+#include "support/demo_model.h"
 #include "support/process.h"
 #include "support/raw_socket.h"
 #include "wire/byte_io.h"
@@ -33,8 +34,8 @@ namespace {
 using nlohmann::json;
 using test::ChildProcess;
 
-const std::string kDemo = std::string(LARQL_SOURCE_DIR) + "/models/demo";  // 6 layers, hidden 384
-constexpr size_t kHidden = 384;
+using test::kDemo;
+constexpr size_t kHidden = test::kDemoHidden;
 
 constexpr const char* kReferenceAccept = "application/x-larql-ffn-i8, application/x-larql-ffn-f16, application/x-larql-ffn";
 
