@@ -2,11 +2,13 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <variant>
 
 #include "net/timed_socket.h"
@@ -74,6 +76,8 @@ std::string HttpResponse::header(std::string_view name) const {
     if (boost::beast::iequals(n, boost::beast::string_view(name.data(), name.size()))) return v;
   return {};
 }
+
+int HttpResponse::retry_after_s() const { return std::max(1, std::atoi(header("Retry-After").c_str())); }
 
 namespace {
 

@@ -25,6 +25,8 @@ struct HttpResponse {
   HttpHeaders headers;
   // The value of a header (case-insensitive name), or "" when absent.
   std::string header(std::string_view name) const;
+  // The seconds of a 503's Retry-After; at least 1 (absent or unreadable: 1).
+  int retry_after_s() const;
 };
 
 struct HttpClientOptions {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -163,7 +162,7 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   if (!res) return fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
   if (res->status == 503) {  // busy, not broken (PROTOCOL §9): the caller backs off
-    shard.retry_after_s = std::max(1, std::atoi(res->header("Retry-After").c_str()));
+    shard.retry_after_s = res->retry_after_s();
     return fail(ErrorCode::overloaded, describe_error(res));
   }
   if (res->status != 200)

@@ -2,7 +2,6 @@
 
 
 #include <algorithm>
-#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <set>
@@ -321,8 +320,7 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
     r->give(std::move(client));
     if (res->status == 503) {
       ++busy;
-      const int after = std::max(1, std::atoi(res->header("Retry-After").c_str()));
-      retry_after_s = retry_after_s == 0 ? after : std::min(retry_after_s, after);
+      retry_after_s = retry_after_s == 0 ? res->retry_after_s() : std::min(retry_after_s, res->retry_after_s());
       tried += " (busy)";
       continue;
     }
@@ -435,11 +433,10 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
       reply = view ? merge_binary(parts, replies, layers) : merge_json(parts, replies, layers);
   }
   if (reply.status != 200) {
-    auto j = json::parse(reply.body, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("code"))
-      for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal, ErrorCode::overloaded,
-                          ErrorCode::non_finite_output})
-        if (j["code"] == error_code_name(c)) metrics_.count_error(c);
+    const std::string code = error_code_of(reply.body);
+    for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal, ErrorCode::overloaded,
+                        ErrorCode::non_finite_output})
+      if (code == error_code_name(c)) metrics_.count_error(c);
   }
   return reply;
 }
