@@ -164,6 +164,15 @@ HttpReply shutting_down() {
   return error_reply(make_error(ErrorCode::overloaded, "the server is shutting down; send the request elsewhere"));
 }
 
+HttpReply body_too_large(size_t limit) {
+  return error_reply(make_error(ErrorCode::body_too_large, "body above the limit of " + std::to_string(limit) + " bytes"));
+}
+
+// Whether a read failed because the client went away (or was evicted): nothing to answer.
+bool client_left(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset;
+}
+
 // Whether the peer has closed (or reset) its side: a request's long work may stop.
 bool peer_closed(int fd) {
   pollfd p{fd, POLLRDHUP, 0};
@@ -202,14 +211,13 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
     http::read_header(stream, buffer, parser, ec);
     std::optional<HttpReply> refusal;
     if (ec == http::error::body_limit)
-      refusal = error_reply(make_error(ErrorCode::body_too_large,
-                                       "body above the limit of " + std::to_string(o.max_body_bytes) + " bytes"));
+      refusal = body_too_large(o.max_body_bytes);
     else if (ec == asio::error::timed_out)
       refusal = late_request("head", o.head_timeout_ms);
     else if (cx.stopping && ec)
       refusal = shutting_down();  // woken mid-head by the stop: say so, so that the client can go elsewhere
-    else if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
-      return;  // the client left mid-head, or was evicted
+    else if (client_left(ec))
+      return;  // mid-head, or evicted
     else if (ec)
       refusal = error_reply(make_error(ErrorCode::bad_request, "malformed HTTP request head: " + ec.message()));
     else
@@ -231,12 +239,10 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
       answer_and_close(stream, socket, shutting_down(), drain_limit);
       return;
     }
-    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) return;
+    if (client_left(ec)) return;
     if (ec) {
       answer_and_close(stream, socket,
-                       ec == http::error::body_limit
-                           ? error_reply(make_error(ErrorCode::body_too_large, "body above the limit of " +
-                                                                                   std::to_string(o.max_body_bytes) + " bytes"))
+                       ec == http::error::body_limit ? body_too_large(o.max_body_bytes)
                        : ec == asio::error::timed_out
                            ? late_request("body", o.head_timeout_ms)
                            : error_reply(make_error(ErrorCode::bad_request, "malformed HTTP request body: " + ec.message())),

@@ -11,6 +11,7 @@
 
 #include "support/command.h"
 #include "support/demo_model.h"
+#include "support/eventually.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "support/raw_socket.h"
@@ -37,16 +38,7 @@ std::string code_of(const std::string& body) { return json::parse(body, nullptr,
 
 double shard_metric(const ChildProcess& s, const std::string& name) { return test::server_metric(s.url(), name); }
 
-// Polls until `done` or the deadline; returns whether it came true.
-template <class F>
-bool eventually(F done, std::chrono::seconds deadline = std::chrono::seconds(30)) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a condition, not synchronising on time
-  }
-  return done();
-}
+using test::eventually;
 
 bool health_answers(int port) {
   const std::string r = test::raw_exchange(port, "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");

@@ -18,6 +18,7 @@
 #include "support/gated_proxy.h"
 #include "support/http_result.h"
 #include "support/demo_model.h"
+#include "support/eventually.h"
 #include "support/process.h"
 #include "support/raw_socket.h"
 #include "support/prometheus.h"
@@ -32,6 +33,13 @@ using test::ChildProcess;
 using test::kDemo;
 constexpr size_t kHidden = test::kDemoHidden;
 
+
+// A client of `url` sending f32 (so its answers are exact) with a --timeout-ms of `timeout_ms`.
+Result<std::unique_ptr<RemoteFfn>> connect_f32(const Model& model, const std::string& url, int timeout_ms) {
+  std::vector<std::string> warnings;
+  return RemoteFfn::connect(model, {url, *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {}, timeout_ms},
+                            &warnings);
+}
 
 TEST(Overload, FortyClientsAgainstBusyShardsGetOnly200And503WithRetryAfter) {
   ChildProcess a({"serve", kDemo, "--port", "0", "--threads", "1", "--max-queue", "1"});
@@ -90,16 +98,12 @@ TEST(Overload, AClientBacksOffFromABusyShardAndFinishes) {
     c.Post("/v1/walk-ffn", test::demo_f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f), "application/x-larql-ffn");
     big_done = true;
   });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (test::server_metric(shard.url(), "larql_shard_compute_ms_count") < 1 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for the big request to start, not timing
+  ASSERT_TRUE(test::eventually([&] { return test::server_metric(shard.url(), "larql_shard_compute_ms_count") >= 1; },
+                               std::chrono::seconds(60)));
 
   auto model = load_model(kDemo);
   ASSERT_TRUE(model.ok()) << model.error().message;
-  std::vector<std::string> warnings;
-  auto remote = RemoteFfn::connect(*model, {shard.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {},
-                                            60000},
-                                   &warnings);
+  auto remote = connect_f32(*model, shard.url(), 60000);
   ASSERT_TRUE(remote.ok()) << remote.error().message;
   std::vector<float> x(kHidden, 0.01f), y(kHidden), expected(kHidden);
   ASSERT_FALSE(big_done) << "the big request finished before the client started: nothing was busy";
@@ -158,10 +162,7 @@ TEST(Deadlines, RouterAndClientSendWhatIsLeftOfTheirTime) {
 
   auto model = load_model(kDemo);
   ASSERT_TRUE(model.ok()) << model.error().message;
-  std::vector<std::string> warnings;
-  auto remote = RemoteFfn::connect(*model, {watch.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {},
-                                            5000},
-                                   &warnings);
+  auto remote = connect_f32(*model, watch.url(), 5000);
   ASSERT_TRUE(remote.ok()) << remote.error().message;
   std::vector<float> x(kHidden, 0.01f), y(kHidden);
   ASSERT_TRUE((*remote)->forward(2, x, 1, y).ok());
@@ -209,10 +210,8 @@ TEST(Shutdown, AClientThatNeverReadsDoesNotHoldTheExitPastTheTimeout) {
   test::RawConnection stuck(shard.port());
   ASSERT_TRUE(stuck.send("POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (test::server_metric(shard.url(), "larql_shard_compute_ms_count") < 6 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling for the answer to be computed, not timing
-  ASSERT_EQ(test::server_metric(shard.url(), "larql_shard_compute_ms_count"), 6);
+  ASSERT_TRUE(test::eventually([&] { return test::server_metric(shard.url(), "larql_shard_compute_ms_count") == 6; },
+                               std::chrono::seconds(120)));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(shard.stop(), 0);  // SIGTERM; stop() itself gives up (SIGKILL) after 10 s
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
