@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -348,17 +349,20 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
-    TimedSocket conn(std::move(socket), timeout);
-    const uint64_t id = connections.add(conn.native_handle());
+    // On the heap, so that the connection's thread can destroy it before it says it is
+    // done: an asio socket, even a moved-from one, reaches into `io` when destroyed, and
+    // `io` ends with this function once every connection is done.
+    auto conn = std::make_unique<TimedSocket>(std::move(socket), timeout);
+    const uint64_t id = connections.add(conn->native_handle());
     if (id == 0) {
       boost::system::error_code ignored;
-      write_reply(conn,
+      write_reply(*conn,
                   error_reply(make_error(ErrorCode::overloaded, "server busy: more than " +
                                                                     std::to_string(o.max_connections) + " connections")),
                   11, false, ignored);
       continue;
     }
-    auto serve = [&, id](TimedSocket accepted) {
+    auto serve = [&, id](std::unique_ptr<TimedSocket> accepted) {
       // Declared after the stream, so destroyed before the socket closes, however we leave.
       struct ForgetFd {
         ConnectionSet& set;
@@ -367,21 +371,22 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
       };
       try {
         if (tls) {
-          ssl::stream<TimedSocket> stream(std::move(accepted), *tls);
+          ssl::stream<TimedSocket> stream(std::move(*accepted), *tls);
           const ForgetFd forget{connections, id};
           boost::system::error_code handshake;
           stream.handshake(ssl::stream_base::server, handshake);
           if (!handshake) serve_connection(stream, stream.next_layer(), id, context);
         } else {
           const ForgetFd forget{connections, id};
-          serve_connection(accepted, accepted, id, context);
+          serve_connection(*accepted, *accepted, id, context);
         }
       } catch (const std::exception& e) {  // nothing may end the server from here
         std::cerr << "larql: connection dropped after an unexpected error: " << e.what() << "\n";
       } catch (...) {
         std::cerr << "larql: connection dropped after an unexpected error\n";
       }
-      connections.remove(id);  // last: after this, serve_http may return
+      accepted.reset();
+      connections.remove(id);  // last: after this, serve_http may return and destroy `io`
     };
     try {
       std::thread(serve, std::move(conn)).detach();
