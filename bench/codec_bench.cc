@@ -82,6 +82,8 @@ void BM_EncodeF16(benchmark::State& s) { encode(s, Encoding::f16); }
 void BM_DecodeF16(benchmark::State& s) { decode(s, Encoding::f16); }
 void BM_EncodeI8(benchmark::State& s) { encode(s, Encoding::i8); }
 void BM_DecodeI8(benchmark::State& s) { decode(s, Encoding::i8); }
+void BM_EncodeQ8(benchmark::State& s) { encode(s, Encoding::q8); }
+void BM_DecodeQ8(benchmark::State& s) { decode(s, Encoding::q8); }
 
 #define LARQL_SHAPES ArgsProduct({{2560, 4096, 5120}, {1, 32, 256}})
 BENCHMARK(BM_Memcpy)->LARQL_SHAPES;
@@ -89,6 +91,8 @@ BENCHMARK(BM_EncodeF16)->LARQL_SHAPES;
 BENCHMARK(BM_DecodeF16)->LARQL_SHAPES;
 BENCHMARK(BM_EncodeI8)->LARQL_SHAPES;
 BENCHMARK(BM_DecodeI8)->LARQL_SHAPES;
+BENCHMARK(BM_EncodeQ8)->LARQL_SHAPES;
+BENCHMARK(BM_DecodeQ8)->LARQL_SHAPES;
 BENCHMARK(BM_EncodeF32)->LARQL_SHAPES;
 BENCHMARK(BM_DecodeF32)->LARQL_SHAPES;
 

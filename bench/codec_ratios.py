@@ -4,13 +4,13 @@ from one run of codec_bench (--benchmark_format=json on stdin)."""
 import json
 import sys
 
-TARGETS = {"EncodeF16": 1.0, "DecodeF16": 1.0, "EncodeI8": 0.5, "DecodeI8": 0.8}
+TARGETS = {"EncodeF16": 1.0, "DecodeF16": 1.0, "EncodeI8": 0.5, "DecodeI8": 0.8, "EncodeQ8": 0.5, "DecodeQ8": 0.8}
 
 runs = json.load(sys.stdin)["benchmarks"]
 rate = {r["name"]: r["bytes_per_second"] for r in runs if r.get("run_type", "iteration") == "iteration"}
 shapes = sorted({n.split("/", 1)[1] for n in rate if n.startswith("BM_Memcpy/")},
                 key=lambda s: tuple(int(x) for x in s.split("/")))
-kinds = [k for k in ("EncodeF16", "DecodeF16", "EncodeI8", "DecodeI8", "EncodeF32", "DecodeF32")]
+kinds = ["EncodeF16", "DecodeF16", "EncodeQ8", "DecodeQ8", "EncodeI8", "DecodeI8", "EncodeF32", "DecodeF32"]
 print(f"{'H/S':>10} {'memcpy GiB/s':>12} " + " ".join(f"{k:>10}" for k in kinds))
 for shape in shapes:
     base = rate[f"BM_Memcpy/{shape}"]

@@ -6,7 +6,7 @@
 
 namespace larql::fuzz {
 
-inline constexpr size_t kHiddenSizes[] = {1, 2, 3, 4, 64};
+inline constexpr size_t kHiddenSizes[] = {1, 2, 3, 4, 32, 64};
 
 inline void check(bool ok) {
   if (!ok) __builtin_trap();

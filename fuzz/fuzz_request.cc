@@ -11,14 +11,15 @@ using namespace larql::wire;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Bytes body(data, size);
-  for (Encoding e : {Encoding::f32, Encoding::f16, Encoding::i8}) {
+  for (const EncodingInfo& info : kEncodings) {
+    const Encoding e = info.encoding;
     for (size_t hidden : larql::fuzz::kHiddenSizes) {
       auto view = parse_request(body, e, hidden);
       if (!view) continue;
       const size_t rows = view->header.seq_len;
       std::vector<float> values(rows * hidden);
       if (!decode_values(e, view->values, rows, hidden, values)) continue;
-      if (e == Encoding::i8) continue;  // re-quantising need not reproduce arbitrary q bytes
+      if (e == Encoding::i8 || e == Encoding::q8) continue;  // re-quantising need not reproduce arbitrary q bytes or scales
       RequestHeader header = view->header;
       std::string again;
       auto enc = encode_request(e, header, hidden, values, again);

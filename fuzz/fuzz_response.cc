@@ -8,7 +8,8 @@ using namespace larql::wire;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Bytes body(data, size);
-  for (Encoding e : {Encoding::f32, Encoding::f16, Encoding::i8}) {
+  for (const EncodingInfo& info : kEncodings) {
+    const Encoding e = info.encoding;
     for (size_t hidden : larql::fuzz::kHiddenSizes) {
       auto view = parse_response(body, e, hidden);
       if (!view) continue;

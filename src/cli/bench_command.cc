@@ -12,7 +12,7 @@ namespace larql::cli {
 namespace {
 
 struct Options {
-  std::string model, ffn, wire = "f32,f16,i8";
+  std::string model, ffn, wire = "f32,f16,q8,i8";
   std::optional<std::string> tokenizer, prompt, prompts_file, out, plot, api_key, ca_cert;
   std::vector<int> prompt_ids;
   size_t steps = 50, threads = 0;
@@ -39,7 +39,7 @@ int run_bench(const Options& o) {
   std::stringstream names(o.wire);
   for (std::string name; std::getline(names, name, ',');) {
     auto e = wire::encoding_from_name(name);
-    if (!e) return fail("--wire '" + name + "' is not one of f32, f16, i8");
+    if (!e) return fail("--wire '" + name + "' is not one of " + wire::encoding_names());
     w.formats.push_back(*e);
   }
   std::vector<std::string> texts;

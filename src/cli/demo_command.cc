@@ -136,7 +136,8 @@ int run_demo(const Options& o) {
   std::cout << "prompt: " << o.prompt << "\n\nlocal: " << generate_text(*model, tok->get(), local, prompt, o.steps, &local_ids)
             << "\n";
   std::map<std::string, bool> identical;
-  for (const char* w : {"f32", "f16", "i8"}) {
+  for (const wire::EncodingInfo& info : wire::kEncodings) {
+    const std::string w(info.name);
     if (g_interrupted) break;
     std::vector<std::string> warnings;
     auto remote = RemoteFfn::connect(*model, {*router, *wire::client_wire(w, [](const char*) { return nullptr; }), {}, {}, 10000},

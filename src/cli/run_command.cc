@@ -14,6 +14,7 @@
 #include "infer/local_ffn.h"
 #include "model/loader.h"
 #include "net/remote_ffn.h"
+#include "wire/wire_config.h"
 
 namespace larql::cli {
 namespace {
@@ -119,7 +120,7 @@ int run(const RunOptions& o) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     out["max_rss_bytes"] = size_t(usage.ru_maxrss) * 1024;  // peak resident memory, Linux reports KiB
-    out["wire"] = remote ? std::string(wire::encoding_name(remote->wire_encoding())) : std::string("local");
+    out["wire"] = remote ? wire::describe(remote->request_encodings()) : std::string("local");
     if (remote) {
       const RemoteFfnStats& st = remote->stats();
       out["bytes_sent"] = st.bytes_sent;
@@ -155,8 +156,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   cmd->add_option("--ffn", o->ffn, "remote FFN: a URL (router or all-layer shard) or \"0-1=URL|URL,2-3=URL\"");
-  cmd->add_option("--wire", o->wire, "wire format with --ffn: f32, f16 (default) or i8; beats LARQL_F16_WIRE/LARQL_I8_WIRE")
-      ->check(CLI::IsMember({"f32", "f16", "i8"}));
+  cmd->add_option("--wire", o->wire, "wire format with --ffn: f32, f16 (default), q8 or i8; beats LARQL_F16_WIRE/LARQL_Q8_WIRE/LARQL_I8_WIRE");
   cmd->add_option("--api-key", o->api_key, "bearer key for the shards (also LARQL_API_KEY)");
   cmd->add_option("--ca-cert", o->ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
   cmd->add_option("--timeout-ms", o->timeout_ms, "per-call timeout with --ffn")->capture_default_str();

@@ -20,7 +20,7 @@ struct ServeOptions {
   std::string model;
   std::optional<std::string> tokenizer;  // accepted for symmetry with run; the server never tokenizes
   std::optional<std::string> layers;
-  bool wire_i8 = false;
+  wire::ServerWireFlags wire;
   size_t max_body_mb = 64;
   size_t threads = 0;
   size_t max_queue = 64;
@@ -34,12 +34,12 @@ int serve(ServeOptions o) {
     std::cerr << "larql serve: " << m << "\n";
     return 2;
   };
-  auto i8 = wire::server_i8_enabled(o.wire_i8, wire::process_env());
-  if (!i8) return fail(i8.error().message);
   if (!o.http.api_key)
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  auto encodings = wire::server_encodings(o.wire, model->config.hidden, wire::process_env());
+  if (!encodings) return fail(encodings.error().message);
   LayerRange owned{0, uint32_t(model->config.layers - 1)};
   if (o.layers) {
     auto r = parse_layer_range(*o.layers);
@@ -52,7 +52,7 @@ int serve(ServeOptions o) {
   ThreadPool pool(threads);
   LocalFfn ffn(*model, pool);
   o.http.max_body_bytes = o.max_body_mb << 20;
-  FfnService service(*model, ffn, {owned, *i8, o.http.max_body_bytes, o.max_queue, o.max_work});
+  FfnService service(*model, ffn, {owned, *encodings, o.http.max_body_bytes, o.max_queue, o.max_work});
 
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
@@ -64,7 +64,7 @@ int serve(ServeOptions o) {
   };
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
                                std::to_string(model->config.layers) + ", hidden " + std::to_string(model->config.hidden) +
-                               ", wire f32,f16" + (*i8 ? ",i8" : "") + ", " + std::to_string(threads) + " threads" +
+                               ", wire " + wire::describe(*encodings) + ", " + std::to_string(threads) + " threads" +
                                (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }
@@ -79,7 +79,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
   cmd->add_option("--layers", o->layers, "owned layers, inclusive (A-B); default all");
-  cmd->add_flag("--wire-i8", o->wire_i8, "allow i8 (also LARQL_I8_WIRE=1)");
+  cmd->add_flag("--wire-i8", o->wire.i8, "offer i8 (also LARQL_I8_WIRE=1)");
+  cmd->add_flag("--no-wire-q8", o->wire.no_q8, "do not offer q8 (also LARQL_Q8_WIRE=0); offered by default when hidden % 32 = 0");
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY (also LARQL_API_KEY)");
   cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
   cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");

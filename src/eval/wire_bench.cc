@@ -10,6 +10,7 @@
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 #include "net/remote_ffn.h"
+#include "wire/wire_config.h"
 
 namespace larql {
 
@@ -82,6 +83,11 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
     auto w = wire::client_wire(std::string(wire::encoding_name(e)), [](const char*) { return nullptr; });
     auto r = RemoteFfn::connect(model, {o.ffn_spec, *w, o.api_key, o.ca_cert, 30000}, &warnings);
     if (!r) return r.error();
+    if ((*r)->request_encodings() != wire::EncodingSet{e})
+      return make_error(ErrorCode::invalid_argument,
+                        "the shards do not all take " + std::string(wire::encoding_name(e)) + " requests (they are sent " +
+                            wire::describe((*r)->request_encodings()) +
+                            "): start them with --wire-i8 for i8, without --no-wire-q8 for q8, or leave it out of --wire");
     remotes.push_back(std::move(*r));
     report.formats.push_back(FormatReport{e});
   }

@@ -21,7 +21,7 @@ struct WireBenchOptions {
   std::vector<std::vector<int>> prompts;
   size_t steps = 50;
   size_t k = 5;
-  std::vector<wire::Encoding> formats{wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::i8};
+  std::vector<wire::Encoding> formats{wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::q8, wire::Encoding::i8};
   bool local_reference = false;
   std::string ffn_spec;
   std::optional<std::string> api_key, ca_cert;

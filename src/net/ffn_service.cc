@@ -12,6 +12,8 @@ using namespace wire;
 
 FfnService::FfnService(const Model& model, FfnBackend& compute, FfnServiceOptions options)
     : model_(model), compute_(compute), options_(options) {
+  options_.encodings.insert(Encoding::f32);
+  if (!encoding_fits_hidden(Encoding::q8, model_.config.hidden)) options_.encodings.erase(Encoding::q8);
   for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
     fingerprints_.push_back(layer_fingerprint(model_, l));
 }
@@ -75,22 +77,32 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
   return total_ms;
 }
 
+Error FfnService::refuse_content_type(std::string_view content_type, std::optional<Encoding> known) const {
+  std::string expected;
+  for (const EncodingInfo& info : kEncodings)
+    if (options_.encodings.contains(info.encoding)) expected += std::string(info.content_type) + ", ";
+  std::string why;
+  if (known == Encoding::i8) why = " (i8 is not enabled on this server: --wire-i8)";
+  if (known == Encoding::q8)
+    why = encoding_fits_hidden(Encoding::q8, model_.config.hidden)
+              ? " (q8 is disabled on this server: --no-wire-q8 or LARQL_Q8_WIRE=0)"
+              : " (q8 needs a hidden size that is a multiple of 32; this model's is " +
+                    std::to_string(model_.config.hidden) + ")";
+  return make_error(ErrorCode::unsupported_media_type, "Content-Type '" + std::string(content_type) +
+                                                           "' is not accepted here; expected " + expected + "or " +
+                                                           std::string(kContentTypeJson) + why);
+}
+
 HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept,
                                const ClientGone& client_gone, Deadline deadline) {
   metrics_.count_request();
   if (body.size() > options_.max_body_bytes)
     return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
                                                           std::to_string(options_.max_body_bytes)));
-  const BodyKind kind = body_kind_from_content_type(content_type);
-  if (kind == BodyKind::json) return walk_ffn_json(body, client_gone, deadline);
-  const auto encoding = binary_encoding(kind);
-  if (!encoding || (*encoding == Encoding::i8 && !options_.i8_enabled))
-    return fail(make_error(ErrorCode::unsupported_media_type,
-                           "Content-Type '" + std::string(content_type) + "' is not accepted here; expected " +
-                               std::string(kContentTypeF32) + ", " + std::string(kContentTypeF16) +
-                               (options_.i8_enabled ? ", " + std::string(kContentTypeI8) : std::string()) + " or " +
-                               std::string(kContentTypeJson) +
-                               (options_.i8_enabled ? "" : " (i8 is not enabled on this server: --wire-i8)")));
+  const BodyType body_type = body_type_from_content_type(content_type);
+  if (body_type.json) return walk_ffn_json(body, client_gone, deadline);
+  const auto encoding = body_type.binary;
+  if (!encoding || !options_.encodings.contains(*encoding)) return fail(refuse_content_type(content_type, encoding));
 
   const size_t hidden = model_.config.hidden;
   auto view = parse_request({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, *encoding, hidden);
@@ -105,7 +117,7 @@ HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_t
   auto ms = compute(view->header.layers, x, rows, outputs, client_gone, deadline);
   if (!ms) return ms.error().code == ErrorCode::cancelled ? error_reply(ms.error()) : fail(ms.error());
 
-  const Encoding chosen = negotiate_response_encoding(accept, {.f16 = true, .i8 = options_.i8_enabled});
+  const Encoding chosen = negotiate_response_encoding(accept, options_.encodings);
   std::vector<ResponseRecord> records;
   for (size_t i = 0; i < outputs.size(); ++i) records.push_back({view->header.layers[i], outputs[i]});
   HttpReply reply;
@@ -136,8 +148,9 @@ json FfnService::stats() const {
   json fingerprints = json::object();
   for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
     fingerprints[std::to_string(l)] = fingerprints_[l - options_.layers.first];
-  std::vector<std::string> formats{"f32", "f16"};
-  if (options_.i8_enabled) formats.push_back("i8");
+  std::vector<std::string> formats;
+  for (const EncodingInfo& info : kEncodings)
+    if (options_.encodings.contains(info.encoding)) formats.emplace_back(info.name);
   return {{"model", model_.config.name},
           {"family", model_.config.family},
           {"hidden_size", model_.config.hidden},

@@ -22,7 +22,9 @@ namespace larql {
 
 struct FfnServiceOptions {
   LayerRange layers;             // owned, inclusive
-  bool i8_enabled = false;
+  // Binary encodings offered for requests and responses (f32 is always taken; q8 is dropped
+  // when the model's hidden size is not a multiple of 32).
+  wire::EncodingSet encodings{wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::q8};
   size_t max_body_bytes = 64u << 20;
   size_t max_queue = 64;         // requests waiting for compute beyond this get 503
   size_t max_work = 65536;       // positions × layers of one request beyond this get 413 work_too_large
@@ -54,6 +56,9 @@ class FfnService {
                          std::vector<std::vector<float>>& outputs, const ClientGone& client_gone, Deadline deadline);
   HttpReply walk_ffn_json(std::string_view body, const ClientGone& client_gone, Deadline deadline);
   HttpReply fail(const Error& e);
+  // 415 for a Content-Type this server does not take, listing those it does and, for a
+  // known encoding it does not offer, why.
+  Error refuse_content_type(std::string_view content_type, std::optional<wire::Encoding> known) const;
 
   const Model& model_;
   FfnBackend& compute_;

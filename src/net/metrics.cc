@@ -29,9 +29,10 @@ std::string Metrics::render() const {
     for (const auto& [code, n] : errors_) o << p << "_errors_total{code=\"" << code << "\"} " << n << "\n";
   }
   o << "# HELP " << p << "_bytes_total Message body bytes by direction and encoding.\n# TYPE " << p << "_bytes_total counter\n";
-  for (wire::Encoding e : {wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::i8}) {
-    o << p << "_bytes_total{direction=\"in\",encoding=\"" << wire::encoding_name(e) << "\"} " << bytes_in_[size_t(e)] << "\n";
-    o << p << "_bytes_total{direction=\"out\",encoding=\"" << wire::encoding_name(e) << "\"} " << bytes_out_[size_t(e)] << "\n";
+  for (const wire::EncodingInfo& info : wire::kEncodings) {
+    const size_t e = size_t(info.encoding);
+    o << p << "_bytes_total{direction=\"in\",encoding=\"" << info.name << "\"} " << bytes_in_[e] << "\n";
+    o << p << "_bytes_total{direction=\"out\",encoding=\"" << info.name << "\"} " << bytes_out_[e] << "\n";
   }
   o << p << "_bytes_total{direction=\"in\",encoding=\"json\"} " << json_in_ << "\n";
   o << p << "_bytes_total{direction=\"out\",encoding=\"json\"} " << json_out_ << "\n";

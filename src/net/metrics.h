@@ -40,7 +40,7 @@ class Metrics {
   };
   std::string prefix_;
   std::atomic<uint64_t> requests_{0}, fallbacks_{0}, cancelled_{0}, json_in_{0}, json_out_{0};
-  std::array<std::atomic<uint64_t>, 3> bytes_in_{}, bytes_out_{};
+  std::array<std::atomic<uint64_t>, wire::kEncodingCount> bytes_in_{}, bytes_out_{};
   mutable std::mutex mutex_;
   std::map<std::string, uint64_t> errors_;
   std::map<uint32_t, Histogram> compute_;

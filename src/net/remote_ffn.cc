@@ -10,6 +10,7 @@
 #include "net/http_reply.h"
 #include "net/shard_spec.h"
 #include "wire/codec.h"
+#include "wire/wire_config.h"
 
 namespace larql {
 
@@ -20,7 +21,7 @@ struct RemoteFfn::Shard {
   std::string url;
   LayerRange range;
   std::unique_ptr<HttpClient> client;
-  std::vector<Encoding> request_encodings{Encoding::f32};
+  Encoding request_encoding = Encoding::f32;  // the best of the client's ladder that the shard takes
   size_t max_body_bytes = 64u << 20;
   size_t max_work = SIZE_MAX;   // positions × layers per request (a shard's --max-work)
   int retry_after_s = 1;        // from its last 503
@@ -93,6 +94,12 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
   return remote;
 }
 
+EncodingSet RemoteFfn::request_encodings() const {
+  EncodingSet used;
+  for (const auto& shard : shards_) used.insert(shard->request_encoding);
+  return used;
+}
+
 Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector<std::string>* warnings) {
   const std::string& url = shard.url;
   const LayerRange& range = shard.range;
@@ -123,10 +130,15 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
     warnings->push_back("shard " + url + " sends no layer fingerprints; it is not checked to hold the same model");
   }
   if (stats.contains("wire") && stats["wire"].contains("request")) {
-    shard.request_encodings.clear();
+    EncodingSet accepts{Encoding::f32};
     for (const auto& name : stats["wire"]["request"])
       if (name.is_string())
-        if (auto e = encoding_from_name(name.get<std::string>())) shard.request_encodings.push_back(*e);
+        if (auto e = encoding_from_name(name.get<std::string>())) accepts.insert(*e);
+    shard.request_encoding = options_.wire.request_encoding(accepts);
+    if (shard.request_encoding != options_.wire.preferred)
+      warnings->push_back("shard " + url + " does not take " + std::string(encoding_name(options_.wire.preferred)) +
+                          " requests (it lists " + describe(accepts) + "); sending " +
+                          std::string(encoding_name(shard.request_encoding)));
   } else {
     warnings->push_back("shard " + url + " does not list its wire formats; sending f32 requests");
   }
@@ -140,10 +152,7 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
 Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
                        std::chrono::steady_clock::time_point deadline) {
   const size_t hidden = model_.config.hidden;
-  Encoding request = Encoding::f32;
-  for (Encoding e : shard.request_encodings)
-    if (e == options_.wire.preferred) request = e;
-  auto enc = encode_request(request, {.layers = {layer}, .seq_len = uint32_t(rows)}, hidden, {x, rows * hidden}, body_);
+  auto enc = encode_request(shard.request_encoding, {.layers = {layer}, .seq_len = uint32_t(rows)}, hidden, {x, rows * hidden}, body_);
   if (!enc)
     return make_error(ErrorCode::non_finite_input, "refusing to send layer " + std::to_string(layer) + "'s FFN input: " +
                                                        enc.error().message);
@@ -167,7 +176,7 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   }
   if (res->status != 200)
     return fail(res->status >= 500 ? ErrorCode::shard_unavailable : ErrorCode::invalid_argument, describe_error(res));
-  const auto response_encoding = binary_encoding(body_kind_from_content_type(res->header("Content-Type")));
+  const auto response_encoding = body_type_from_content_type(res->header("Content-Type")).binary;
   if (!response_encoding)
     return fail(ErrorCode::shard_unavailable, "answered with Content-Type '" + res->header("Content-Type") +
                                                   "', expected one of the binary FFN types");

@@ -47,7 +47,9 @@ class RemoteFfn : public FfnBackend {
 
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
   const RemoteFfnStats& stats() const { return stats_; }
-  wire::Encoding wire_encoding() const { return options_.wire.preferred; }
+  // The encodings requests are sent in: the preferred one, or lower ones of the ladder for
+  // shards that do not take it.
+  wire::EncodingSet request_encodings() const;
 
   struct Shard;
 

@@ -8,7 +8,6 @@
 
 #include "net/http_client.h"
 #include "net/http_server.h"
-#include "wire/byte_io.h"
 #include "wire/codec.h"
 #include "wire/json_codec.h"
 
@@ -353,9 +352,9 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
     return error_reply(e);
   };
   const auto map = current_map();
-  const BodyKind kind = body_kind_from_content_type(content_type);
-  const auto encoding = binary_encoding(kind);
-  if (!encoding && kind != BodyKind::json)
+  const BodyType body_type = body_type_from_content_type(content_type);
+  const auto encoding = body_type.binary;
+  if (!encoding && !body_type.json)
     return fail(make_error(ErrorCode::unsupported_media_type, "Content-Type '" + content_type +
                                                                   "' is not accepted; expected one of the application/x-larql-ffn types or application/json"));
   size_t hidden;
@@ -453,7 +452,7 @@ HttpReply Router::merge_binary(const std::vector<Part>& parts, std::vector<HttpR
   std::optional<Encoding> first;
   std::string shards;
   for (size_t p = 0; p < parts.size(); ++p) {
-    const auto enc = binary_encoding(body_kind_from_content_type(replies[p].content_type));
+    const auto enc = body_type_from_content_type(replies[p].content_type).binary;
     const std::string url = replies[p].headers.empty() ? std::string() : replies[p].headers[0].second;
     shards += (shards.empty() ? "" : ",") + url;
     auto bad = [&](const std::string& what) {
@@ -474,20 +473,11 @@ HttpReply Router::merge_binary(const std::vector<Part>& parts, std::vector<HttpR
   }
   HttpReply reply{200, "", ""};
   reply.headers.emplace_back("X-Larql-Shard", shards);
-  if (same_encoding) {  // splice the records byte for byte (i8 is never re-quantised)
-    std::string& out = reply.body;
-    out.resize(12);
-    store_u32(reinterpret_cast<uint8_t*>(out.data()), kBatchMarker);
-    store_u32(reinterpret_cast<uint8_t*>(out.data()) + 4, uint32_t(records.size()));
-    store_f32(reinterpret_cast<uint8_t*>(out.data()) + 8, latency);
-    for (const auto& r : records) {
-      uint8_t head[12];
-      store_u32(head, r.record.layer);
-      store_u32(head + 4, r.record.seq_len);
-      store_u32(head + 8, uint32_t(size_t(r.record.seq_len) * hidden_));
-      out.append(reinterpret_cast<const char*>(head), 12);
-      out.append(reinterpret_cast<const char*>(r.record.values.data()), r.record.values.size());
-    }
+  if (same_encoding) {  // splice the records byte for byte (q8 and i8 are never re-quantised)
+    std::vector<ResponseRecordView> spliced;
+    spliced.reserve(records.size());
+    for (const auto& r : records) spliced.push_back(r.record);
+    write_batch_response(spliced, hidden_, latency, reply.body);
     reply.content_type = std::string(content_type(*first));
     return reply;
   }
@@ -502,7 +492,7 @@ HttpReply Router::merge_binary(const std::vector<Part>& parts, std::vector<HttpR
   }
   auto enc = encode_response(Encoding::f32, out_records, records[0].record.seq_len, hidden_, latency, reply.body);
   if (!enc) return error_reply(enc.error());
-  reply.content_type = std::string(kContentTypeF32);
+  reply.content_type = std::string(content_type(Encoding::f32));
   reply.headers.emplace_back("X-Larql-Reencoded", "f32");
   return reply;
 }
@@ -556,8 +546,8 @@ HttpReply Router::stats() {
     shards.push_back({{"layers", e.range.str()}, {"replicas", replicas}});
   }
   std::vector<std::string> formats;
-  for (const char* f : {"f32", "f16", "i8"})  // in this order, as shards list them
-    if (wire && wire->count(f)) formats.push_back(f);
+  for (const auto& info : kEncodings)  // in this order, as shards list them
+    if (wire && wire->count(std::string(info.name))) formats.push_back(std::string(info.name));
   json fps = json::object();
   for (const auto& [layer, fp] : fingerprints_)
     if (map->owner(layer) >= 0) fps[std::to_string(layer)] = fp;

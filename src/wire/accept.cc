@@ -100,7 +100,7 @@ struct Candidate {
 };
 
 // Higher is better: q first, then named beats wildcard, then earlier named position,
-// then (wildcard-only) the fixed order f32 > f16 > i8.
+// then (wildcard-only) the enum order f32 > f16 > q8 > i8.
 bool better(const Candidate& a, const Candidate& b) {
   if (a.q_millis != b.q_millis) return a.q_millis > b.q_millis;
   if (a.named != b.named) return a.named;
@@ -121,7 +121,7 @@ std::vector<MediaRange> parse_accept(std::string_view header_value) {
   return ranges;
 }
 
-Encoding negotiate_response_encoding(std::string_view accept, EnabledEncodings enabled) {
+Encoding negotiate_response_encoding(std::string_view accept, EncodingSet offered) {
   auto ranges = parse_accept(accept);
   const MediaRange* any_application = nullptr;
   const MediaRange* any_type = nullptr;
@@ -131,9 +131,10 @@ Encoding negotiate_response_encoding(std::string_view accept, EnabledEncodings e
   }
 
   std::optional<Candidate> best;
-  for (Encoding e : {Encoding::f32, Encoding::f16, Encoding::i8}) {
-    if ((e == Encoding::f16 && !enabled.f16) || (e == Encoding::i8 && !enabled.i8)) continue;
-    std::string_view ct = content_type(e);
+  for (const EncodingInfo& info : kEncodings) {
+    const Encoding e = info.encoding;
+    if (e != Encoding::f32 && !offered.contains(e)) continue;
+    std::string_view ct = info.content_type;
     std::string_view subtype = ct.substr(ct.find('/') + 1);
 
     const MediaRange* named = nullptr;

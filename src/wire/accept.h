@@ -20,16 +20,11 @@ struct MediaRange {
 // invalid q-value are skipped (a lenient reading: one bad element does not void the header).
 std::vector<MediaRange> parse_accept(std::string_view header_value);
 
-// Which binary encodings this server can send right now. f32 is always possible.
-struct EnabledEncodings {
-  bool f16 = true;
-  bool i8 = false;
-};
-
-// Chooses the response encoding for an Accept value ("" when the header is absent):
-// highest q among enabled types; ties go to an explicitly named type over a wildcard
-// match, then to the type listed first, and among wildcard-only matches f32 > f16 > i8.
-// Nothing acceptable means f32.
-Encoding negotiate_response_encoding(std::string_view accept, EnabledEncodings enabled);
+// Chooses the response encoding for an Accept value ("" when the header is absent) among
+// the encodings this server offers (f32 is always possible): highest q; ties go to an
+// explicitly named type over a wildcard match, then to the type listed first, and among
+// wildcard-only matches to the enum order (f32 > f16 > q8 > i8). Nothing acceptable
+// means f32.
+Encoding negotiate_response_encoding(std::string_view accept, EncodingSet offered);
 
 }  // namespace larql::wire

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "wire/byte_io.h"
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
+#include "wire/q8_block.h"
 
 namespace larql::wire {
 namespace {
@@ -24,14 +26,23 @@ std::string describe_expected(Encoding e, size_t rows, size_t hidden) {
   std::string shape = "seq_len=" + str(rows) + " × hidden=" + str(hidden);
   auto bytes = values_byte_size(e, rows, hidden);
   std::string size = bytes ? str(*bytes) + " bytes" : "an unrepresentable size";
-  if (e == Encoding::i8)
-    return str(rows) + " i8 blocks of 8+" + str(hidden) + " bytes = " + size + " (" + shape + ")";
+  switch (e) {
+    case Encoding::i8: return str(rows) + " i8 blocks of 8+" + str(hidden) + " bytes = " + size + " (" + shape + ")";
+    case Encoding::q8:
+      return str(rows * (hidden / kQ8BlockValues)) + " q8 blocks of 34 bytes = " + size + " (" + shape + ")";
+    case Encoding::f32:
+    case Encoding::f16: break;
+  }
   return str(rows * hidden) + " " + std::string(encoding_name(e)) + " values = " + size + " (" + shape + ")";
 }
 
 // Checks a value array of `have` bytes against what seq_len and hidden require.
 Status check_value_bytes(Encoding e, size_t have, size_t rows, size_t hidden, const char* what) {
   if (rows == 0) return make_error(ErrorCode::bad_seq_len, "seq_len is 0; expected at least 1");
+  if (!encoding_fits_hidden(e, hidden))
+    return make_error(ErrorCode::unsupported_media_type,
+                      std::string(encoding_name(e)) + " needs a hidden size that is a multiple of " +
+                          str(kQ8BlockValues) + "; this model's is " + str(hidden));
   auto need = values_byte_size(e, rows, hidden);
   if (!need)
     return make_error(ErrorCode::bad_seq_len, "seq_len=" + str(rows) + " × hidden=" + str(hidden) +
@@ -51,6 +62,7 @@ bool write_values(Encoding e, const float* in, size_t rows, size_t hidden, uint8
   switch (e) {
     case Encoding::f32: return k.encode_f32(in, rows * hidden, dst);
     case Encoding::f16: return k.encode_f16(in, rows * hidden, dst);
+    case Encoding::q8: return k.encode_q8(in, rows * hidden, dst);
     case Encoding::i8: {
       const size_t block = kI8BlockHeaderBytes + hidden;
       for (size_t r = 0; r < rows; ++r)
@@ -59,6 +71,22 @@ bool write_values(Encoding e, const float* in, size_t rows, size_t hidden, uint8
     }
   }
   return false;
+}
+
+// Names the first q8 block whose scale a decoder refuses.
+std::string describe_bad_q8_block(Bytes values, size_t hidden) {
+  const size_t per_row = hidden / kQ8BlockValues;
+  for (size_t b = 0; b * kQ8BlockBytes < values.size(); ++b) {
+    uint16_t d;
+    std::memcpy(&d, values.data() + b * kQ8BlockBytes, 2);
+    if (!q8_scale_is_valid(d)) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%04x", d);
+      return "q8 block " + str(b % per_row) + " of position " + str(b / per_row) + " has scale " + hex + " (" +
+             std::to_string(f16_to_f32(d)) + "); expected a finite, non-negative f16";
+    }
+  }
+  return "no bad q8 block found";
 }
 
 std::string first_non_finite(std::span<const float> values, size_t hidden) {
@@ -109,6 +137,10 @@ Result<EncodeOutcome> encode_request(Encoding encoding, const RequestHeader& hea
     return make_error(ErrorCode::bad_length, "residual has " + str(values.size()) + " values, expected " +
                                                  str(size_t{header.seq_len} * hidden) + " (seq_len=" +
                                                  str(header.seq_len) + " × hidden=" + str(hidden) + ")");
+  if (!encoding_fits_hidden(encoding, hidden))
+    return make_error(ErrorCode::unsupported_media_type, std::string(encoding_name(encoding)) +
+                                                             " cannot carry hidden=" + str(hidden) +
+                                                             " values per position (not a multiple of 32)");
   const size_t head = request_header_size(header);
   EncodeOutcome outcome{encoding, false};
   for (;;) {
@@ -184,7 +216,10 @@ Result<EncodeOutcome> encode_response(Encoding encoding, std::span<const Respons
                                                    " values, expected " + str(count) + " (seq_len=" +
                                                    str(seq_len) + " × hidden=" + str(hidden) + ")");
   const bool single = records.size() == 1;
-  EncodeOutcome outcome{encoding, false};
+  // An encoding that cannot carry this hidden size at all is a fallback like a value
+  // that does not fit: the answer goes as f32.
+  EncodeOutcome outcome = encoding_fits_hidden(encoding, hidden) ? EncodeOutcome{encoding, false}
+                                                                 : EncodeOutcome{Encoding::f32, true};
   for (;;) {
     const size_t payload = *values_byte_size(outcome.encoding, seq_len, hidden);
     out.resize(single ? kResponseHeader + payload : kResponseHeader + records.size() * (kRecordHeader + payload));
@@ -268,6 +303,25 @@ Result<ResponseView> parse_response(Bytes body, Encoding encoding, size_t hidden
   return view;
 }
 
+void write_batch_response(std::span<const ResponseRecordView> records, size_t hidden, float latency_ms,
+                          std::string& out) {
+  size_t total = kResponseHeader;
+  for (const auto& r : records) total += kRecordHeader + r.values.size();
+  out.resize(total);
+  auto* p = reinterpret_cast<uint8_t*>(out.data());
+  store_u32(p, kBatchMarker);
+  store_u32(p + 4, static_cast<uint32_t>(records.size()));
+  store_f32(p + 8, latency_ms);
+  p += kResponseHeader;
+  for (const auto& r : records) {
+    store_u32(p, r.layer);
+    store_u32(p + 4, r.seq_len);
+    store_u32(p + 8, static_cast<uint32_t>(size_t{r.seq_len} * hidden));
+    if (!r.values.empty()) std::memcpy(p + kRecordHeader, r.values.data(), r.values.size());
+    p += kRecordHeader + r.values.size();
+  }
+}
+
 // ---- values --------------------------------------------------------------------------
 
 Status decode_values(Encoding encoding, Bytes values, size_t rows, size_t hidden, std::span<float> out) {
@@ -286,6 +340,10 @@ Status decode_values(Encoding encoding, Bytes values, size_t rows, size_t hidden
       if (!k.decode_f16(values.data(), out.size(), out.data()))
         return make_error(ErrorCode::non_finite_input, "f16 values hold a non-finite value: " +
                                                            first_non_finite(out, hidden));
+      return Ok{};
+    case Encoding::q8:
+      if (!k.decode_q8(values.data(), out.size(), out.data()))
+        return make_error(ErrorCode::bad_q8_block, describe_bad_q8_block(values, hidden));
       return Ok{};
     case Encoding::i8: {
       const size_t block = kI8BlockHeaderBytes + hidden;

@@ -27,8 +27,8 @@ inline Bytes as_bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-// What an encoder did: the encoding actually written (f32 when f16/i8 could not carry the
-// values, PROTOCOL §5) and whether that was a fallback.
+// What an encoder did: the encoding actually written (f32 when f16/q8/i8 could not carry
+// the values, PROTOCOL §5, §11) and whether that was a fallback.
 struct EncodeOutcome {
   Encoding encoding;
   bool fell_back = false;
@@ -64,7 +64,8 @@ Status check_distinct_layers(const std::vector<uint32_t>& layers);
 void write_request_with_values(const RequestHeader& header, Bytes values, std::string& out);
 
 // Validates framing and lengths for a model of `hidden` values per position.
-// Values are not inspected here (decode_values does that).
+// Values are not inspected here (decode_values does that). A q8 body for a hidden size
+// that is not a multiple of 32 is unsupported_media_type.
 Result<RequestView> parse_request(Bytes body, Encoding encoding, size_t hidden);
 
 // ---- responses -----------------------------------------------------------------------
@@ -95,10 +96,16 @@ struct ResponseView {
 
 Result<ResponseView> parse_response(Bytes body, Encoding encoding, size_t hidden);
 
+// Writes a batch response around records that are already encoded, all in one encoding
+// (a router splicing its shards' answers reuses their value bytes untouched).
+void write_batch_response(std::span<const ResponseRecordView> records, size_t hidden, float latency_ms,
+                          std::string& out);
+
 // ---- values --------------------------------------------------------------------------
 
 // Decodes `rows` × `hidden` values (as validated by a parser) into `out` (same size).
-// Errors: non_finite_input for NaN/inf, bad_i8_block for a bad scale or zero_point.
+// Errors: non_finite_input for NaN/inf, bad_i8_block / bad_q8_block for a bad scale (or
+// an i8 zero_point other than 0).
 Status decode_values(Encoding encoding, Bytes values, size_t rows, size_t hidden, std::span<float> out);
 
 }  // namespace larql::wire

@@ -1,50 +1,31 @@
 #include "wire/encoding.h"
 
+#include <string>
+
 #include "wire/text.h"
 
 namespace larql::wire {
 
-std::string_view content_type(Encoding e) {
-  switch (e) {
-    case Encoding::f32: return kContentTypeF32;
-    case Encoding::f16: return kContentTypeF16;
-    case Encoding::i8: return kContentTypeI8;
-  }
-  return kContentTypeF32;
-}
-
-std::string_view encoding_name(Encoding e) {
-  switch (e) {
-    case Encoding::f32: return "f32";
-    case Encoding::f16: return "f16";
-    case Encoding::i8: return "i8";
-  }
-  return "f32";
-}
-
 std::optional<Encoding> encoding_from_name(std::string_view name) {
-  if (name == "f32") return Encoding::f32;
-  if (name == "f16") return Encoding::f16;
-  if (name == "i8") return Encoding::i8;
+  for (const EncodingInfo& info : kEncodings)
+    if (info.name == name) return info.encoding;
   return std::nullopt;
 }
 
-BodyKind body_kind_from_content_type(std::string_view header_value) {
-  std::string_view media = trim(header_value.substr(0, header_value.find(';')));
-  if (iequals(media, kContentTypeF32)) return BodyKind::binary_f32;
-  if (iequals(media, kContentTypeF16)) return BodyKind::binary_f16;
-  if (iequals(media, kContentTypeI8)) return BodyKind::binary_i8;
-  if (iequals(media, kContentTypeJson)) return BodyKind::json;
-  return BodyKind::unknown;
+std::string encoding_names() {
+  std::string out;
+  for (size_t i = 0; i < kEncodingCount; ++i) {
+    if (i > 0) out += i + 1 == kEncodingCount ? " or " : ", ";
+    out += kEncodings[i].name;
+  }
+  return out;
 }
 
-std::optional<Encoding> binary_encoding(BodyKind kind) {
-  switch (kind) {
-    case BodyKind::binary_f32: return Encoding::f32;
-    case BodyKind::binary_f16: return Encoding::f16;
-    case BodyKind::binary_i8: return Encoding::i8;
-    default: return std::nullopt;
-  }
+BodyType body_type_from_content_type(std::string_view header_value) {
+  const std::string_view media = trim(header_value.substr(0, header_value.find(';')));
+  for (const EncodingInfo& info : kEncodings)
+    if (iequals(media, info.content_type)) return {info.encoding, false};
+  return {std::nullopt, iequals(media, kContentTypeJson)};
 }
 
 std::optional<size_t> values_byte_size(Encoding e, size_t rows, size_t hidden) {
@@ -56,8 +37,12 @@ std::optional<size_t> values_byte_size(Encoding e, size_t rows, size_t hidden) {
     case Encoding::f16:
       if (__builtin_mul_overflow(hidden, size_t{2}, &per_row)) return std::nullopt;
       break;
+    case Encoding::q8:
+      if (!encoding_fits_hidden(e, hidden)) return std::nullopt;
+      if (__builtin_mul_overflow(hidden / kQ8BlockValues, kQ8BlockBytes, &per_row)) return std::nullopt;
+      break;
     case Encoding::i8:
-      if (__builtin_add_overflow(hidden, size_t{8}, &per_row)) return std::nullopt;
+      if (__builtin_add_overflow(hidden, kI8BlockHeaderBytes, &per_row)) return std::nullopt;
       break;
   }
   size_t total = 0;

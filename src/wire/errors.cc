@@ -11,6 +11,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::full_output_required: return "full_output_required";
     case ErrorCode::non_finite_input: return "non_finite_input";
     case ErrorCode::bad_i8_block: return "bad_i8_block";
+    case ErrorCode::bad_q8_block: return "bad_q8_block";
     case ErrorCode::invalid_json: return "invalid_json";
     case ErrorCode::layer_out_of_range: return "layer_out_of_range";
     case ErrorCode::layer_not_owned: return "layer_not_owned";

@@ -18,6 +18,7 @@ enum class ErrorCode {
   full_output_required,
   non_finite_input,
   bad_i8_block,
+  bad_q8_block,
   invalid_json,
   layer_out_of_range,
   layer_not_owned,

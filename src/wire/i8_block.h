@@ -6,10 +6,9 @@
 #include <cstdint>
 
 #include "wire/byte_io.h"
+#include "wire/encoding.h"
 
 namespace larql::wire {
-
-inline constexpr size_t kI8BlockHeaderBytes = 8;
 
 // A scale a decoder accepts: finite, not negative, and 127 × scale still finite, so every
 // decoded value is finite.

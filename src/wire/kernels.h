@@ -1,4 +1,4 @@
-// The value-array kernels of the codec: f32/f16 conversion and i8 quantisation, over
+// The value-array kernels of the codec: f32/f16 conversion and i8/q8 quantisation, over
 // raw little-endian bytes. One scalar table (the test oracle, and the fallback on CPUs
 // without AVX2/F16C/FMA) and one AVX2 table, chosen once at run time.
 #pragma once
@@ -26,6 +26,13 @@ struct WireKernels {
   bool (*encode_i8_row)(const float* in, size_t n, uint8_t* block);
   // out[i] = q[i] × scale.
   void (*decode_i8_row)(const uint8_t* q, size_t n, float scale, float* out);
+  // Writes n / 32 q8 blocks (n a multiple of 32; blocks never straddle positions, so one
+  // call covers a whole value array). False (blocks unspecified) if a value is non-finite
+  // or a block's max|x| / 127 rounds to f16 infinity.
+  bool (*encode_q8)(const float* in, size_t n, uint8_t* blocks);
+  // Decodes n / 32 q8 blocks. False (out unspecified) if a block's scale is negative or
+  // non-finite (q8_scale_is_valid).
+  bool (*decode_q8)(const uint8_t* blocks, size_t n, float* out);
 };
 
 const WireKernels& scalar_kernels();

@@ -14,6 +14,8 @@
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
 #include "wire/kernels_avx512.h"
+#include "wire/q8_avx2.h"
+#include "wire/q8_block.h"
 
 #define LARQL_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -209,16 +211,97 @@ LARQL_AVX2 void decode_i8_row(const uint8_t* q, size_t n, float scale, float* ou
   for (; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(q[i])) * scale;
 }
 
+LARQL_AVX2 inline void q8_store_block(__m256i q0, __m256i q1, __m256i q2, __m256i q3, uint8_t* dst) {
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// One block with the oracle's arithmetic (the division); for the blocks after the last
+// group of eight and for groups with a lane near a tie.
+LARQL_AVX2 void q8_quantize_block_exact(const float* x, uint16_t h, uint8_t* dst) {
+  const float d = _cvtsh_ss(h);
+  if (d == 0.0f) {
+    std::memset(dst, 0, kQ8BlockValues);
+    return;
+  }
+  const __m256 vd = _mm256_set1_ps(d);
+  q8_store_block(q8_quantize8(_mm256_loadu_ps(x), vd), q8_quantize8(_mm256_loadu_ps(x + 8), vd),
+                 q8_quantize8(_mm256_loadu_ps(x + 16), vd), q8_quantize8(_mm256_loadu_ps(x + 24), vd), dst);
+}
+
+// Eight blocks at a time: their scales in one vector (the divisions and f16 conversions
+// of eight blocks in one instruction each), then each block with q8_quantize8_fast.
+LARQL_AVX2 bool encode_q8(const float* in, size_t n, uint8_t* blocks) {
+  const size_t count = n / kQ8BlockValues;
+  size_t b = 0;
+  for (; b + 8 <= count; b += 8) {
+    Q8Scales8 scales;
+    if (!q8_scales8(in + b * kQ8BlockValues, &scales)) return false;
+    __m256 max_off = _mm256_setzero_ps();
+    for (size_t i = 0; i < 8; ++i) {
+      const float* x = in + (b + i) * kQ8BlockValues;
+      uint8_t* dst = blocks + (b + i) * kQ8BlockBytes;
+      std::memcpy(dst, &scales.h[i], 2);
+      const __m256 inv_d = _mm256_permutevar8x32_ps(scales.inv_d, _mm256_set1_epi32(int(i)));
+      const __m256i q0 = q8_quantize8_fast(_mm256_loadu_ps(x), inv_d, &max_off);
+      const __m256i q1 = q8_quantize8_fast(_mm256_loadu_ps(x + 8), inv_d, &max_off);
+      const __m256i q2 = q8_quantize8_fast(_mm256_loadu_ps(x + 16), inv_d, &max_off);
+      const __m256i q3 = q8_quantize8_fast(_mm256_loadu_ps(x + 24), inv_d, &max_off);
+      q8_store_block(q0, q1, q2, q3, dst + 2);
+    }
+    const __m256 near = _mm256_cmp_ps(max_off, _mm256_set1_ps(kQ8NearTie), _CMP_GE_OQ);
+    if (!_mm256_testz_ps(near, near))  // rare: some quotient within 2^-14 of a .5
+      for (size_t i = 0; i < 8; ++i)
+        q8_quantize_block_exact(in + (b + i) * kQ8BlockValues, scales.h[i], blocks + (b + i) * kQ8BlockBytes + 2);
+  }
+  for (; b < count; ++b) {
+    const float* x = in + b * kQ8BlockValues;
+    const uint32_t max_bits = max_abs_bits(x, kQ8BlockValues);
+    if (max_bits >= 0x7f800000u) return false;  // NaN or inf in the block
+    const uint16_t h = q8_scale_for_max(std::bit_cast<float>(max_bits));
+    if (!f16_is_finite(h)) return false;
+    std::memcpy(blocks + b * kQ8BlockBytes, &h, 2);
+    q8_quantize_block_exact(x, h, blocks + b * kQ8BlockBytes + 2);
+  }
+  return true;
+}
+
+LARQL_AVX2 bool decode_q8(const uint8_t* blocks, size_t n, float* out) {
+  for (size_t b = 0; b < n / kQ8BlockValues; ++b, blocks += kQ8BlockBytes, out += kQ8BlockValues) {
+    uint16_t h;
+    std::memcpy(&h, blocks, 2);
+    if (!q8_scale_is_valid(h)) return false;
+    const __m256 d = _mm256_set1_ps(f16_to_f32(h));
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + 2));
+    const __m128i lo = _mm256_castsi256_si128(raw), hi = _mm256_extracti128_si256(raw, 1);
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
+    _mm256_storeu_ps(out + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
+    _mm256_storeu_ps(out + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
+  }
+  return true;
+}
+
 bool encode_i8_row_wide(const float* in, size_t n, uint8_t* block) {
   return encode_i8_row_avx512(in, n, block, quantize_one);
 }
 
+bool encode_q8_wide(const float* in, size_t n, uint8_t* blocks) { return encode_q8_avx512(in, n, blocks, encode_q8); }
+
 }  // namespace
 
 namespace {
-const WireKernels kAvx2{"avx2+f16c+fma", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row};
-const WireKernels kAvx512{"avx2+f16c+fma, avx512bw i8 encode", encode_f32, decode_f32, encode_f16, decode_f16,
-                          encode_i8_row_wide, decode_i8_row};
+const WireKernels kAvx2{"avx2+f16c+fma", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row,
+                        encode_q8, decode_q8};
+const WireKernels kAvx512{"avx2+f16c+fma, avx512bw i8/q8",
+                          encode_f32,
+                          decode_f32,
+                          encode_f16,
+                          decode_f16,
+                          encode_i8_row_wide,
+                          decode_i8_row,
+                          encode_q8_wide,
+                          decode_q8_avx512};
 }  // namespace
 
 std::vector<const WireKernels*> supported_kernels() {

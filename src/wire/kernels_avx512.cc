@@ -1,18 +1,22 @@
-// AVX-512 (F + BW) i8 quantiser: the same arithmetic as the AVX2 one (see quantize_one
-// there), sixteen lanes at a time, with mask registers for the correction step. The i8
-// encoder is compute-bound where every other kernel is memory-bound at AVX2 width, so it
-// is the only kernel with a wider version.
+// AVX-512 (F + BW) kernels where the wider registers pay: the i8 quantiser (the AVX2
+// arithmetic of quantize_one, sixteen lanes at a time, with mask registers for the
+// correction step), the q8 quantiser and the q8 decoder. The quantisers are compute-bound
+// where f32/f16 conversion is memory-bound at AVX2 width already.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "wire/i8_block.h"
 #include "wire/kernels_avx512.h"
+#include "wire/q8_avx2.h"
+#include "wire/q8_block.h"
 
 #define LARQL_AVX512 __attribute__((target("avx512f,avx512bw")))
+#define LARQL_AVX512_Q8 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
 
 namespace larql::wire {
 namespace {
@@ -101,6 +105,52 @@ LARQL_AVX512 bool encode_i8_row_avx512(const float* in, size_t n, uint8_t* block
   size_t i = 0;
   for (; i + 64 <= n; i += 64) quantise.block64(in + i, q + i);
   for (; i < n; ++i) q[i] = static_cast<int8_t>(quantize_tail(in[i], inv, scale));
+  return true;
+}
+
+// The q8 encoder: eight blocks' scales at once with the shared AVX2 code, then each
+// block's 32 values as two 16-lane halves with the fast multiply of q8_quantize8_fast,
+// narrowed with signed saturation (the upper clamp at 127).
+LARQL_AVX512_Q8 bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks,
+                                      bool (*encode_q8_tail)(const float*, size_t, uint8_t*)) {
+  const size_t count = n / kQ8BlockValues;
+  if (count % 8 != 0) return encode_q8_tail(in, n, blocks);  // not whole groups of eight: the AVX2 kernel
+  for (size_t b = 0; b < count; b += 8) {
+    Q8Scales8 scales;
+    if (!q8_scales8(in + b * kQ8BlockValues, &scales)) return false;
+    alignas(32) float inv[8];
+    _mm256_store_ps(inv, scales.inv_d);
+    __m512 max_off = _mm512_setzero_ps();
+    for (size_t i = 0; i < 8; ++i) {
+      const float* x = in + (b + i) * kQ8BlockValues;
+      uint8_t* dst = blocks + (b + i) * kQ8BlockBytes;
+      std::memcpy(dst, &scales.h[i], 2);
+      const __m512 inv_d = _mm512_set1_ps(inv[i]);
+      for (size_t half = 0; half < 2; ++half) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * half), inv_d);
+        const __m512 q = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        max_off = _mm512_max_ps(max_off, _mm512_abs_ps(_mm512_sub_ps(v, q)));
+        const __m512i qi = _mm512_cvtps_epi32(_mm512_max_ps(q, _mm512_set1_ps(-127.0f)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 + 16 * half), _mm512_cvtsepi32_epi8(qi));
+      }
+    }
+    if (_mm512_cmp_ps_mask(max_off, _mm512_set1_ps(kQ8NearTie), _CMP_GE_OQ))  // rare: redo exactly
+      if (!encode_q8_tail(in + b * kQ8BlockValues, 8 * kQ8BlockValues, blocks + b * kQ8BlockBytes)) return false;
+  }
+  return true;
+}
+
+LARQL_AVX512_Q8 bool decode_q8_avx512(const uint8_t* blocks, size_t n, float* out) {
+  for (size_t b = 0; b < n / kQ8BlockValues; ++b, blocks += kQ8BlockBytes, out += kQ8BlockValues) {
+    uint16_t h;
+    std::memcpy(&h, blocks, 2);
+    if (!q8_scale_is_valid(h)) return false;
+    const __m512 d = _mm512_set1_ps(f16_to_f32(h));
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 2));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 18));
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
+    _mm512_storeu_ps(out + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
+  }
   return true;
 }
 

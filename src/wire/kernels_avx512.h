@@ -1,4 +1,4 @@
-// The AVX-512 (F + BW) i8 quantiser, the one kernel that gains from the wider registers.
+// The AVX-512 (F + BW) quantisers and the q8 decoder: the kernels that gain from the wider registers.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,11 @@ namespace larql::wire {
 // `quantize_tail` (the AVX2 file's scalar twin of the vector arithmetic).
 // Call only when cpu_has_avx512f_bw().
 bool encode_i8_row_avx512(const float* in, size_t n, uint8_t* block, float (*quantize_tail)(float x, float inv, float scale));
+// Same contracts as WireKernels::encode_q8 / decode_q8. Call only when cpu_has_avx512f_bw()
+// and cpu_has_avx2_fma_f16c(). Value arrays that are not whole groups of eight blocks,
+// and groups with a quotient near a tie, go to `encode_q8_tail` (the AVX2 kernel).
+bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks, bool (*encode_q8_tail)(const float*, size_t, uint8_t*));
+bool decode_q8_avx512(const uint8_t* blocks, size_t n, float* out);
 #endif
 
 }  // namespace larql::wire

@@ -6,6 +6,7 @@
 #include "wire/f16.h"
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
+#include "wire/q8_block.h"
 
 namespace larql::wire {
 namespace {
@@ -63,10 +64,39 @@ void decode_i8_row(const uint8_t* q, size_t n, float scale, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(q[i])) * scale;
 }
 
+bool encode_q8(const float* in, size_t n, uint8_t* blocks) {
+  for (size_t b = 0; b < n / kQ8BlockValues; ++b, in += kQ8BlockValues, blocks += kQ8BlockBytes) {
+    float max_abs = 0.0f;
+    for (size_t i = 0; i < kQ8BlockValues; ++i) {
+      if (!std::isfinite(in[i])) return false;
+      max_abs = std::fmax(max_abs, std::fabs(in[i]));
+    }
+    const uint16_t h = q8_scale_for_max(max_abs);
+    if (!f16_is_finite(h)) return false;
+    std::memcpy(blocks, &h, 2);
+    const float d = f16_to_f32(h);
+    auto* q = reinterpret_cast<int8_t*>(blocks + 2);
+    for (size_t i = 0; i < kQ8BlockValues; ++i) q[i] = d == 0.0f ? 0 : q8_quantize(in[i], d);
+  }
+  return true;
+}
+
+bool decode_q8(const uint8_t* blocks, size_t n, float* out) {
+  for (size_t b = 0; b < n / kQ8BlockValues; ++b, blocks += kQ8BlockBytes, out += kQ8BlockValues) {
+    uint16_t h;
+    std::memcpy(&h, blocks, 2);
+    if (!q8_scale_is_valid(h)) return false;
+    const float d = f16_to_f32(h);
+    for (size_t i = 0; i < kQ8BlockValues; ++i) out[i] = static_cast<float>(static_cast<int8_t>(blocks[2 + i])) * d;
+  }
+  return true;
+}
+
 }  // namespace
 
 const WireKernels& scalar_kernels() {
-  static const WireKernels k{"scalar", encode_f32, decode_f32, encode_f16, decode_f16, encode_i8_row, decode_i8_row};
+  static const WireKernels k{"scalar",      encode_f32,    decode_f32, encode_f16, decode_f16,
+                             encode_i8_row, decode_i8_row, encode_q8,  decode_q8};
   return k;
 }
 

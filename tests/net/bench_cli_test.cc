@@ -28,12 +28,12 @@ TEST(BenchCli, JsonFieldsExactF32AndBytesFromTheLayouts) {
   EXPECT_EQ(doc["steps"], 20);
   EXPECT_EQ(doc["k"], 5);
   EXPECT_TRUE(doc["remote_f32_exact"].get<bool>());
-  ASSERT_EQ(doc["formats"].size(), 3u);
+  ASSERT_EQ(doc["formats"].size(), 4u);
   ASSERT_EQ(doc["layers"].size(), 6u);
   const size_t H = 384, layers = 6;
   // Per decoded token: one single-layer call per layer; request 16-byte header, response 12.
   const std::map<std::string, std::pair<size_t, size_t>> values_bytes{
-      {"f32", {4 * H, 4 * H}}, {"f16", {2 * H, 2 * H}}, {"i8", {8 + H, 8 + H}}};
+      {"f32", {4 * H, 4 * H}}, {"f16", {2 * H, 2 * H}}, {"q8", {H / 32 * 34, H / 32 * 34}}, {"i8", {8 + H, 8 + H}}};
   for (const auto& f : doc["formats"]) {
     const std::string w = f["wire"];
     SCOPED_TRACE(w);

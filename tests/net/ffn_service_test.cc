@@ -91,7 +91,7 @@ class FfnServiceTest : public ::testing::Test {
 
 TEST_F(FfnServiceTest, RequestBeyondAFullQueueGets503WithRetryAfter) {
   GateFfn gate;
-  FfnService service(*model_, gate, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20, .max_queue = 0});
+  FfnService service(*model_, gate, {.layers = {0, 1}, .max_body_bytes = 1 << 20, .max_queue = 0});
   HttpReply first;
   std::thread busy([&] { first = service.walk_ffn(request(0), "application/x-larql-ffn", ""); });
   gate.wait_entered();  // the first request now holds the only compute slot
@@ -111,8 +111,9 @@ TEST_F(FfnServiceTest, RequestBeyondAFullQueueGets503WithRetryAfter) {
 
 TEST_F(FfnServiceTest, NonFiniteOutputIsA500NeverSent) {
   NanFfn nan;
-  FfnService service(*model_, nan, {.layers = {0, 1}, .i8_enabled = true, .max_body_bytes = 1 << 20, .max_queue = 4});
-  for (const char* accept : {"application/x-larql-ffn", "application/x-larql-ffn-f16", "application/x-larql-ffn-i8"}) {
+  FfnService service(*model_, nan, {.layers = {0, 1}, .encodings = {wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::i8}, .max_body_bytes = 1 << 20, .max_queue = 4});
+  for (const char* accept : {"application/x-larql-ffn", "application/x-larql-ffn-f16", "application/x-larql-ffn-q8",
+                             "application/x-larql-ffn-i8"}) {
     const HttpReply reply = service.walk_ffn(request(0), "application/x-larql-ffn", accept);
     EXPECT_EQ(reply.status, 500) << accept;
     EXPECT_EQ(code_of(reply), "non_finite_output") << accept << ": " << reply.body;
@@ -132,7 +133,7 @@ TEST_F(FfnServiceTest, NonFiniteOutputIsA500NeverSent) {
 TEST_F(FfnServiceTest, DuplicateLayersAndWorkAboveTheLimitAreRefusedBeforeAnyCompute) {
   GateFfn never_released;  // a forward() call would hang the test: nothing may reach it
   FfnService service(*model_, never_released,
-                     {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20, .max_queue = 4, .max_work = 3});
+                     {.layers = {0, 1}, .max_body_bytes = 1 << 20, .max_queue = 4, .max_work = 3});
   std::vector<float> x(2 * kHidden, 0.5f);
   std::string body;
   ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1, 0, 1}, .seq_len = 1}, kHidden,
@@ -162,7 +163,7 @@ class CountingFfn : public FfnBackend {
 
 TEST_F(FfnServiceTest, AClientThatHasGoneGetsNoMoreLayers) {
   CountingFfn counting;
-  FfnService service(*model_, counting, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20});
+  FfnService service(*model_, counting, {.layers = {0, 1}, .max_body_bytes = 1 << 20});
   std::vector<float> x(kHidden, 0.5f);
   std::string body;
   ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {0, 1}, .seq_len = 1}, kHidden, x, body).ok());
@@ -177,7 +178,7 @@ TEST_F(FfnServiceTest, AClientThatHasGoneGetsNoMoreLayers) {
 
 TEST_F(FfnServiceTest, WorkWhoseDeadlinePassedIsDropped) {
   CountingFfn counting;
-  FfnService service(*model_, counting, {.layers = {0, 1}, .i8_enabled = false, .max_body_bytes = 1 << 20});
+  FfnService service(*model_, counting, {.layers = {0, 1}, .max_body_bytes = 1 << 20});
   const auto passed = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
   HttpReply reply = service.walk_ffn(request(0), "application/x-larql-ffn", "", {}, passed);
   EXPECT_EQ(reply.status, 504);
@@ -186,6 +187,45 @@ TEST_F(FfnServiceTest, WorkWhoseDeadlinePassedIsDropped) {
   reply = service.walk_ffn(request(0), "application/x-larql-ffn", "", {}, std::chrono::steady_clock::now() + std::chrono::hours(1));
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(counting.calls, 1);
+}
+
+TEST_F(FfnServiceTest, Q8IsOfferedByDefaultAndRefusedWithAReasonWhenNot) {
+  CountingFfn counting;
+  std::vector<float> x(kHidden, 0.5f);
+  std::string q8_body;
+  ASSERT_TRUE(wire::encode_request(wire::Encoding::q8, {.layers = {0}, .seq_len = 1}, kHidden, x, q8_body).ok());
+  const std::string q8 = "application/x-larql-ffn-q8";
+
+  FfnService offered(*model_, counting, {.layers = {0, 1}});
+  HttpReply reply = offered.walk_ffn(q8_body, q8, q8);
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.content_type, q8);
+  EXPECT_EQ(reply.body.size(), 12 + kHidden / 32 * 34);
+  EXPECT_EQ(offered.stats()["wire"]["request"], nlohmann::json({"f32", "f16", "q8"}));
+  EXPECT_NE(offered.metrics().render().find("bytes_total{direction=\"out\",encoding=\"q8\"} " +
+                                            std::to_string(reply.body.size())),
+            std::string::npos);
+
+  FfnService disabled(*model_, counting, {.layers = {0, 1}, .encodings = {wire::Encoding::f32, wire::Encoding::f16}});
+  reply = disabled.walk_ffn(q8_body, q8, q8);
+  EXPECT_EQ(reply.status, 415);
+  EXPECT_EQ(code_of(reply), "unsupported_media_type");
+  EXPECT_NE(reply.body.find("--no-wire-q8"), std::string::npos) << reply.body;
+  EXPECT_EQ(disabled.walk_ffn(request(0), "application/x-larql-ffn", q8).content_type, "application/x-larql-ffn");
+
+  // A model whose hidden size is not whole q8 blocks never offers it, whatever it is told.
+  const auto dir48 = dir_.string() + "-h48";
+  ASSERT_TRUE(write_synthetic_checkpoint(dir48, {.hidden = 48, .layers = 1, .ffn = 32, .heads = 2, .kv_heads = 2,
+                                                 .vocab = 256, .context = 16, .dtype = DType::f32, .seed = 3})
+                  .ok());
+  auto m48 = load_model(dir48);
+  ASSERT_TRUE(m48.ok()) << m48.error().message;
+  FfnService h48(*m48, counting, {.layers = {0, 0}});
+  EXPECT_EQ(h48.stats()["wire"]["request"], nlohmann::json({"f32", "f16"}));
+  reply = h48.walk_ffn(std::string(16 + 34, '\0'), q8, q8);
+  EXPECT_EQ(reply.status, 415);
+  EXPECT_NE(reply.body.find("multiple of 32; this model's is 48"), std::string::npos) << reply.body;
+  std::filesystem::remove_all(dir48);
 }
 
 }  // namespace

@@ -105,6 +105,17 @@ TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
   EXPECT_EQ(s.ids, expected);
   EXPECT_EQ(f32->stats().f32_fallbacks, 0u);
 
+  // q8 decode through the router: q8 both ways (34 bytes per 32 values), never re-encoded.
+  auto q8 = remote(r->url(), "q8");
+  ASSERT_TRUE(q8);
+  EXPECT_EQ(q8->request_encodings(), wire::EncodingSet{wire::Encoding::q8});
+  Stepper sq(*model_, *q8);
+  ASSERT_TRUE(sq.start(prompt_).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(sq.step().ok());
+  EXPECT_EQ(q8->stats().f32_fallbacks, 0u);
+  const size_t calls = q8->stats().calls, rows = prompt_.size() + 10;  // prefill rows, then one per step
+  EXPECT_EQ(q8->stats().bytes_received, 12 * calls + rows * model_->config.layers * (kHidden / 32 * 34));
+
   // The response type is the negotiated one, not f32 (the reference router's flaw).
   httplib::Client c(r->url());
   std::vector<float> x(kHidden, 0.25f);
@@ -112,6 +123,7 @@ TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
   ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {4}, .seq_len = 1}, kHidden, x, body).ok());
   for (auto [accept, type] : {std::pair{"application/x-larql-ffn-f16", "application/x-larql-ffn-f16"},
                               std::pair{"application/x-larql-ffn-i8", "application/x-larql-ffn-i8"},
+                              std::pair{"application/x-larql-ffn-q8", "application/x-larql-ffn-q8"},
                               std::pair{"", "application/x-larql-ffn"}}) {
     httplib::Headers h;
     if (*accept) h.emplace("Accept", accept);
@@ -122,7 +134,7 @@ TEST_F(RouterTest, ParityAndNegotiatedEncodingPassThrough) {
   }
   auto stats = json::parse(test::must(c.Get("/v1/stats")).body);
   EXPECT_EQ(stats["mode"], "router");
-  EXPECT_EQ(stats["wire"]["request"], json({"f32", "f16", "i8"}));
+  EXPECT_EQ(stats["wire"]["request"], json({"f32", "f16", "q8", "i8"}));
   EXPECT_EQ(stats["layer_fingerprints"].size(), 6u);
 }
 
@@ -132,8 +144,9 @@ TEST_F(RouterTest, CrossRangeBatchesEqualDirectCallsInEveryEncoding) {
   httplib::Client via(r->url()), direct_a(a->url()), direct_b(b->url());
   std::vector<float> x(2 * kHidden);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i));
-  for (const char* name : {"f32", "f16", "i8"}) {
-    const auto enc = *wire::encoding_from_name(name);
+  for (const wire::EncodingInfo& info : wire::kEncodings) {
+    const auto enc = info.encoding;
+    const std::string name(info.name);
     std::string body;
     ASSERT_TRUE(wire::encode_request(enc, {.layers = {3, 0, 2}, .seq_len = 2}, kHidden, x, body).ok());
     const std::string ct(wire::content_type(enc));
@@ -154,7 +167,7 @@ TEST_F(RouterTest, CrossRangeBatchesEqualDirectCallsInEveryEncoding) {
       ASSERT_TRUE(d);
       auto dv = wire::parse_response(wire::as_bytes(d->body), enc, kHidden);
       ASSERT_TRUE(dv.ok());
-      // Spliced byte for byte: i8 is never re-quantised.
+      // Spliced byte for byte: q8 and i8 are never re-quantised.
       EXPECT_EQ(std::string(view->records[i].values.begin(), view->records[i].values.end()),
                 std::string(dv->records[0].values.begin(), dv->records[0].values.end()))
           << name << " layer " << order[i];

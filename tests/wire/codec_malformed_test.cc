@@ -27,9 +27,10 @@ struct Message {
 
 std::vector<Message> valid_messages() {
   std::vector<Message> out;
-  const size_t hidden = 3, seq_len = 2;
-  const auto values = test::random_rows(seq_len, hidden, 5, 10.0f);
-  for (Encoding e : kEncodings) {
+  const size_t seq_len = 2;
+  for (Encoding e : {Encoding::f32, Encoding::f16, Encoding::q8, Encoding::i8}) {
+    const size_t hidden = e == Encoding::q8 ? 32 : 3;  // q8 needs whole blocks of 32
+    const auto values = test::random_rows(seq_len, hidden, 5, 10.0f);
     const std::string en(encoding_name(e));
     for (auto layers : {std::vector<uint32_t>{4}, std::vector<uint32_t>{1, 6, 2}}) {
       std::string msg;
@@ -119,6 +120,7 @@ TEST(CodecMalformed, SeqLenZeroAndOverflow) {
   std::string big = test::from_hex("05000000 ffffffff 01000000 9c1f0000 00000000");
   const size_t huge_hidden = std::numeric_limits<size_t>::max() / 2;
   for (Encoding e : kEncodings) EXPECT_EQ(request_error(big, e, huge_hidden), ErrorCode::bad_seq_len);
+  EXPECT_EQ(request_error(big, Encoding::q8, huge_hidden & ~size_t{31}), ErrorCode::bad_seq_len);
   // A large seq_len that does not overflow simply lacks its values.
   EXPECT_EQ(request_error(big, Encoding::f32, 5120), ErrorCode::truncated);
 
