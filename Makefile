@@ -6,7 +6,7 @@ FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map 
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-remote synth-085b demo train-demo-model clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-remote bench-wire synth-085b demo train-demo-model clean
 
 all: build
 
@@ -67,6 +67,10 @@ bench-remote: synth-085b
 	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin cross
 	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin same
 	python3 bench/remote_decode_bench.py $(SYNTH_085B) --reps 5 --steps 32 --threads 2
+
+# Accuracy of f16, q8 and i8 against f32, teacher-forced (10 prompts × 100 steps per model).
+bench-wire: build
+	python3 bench/wire_accuracy.py --larql build/larql --steps 100
 
 # The whole grid on this machine, on the committed demo model (models/demo).
 demo: build

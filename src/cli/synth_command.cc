@@ -23,6 +23,9 @@ void add_synth_command(CLI::App& app) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, DType>{{"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32}}))
       ->capture_default_str();
   cmd->add_option("--seed", spec->seed, "random seed")->capture_default_str();
+  cmd->add_option("--massive-activations", spec->massive_activations,
+                  "hidden coordinates whose FFN outputs are scaled x100..x1000, like real models' massive activations")
+      ->capture_default_str();
   cmd->callback([spec, out] {
     if (auto s = write_synthetic_checkpoint(*out, *spec); !s) {
       std::cerr << "larql synth: " << s.error().message << "\n";

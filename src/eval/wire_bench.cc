@@ -128,6 +128,7 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
         if (free->tokens[s] != reference->tokens[s]) fr.first_divergence_step = total_steps - steps + s;
     }
   }
+  report.total_steps = total_steps;
   const double prompts = double(o.prompts.size());
   for (auto& fr : report.formats) {
     fr.top1_agreement /= double(total_steps);
@@ -173,6 +174,7 @@ json report_json(const WireBenchReport& r) {
                       {"max_abs_output", r.layers[l].max_abs_output}, {"beyond_f16", r.layers[l].beyond_f16}});
   return {{"model", r.model},
           {"steps", r.steps},
+          {"total_steps", r.total_steps},
           {"k", r.k},
           {"reference", r.local_reference ? "local" : "remote f32"},
           {"remote_f32_exact", r.remote_f32_exact},

@@ -56,6 +56,7 @@ struct FormatReport {
 struct WireBenchReport {
   std::string model;
   size_t steps = 0, k = 0;
+  size_t total_steps = 0;  // teacher-forced steps compared, over all prompts
   bool local_reference = false;
   bool remote_f32_exact = true;
   std::vector<FormatReport> formats;

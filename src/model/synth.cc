@@ -1,5 +1,6 @@
 #include "model/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,14 @@ nlohmann::json tokenizer_json(size_t vocab) {
 
 }  // namespace
 
+std::vector<std::pair<size_t, float>> massive_coordinates(const SynthSpec& s) {
+  static constexpr float kFactors[] = {100, 300, 600, 1000};
+  std::vector<std::pair<size_t, float>> out;
+  const size_t n = std::min(s.massive_activations, s.hidden);
+  for (size_t i = 0; i < n; ++i) out.emplace_back((7 + i * s.hidden / n) % s.hidden, kFactors[i % 4]);
+  return out;
+}
+
 Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   namespace fs = std::filesystem;
   if (s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0 || (s.hidden / s.heads) % 2 != 0 || s.vocab < 256)
@@ -88,7 +97,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
                         {"rope_theta", 10000.0},        {"hidden_act", "silu"},
                         {"tie_word_embeddings", false}, {"eos_token_id", eos},
                         {"torch_dtype", s.dtype == DType::bf16 ? "bfloat16" : s.dtype == DType::f16 ? "float16" : "float32"},
-                        {"larql_synthetic", {{"seed", s.seed}}}};
+                        {"larql_synthetic", {{"seed", s.seed}, {"massive_activations", s.massive_activations}}}};
   std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
   std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", eos}}.dump(2) << "\n";
   std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
@@ -125,6 +134,9 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
     const size_t count = p.spec.bytes() / dtype_size(s.dtype);
     std::vector<float> values = p.fan_in == 0 ? std::vector<float>(count, 1.0f)
                                               : random_values(count, p.fan_in, s.seed ^ name_hash(p.spec.name));
+    if (p.spec.name.ends_with("mlp.down_proj.weight"))  // row h of [hidden, ffn] makes output coordinate h
+      for (const auto& [h, factor] : massive_coordinates(s))
+        for (size_t j = 0; j < s.ffn; ++j) values[h * s.ffn + j] *= factor;
     return encode_tensor(s.dtype, values);
   });
 }

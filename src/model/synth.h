@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/dtype.h"
 #include "wire/errors.h"
@@ -20,7 +22,14 @@ struct SynthSpec {
   size_t context = 2048;
   DType dtype = DType::bf16;
   uint64_t seed = 0;
+  // How many hidden coordinates every FFN output carries far above the rest (their rows
+  // of down_proj scaled ×100, ×300, ×600, ×1000, repeating), as real models' "massive
+  // activations" do; 0 for none. For wire-format accuracy tests.
+  size_t massive_activations = 0;
 };
+
+// The hidden coordinates `write_synthetic_checkpoint` makes massive, and their factors.
+std::vector<std::pair<size_t, float>> massive_coordinates(const SynthSpec& spec);
 
 // Writes config.json, generation_config.json, model.safetensors and a byte-level
 // tokenizer.json (256 byte tokens, the rest unused) into `dir`.

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Accuracy of each wire format against f32, teacher-forced, on several models, in one run:
+for each model two local shards (half the layers each, every encoding offered) and
+`larql bench --local --json` over ten prompts; one table row per model and encoding.
+
+  bench/wire_accuracy.py [--larql build/larql] [--steps 100] [--out build/wire_accuracy.json]
+
+Models: the committed demo model, ../shared/models' aidreams260K and stories260K (when
+present), and a synthetic model with massive activations written by `larql synth`."""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from remote_decode_bench import start_shard  # noqa: E402
+
+PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the", "Hello world", "A quiet machine",
+           "The dream of", "Once upon a time", "And it came to pass", "Thou shalt not", "The king of"]
+
+
+def models(root, larql, work, hidden, massive):
+    shared = root.parent / "shared" / "models"
+    synth = work / "synth-massive"
+    subprocess.run([larql, "synth", "--out", str(synth), "--hidden", str(hidden), "--layers", "4", "--ffn", str(hidden * 8 // 3),
+                    "--heads", str(hidden // 64), "--kv-heads", "2", "--vocab", "512", "--dtype", "f32", "--seed", "11",
+                    "--massive-activations", str(massive)],
+                   check=True, stdout=subprocess.DEVNULL)
+    yield "demo", [str(root / "models" / "demo")], ["--prompts", "PROMPTS"], 6
+    yield f"synth H={hidden}, {massive} massive coords", [str(synth)], ["--prompts", "PROMPTS"], 4
+    if (shared / "aidreams260K.bin").exists():
+        yield "aidreams260K", [str(shared / "aidreams260K.bin"), "--tokenizer", str(shared / "aidreams-tok512.bin")], \
+            ["--prompts", "PROMPTS"], 4
+    if (shared / "stories260K.bin").exists():  # no tokenizer shipped: ten id prompts, one run each
+        yield "stories260K", [str(shared / "stories260K.bin")], ["--prompt-ids", "IDS"], 5
+
+
+def run_bench(larql, model_args, prompt_args, layers, steps, prompts_file):
+    half = layers // 2
+    shards = [start_shard(larql, model_args[0], r, 1) for r in (f"0-{half - 1}", f"{half}-{layers - 1}")]
+    try:
+        spec = f"0-{half - 1}={shards[0][1]},{half}-{layers - 1}={shards[1][1]}"
+        runs = []
+        id_prompts = [[1, 403 + i, 407, 261 + 3 * i, 378] for i in range(10)] if "IDS" in prompt_args else [None]
+        for ids in id_prompts:
+            args = [a.replace("PROMPTS", prompts_file).replace("IDS", ",".join(map(str, ids or []))) for a in prompt_args]
+            out = subprocess.run([larql, "bench", *model_args, *args, "--ffn", spec, "--steps", str(steps), "--local",
+                                  "--threads", "1", "--wire", "f32,f16,q8,i8", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            runs.append(json.loads(out))
+        return runs
+    finally:
+        for proc, _ in shards:
+            proc.terminate()
+            proc.wait()
+
+
+def merge(runs):
+    """Step-weighted means over runs (one run per id prompt for stories260K)."""
+    rows = {}
+    for r in runs:
+        n = r["total_steps"]
+        for f in r["formats"]:
+            row = rows.setdefault(f["wire"], {"steps": 0, "top1": 0.0, "topk": 0.0, "kl": 0.0, "max_kl": 0.0,
+                                              "max_dlogit": 0.0, "bytes": 0.0})
+            row["steps"] += n
+            row["top1"] += f["top1_agreement"] * n
+            row["topk"] += f["topk_agreement"] * n
+            row["kl"] += f["mean_kl"] * n
+            row["max_kl"] = max(row["max_kl"], f["max_kl"])
+            row["max_dlogit"] = max(row["max_dlogit"], f["max_abs_logit_diff"])
+            row["bytes"] = f["bytes_sent_per_token"] + f["bytes_received_per_token"]
+    for row in rows.values():
+        for k in ("top1", "topk", "kl"):
+            row[k] /= row["steps"]
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--larql", default="build/larql")
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--out", default="build/wire_accuracy.json")
+    ap.add_argument("--synth-hidden", type=int, default=1024, help="hidden size of the massive-activation model")
+    ap.add_argument("--massive", type=int, default=4, help="its massive coordinates (x100, x300, x600, x1000, ...)")
+    ap.add_argument("--only-synth", action="store_true", help="skip the other models")
+    a = ap.parse_args()
+    root = pathlib.Path(__file__).resolve().parent.parent
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts = pathlib.Path(tmp) / "prompts.txt"
+        prompts.write_text("\n".join(PROMPTS) + "\n")
+        print(f"{'model':<44} {'wire':<4} {'steps':>6} {'top-1':>8} {'top-5':>8} {'mean KL':>10} {'max KL':>9} "
+              f"{'max|Δlogit|':>11} {'bytes/token':>11}")
+        for name, model_args, prompt_args, layers in models(root, a.larql, pathlib.Path(tmp), a.synth_hidden, a.massive):
+            if a.only_synth and not name.startswith("synth"):
+                continue
+            rows = merge(run_bench(a.larql, model_args, prompt_args, layers, a.steps, str(prompts)))
+            results[name] = rows
+            for wire in ("f32", "f16", "q8", "i8"):
+                r = rows[wire]
+                print(f"{name:<44} {wire:<4} {r['steps']:>6} {r['top1']:>8.4f} {r['topk']:>8.4f} {r['kl']:>10.2e} "
+                      f"{r['max_kl']:>9.2e} {r['max_dlogit']:>11.4f} {r['bytes']:>11.0f}")
+    pathlib.Path(a.out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
