@@ -1,6 +1,7 @@
 // `larql demo`: starts two shard servers (half the layers each, i8 enabled) and a router
 // as child processes on free loopback ports, generates from a prompt locally and through
-// the grid in f32, f16 and i8, prints each text and a table, and stops everything.
+// the grid in every wire encoding (f32, f16, q8, i8), prints each text and a table, and
+// stops everything.
 #include "cli/demo_command.h"
 
 #include <signal.h>
