@@ -123,7 +123,8 @@ TEST(Q8Codec, ABlockBeyondF16ScalesSendsTheWholeMessageAsF32) {
   EXPECT_TRUE(r->fell_back);
   EXPECT_EQ(decode_request(msg, 64, Encoding::f32), x);
 
-  const ResponseRecord recs[] = {{1, std::vector<float>(64, 0.5f)}, {2, x}};
+  const std::vector<float> halves(64, 0.5f);  // a record's values are a view: keep them alive
+  const ResponseRecord recs[] = {{1, halves}, {2, x}};
   auto resp = encode_response(Encoding::q8, recs, 1, 64, 0, msg);
   ASSERT_TRUE(resp.ok());
   EXPECT_EQ(resp->encoding, Encoding::f32);
