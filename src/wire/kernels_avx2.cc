@@ -211,24 +211,6 @@ LARQL_AVX2 void decode_i8_row(const uint8_t* q, size_t n, float scale, float* ou
   for (; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(q[i])) * scale;
 }
 
-LARQL_AVX2 inline void q8_store_block(__m256i q0, __m256i q1, __m256i q2, __m256i q3, uint8_t* dst) {
-  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-}
-
-// One block with the oracle's arithmetic (the division); for the blocks after the last
-// group of eight and for groups with a lane near a tie.
-LARQL_AVX2 void q8_quantize_block_exact(const float* x, uint16_t h, uint8_t* dst) {
-  const float d = _cvtsh_ss(h);
-  if (d == 0.0f) {
-    std::memset(dst, 0, kQ8BlockValues);
-    return;
-  }
-  const __m256 vd = _mm256_set1_ps(d);
-  q8_store_block(q8_quantize8(_mm256_loadu_ps(x), vd), q8_quantize8(_mm256_loadu_ps(x + 8), vd),
-                 q8_quantize8(_mm256_loadu_ps(x + 16), vd), q8_quantize8(_mm256_loadu_ps(x + 24), vd), dst);
-}
-
 // Eight blocks at a time: their scales in one vector (the divisions and f16 conversions
 // of eight blocks in one instruction each), then each block with q8_quantize8_fast.
 LARQL_AVX2 bool encode_q8(const float* in, size_t n, uint8_t* blocks) {
@@ -254,15 +236,8 @@ LARQL_AVX2 bool encode_q8(const float* in, size_t n, uint8_t* blocks) {
       for (size_t i = 0; i < 8; ++i)
         q8_quantize_block_exact(in + (b + i) * kQ8BlockValues, scales.h[i], blocks + (b + i) * kQ8BlockBytes + 2);
   }
-  for (; b < count; ++b) {
-    const float* x = in + b * kQ8BlockValues;
-    const uint32_t max_bits = max_abs_bits(x, kQ8BlockValues);
-    if (max_bits >= 0x7f800000u) return false;  // NaN or inf in the block
-    const uint16_t h = q8_scale_for_max(std::bit_cast<float>(max_bits));
-    if (!f16_is_finite(h)) return false;
-    std::memcpy(blocks + b * kQ8BlockBytes, &h, 2);
-    q8_quantize_block_exact(x, h, blocks + b * kQ8BlockBytes + 2);
-  }
+  for (; b < count; ++b)
+    if (!q8_encode_block_exact(in + b * kQ8BlockValues, blocks + b * kQ8BlockBytes)) return false;
   return true;
 }
 
@@ -286,8 +261,6 @@ bool encode_i8_row_wide(const float* in, size_t n, uint8_t* block) {
   return encode_i8_row_avx512(in, n, block, quantize_one);
 }
 
-bool encode_q8_wide(const float* in, size_t n, uint8_t* blocks) { return encode_q8_avx512(in, n, blocks, encode_q8); }
-
 }  // namespace
 
 namespace {
@@ -300,7 +273,7 @@ const WireKernels kAvx512{"avx2+f16c+fma, avx512bw i8/q8",
                           decode_f16,
                           encode_i8_row_wide,
                           decode_i8_row,
-                          encode_q8_wide,
+                          encode_q8_avx512,
                           decode_q8_avx512};
 }  // namespace
 

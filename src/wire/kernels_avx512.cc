@@ -110,12 +110,12 @@ LARQL_AVX512 bool encode_i8_row_avx512(const float* in, size_t n, uint8_t* block
 
 // The q8 encoder: eight blocks' scales at once with the shared AVX2 code, then each
 // block's 32 values as two 16-lane halves with the fast multiply of q8_quantize8_fast,
-// narrowed with signed saturation (the upper clamp at 127).
-LARQL_AVX512_Q8 bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks,
-                                      bool (*encode_q8_tail)(const float*, size_t, uint8_t*)) {
+// narrowed with signed saturation (the upper clamp at 127); the blocks after the last
+// group of eight, and groups with a quotient near a tie, with the oracle's arithmetic.
+LARQL_AVX512_Q8 bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks) {
   const size_t count = n / kQ8BlockValues;
-  if (count % 8 != 0) return encode_q8_tail(in, n, blocks);  // not whole groups of eight: the AVX2 kernel
-  for (size_t b = 0; b < count; b += 8) {
+  size_t b = 0;
+  for (; b + 8 <= count; b += 8) {
     Q8Scales8 scales;
     if (!q8_scales8(in + b * kQ8BlockValues, &scales)) return false;
     alignas(32) float inv[8];
@@ -134,9 +134,12 @@ LARQL_AVX512_Q8 bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 + 16 * half), _mm512_cvtsepi32_epi8(qi));
       }
     }
-    if (_mm512_cmp_ps_mask(max_off, _mm512_set1_ps(kQ8NearTie), _CMP_GE_OQ))  // rare: redo exactly
-      if (!encode_q8_tail(in + b * kQ8BlockValues, 8 * kQ8BlockValues, blocks + b * kQ8BlockBytes)) return false;
+    if (_mm512_cmp_ps_mask(max_off, _mm512_set1_ps(kQ8NearTie), _CMP_GE_OQ))  // rare: some quotient within 2^-14 of a .5
+      for (size_t i = 0; i < 8; ++i)
+        q8_quantize_block_exact(in + (b + i) * kQ8BlockValues, scales.h[i], blocks + (b + i) * kQ8BlockBytes + 2);
   }
+  for (; b < count; ++b)
+    if (!q8_encode_block_exact(in + b * kQ8BlockValues, blocks + b * kQ8BlockBytes)) return false;
   return true;
 }
 

@@ -12,9 +12,8 @@ namespace larql::wire {
 // Call only when cpu_has_avx512f_bw().
 bool encode_i8_row_avx512(const float* in, size_t n, uint8_t* block, float (*quantize_tail)(float x, float inv, float scale));
 // Same contracts as WireKernels::encode_q8 / decode_q8. Call only when cpu_has_avx512f_bw()
-// and cpu_has_avx2_fma_f16c(). Value arrays that are not whole groups of eight blocks,
-// and groups with a quotient near a tie, go to `encode_q8_tail` (the AVX2 kernel).
-bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks, bool (*encode_q8_tail)(const float*, size_t, uint8_t*));
+// and cpu_has_avx2_fma_f16c().
+bool encode_q8_avx512(const float* in, size_t n, uint8_t* blocks);
 bool decode_q8_avx512(const uint8_t* blocks, size_t n, float* out);
 #endif
 

@@ -1,12 +1,18 @@
 // AVX2 + F16C pieces of the q8 encoder (PROTOCOL §11) shared by the AVX2 and AVX-512
-// kernel files: the exact per-lane quantiser, its fast twin, and the scales of eight
-// blocks computed together. Include only from files whose functions carry these targets.
+// kernel files: the exact per-lane quantiser, its fast twin, the scales of eight blocks
+// computed together, and whole blocks with the oracle's arithmetic (for the blocks after
+// the last group of eight and for groups with a quotient near a tie). Include only from
+// files whose functions carry these targets.
 #pragma once
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
+
+#include "wire/q8_block.h"
 
 #define LARQL_Q8_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -81,6 +87,43 @@ LARQL_Q8_AVX2 inline bool q8_scales8(const float* in, Q8Scales8* out) {
   const __m256 d = _mm256_cvtph_ps(h);
   const __m256 zero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ);
   out->inv_d = _mm256_andnot_ps(zero, _mm256_div_ps(_mm256_set1_ps(1.0f), d));
+  return true;
+}
+
+// Packs four vectors of q (already ≥ -127) into 32 bytes; the saturating packs clamp at 127.
+LARQL_Q8_AVX2 inline void q8_store_block(__m256i q0, __m256i q1, __m256i q2, __m256i q3, uint8_t* dst) {
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// The 32 q of one block whose scale `h` is known, with the oracle's division.
+LARQL_Q8_AVX2 inline void q8_quantize_block_exact(const float* x, uint16_t h, uint8_t* q) {
+  const float d = _cvtsh_ss(h);
+  if (d == 0.0f) {
+    std::memset(q, 0, kQ8BlockValues);
+    return;
+  }
+  const __m256 vd = _mm256_set1_ps(d);
+  q8_store_block(q8_quantize8(_mm256_loadu_ps(x), vd), q8_quantize8(_mm256_loadu_ps(x + 8), vd),
+                 q8_quantize8(_mm256_loadu_ps(x + 16), vd), q8_quantize8(_mm256_loadu_ps(x + 24), vd), q);
+}
+
+// One whole block, scale and values, with the oracle's arithmetic. False as encode_q8.
+LARQL_Q8_AVX2 inline bool q8_encode_block_exact(const float* x, uint8_t* block) {
+  const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
+  auto bits = [&](int k) LARQL_Q8_AVX2 {
+    return _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 * k)), abs_bits);
+  };
+  const __m256i m = _mm256_max_epi32(_mm256_max_epi32(bits(0), bits(1)), _mm256_max_epi32(bits(2), bits(3)));
+  __m128i m4 = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4e));
+  m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xb1));
+  const uint32_t max_bits = static_cast<uint32_t>(_mm_cvtsi128_si32(m4));
+  if (max_bits >= 0x7f800000u) return false;  // NaN or inf in the block
+  const uint16_t h = q8_scale_for_max(std::bit_cast<float>(max_bits));
+  if (!f16_is_finite(h)) return false;
+  std::memcpy(block, &h, 2);
+  q8_quantize_block_exact(x, h, block + 2);
   return true;
 }
 
