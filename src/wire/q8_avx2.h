@@ -51,30 +51,34 @@ struct Q8Scales8 {
   __m256 inv_d;               // RN(1 / float(d)) per block, 0 where d = 0
 };
 
+// Per 128-bit half: [max(x0,x1), max(x2,x3), max(y0,y1), max(y2,y3)].
+LARQL_Q8_AVX2 inline __m256i q8_pair_max(__m256i x, __m256i y) {
+  const __m256 fx = _mm256_castsi256_ps(x), fy = _mm256_castsi256_ps(y);
+  return _mm256_max_epi32(_mm256_castps_si256(_mm256_shuffle_ps(fx, fy, 0x88)),
+                          _mm256_castps_si256(_mm256_shuffle_ps(fx, fy, 0xdd)));
+}
+
 // Largest lane of each of eight vectors of non-negative IEEE bits: out[i] = max(a[i]).
 LARQL_Q8_AVX2 inline __m256i max_of_each(const __m256i a[8]) {
-  auto pair_max = [](__m256i x, __m256i y) LARQL_Q8_AVX2 {
-    const __m256 fx = _mm256_castsi256_ps(x), fy = _mm256_castsi256_ps(y);
-    return _mm256_max_epi32(_mm256_castps_si256(_mm256_shuffle_ps(fx, fy, 0x88)),
-                            _mm256_castps_si256(_mm256_shuffle_ps(fx, fy, 0xdd)));
-  };
-  const __m256i lo = pair_max(pair_max(a[0], a[1]), pair_max(a[2], a[3]));  // per half: a0 a1 a2 a3
-  const __m256i hi = pair_max(pair_max(a[4], a[5]), pair_max(a[6], a[7]));  // per half: a4 a5 a6 a7
+  const __m256i lo = q8_pair_max(q8_pair_max(a[0], a[1]), q8_pair_max(a[2], a[3]));  // per half: a0 a1 a2 a3
+  const __m256i hi = q8_pair_max(q8_pair_max(a[4], a[5]), q8_pair_max(a[6], a[7]));  // per half: a4 a5 a6 a7
   return _mm256_max_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// |x| as IEEE bits, lane by lane, for the 32 values of one block: the max of its 4 vectors.
+LARQL_Q8_AVX2 inline __m256i q8_block_abs_max8(const float* x) {
+  const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
+  __m256i m = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k)
+    m = _mm256_max_epi32(m, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 * k)), abs_bits));
+  return m;
 }
 
 // The scales of the eight blocks at `in` (256 values): d = f16(max|x| / 127) as
 // q8_scale_for_max computes it. False if a value is non-finite or a scale is beyond f16.
 LARQL_Q8_AVX2 inline bool q8_scales8(const float* in, Q8Scales8* out) {
-  const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
   __m256i block_max[8];
-  for (int b = 0; b < 8; ++b) {
-    const float* x = in + 32 * b;
-    auto bits = [&](int k) LARQL_Q8_AVX2 {
-      return _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 * k)), abs_bits);
-    };
-    block_max[b] = _mm256_max_epi32(_mm256_max_epi32(bits(0), bits(1)), _mm256_max_epi32(bits(2), bits(3)));
-  }
+  for (int b = 0; b < 8; ++b) block_max[b] = q8_block_abs_max8(in + 32 * b);
   const __m256i m = max_of_each(block_max);
   const __m256i non_finite = _mm256_cmpgt_epi32(m, _mm256_set1_epi32(0x7f7fffff));
   if (!_mm256_testz_si256(non_finite, non_finite)) return false;
@@ -110,11 +114,7 @@ LARQL_Q8_AVX2 inline void q8_quantize_block_exact(const float* x, uint16_t h, ui
 
 // One whole block, scale and values, with the oracle's arithmetic. False as encode_q8.
 LARQL_Q8_AVX2 inline bool q8_encode_block_exact(const float* x, uint8_t* block) {
-  const __m256i abs_bits = _mm256_set1_epi32(0x7fffffff);
-  auto bits = [&](int k) LARQL_Q8_AVX2 {
-    return _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 * k)), abs_bits);
-  };
-  const __m256i m = _mm256_max_epi32(_mm256_max_epi32(bits(0), bits(1)), _mm256_max_epi32(bits(2), bits(3)));
+  const __m256i m = q8_block_abs_max8(x);
   __m128i m4 = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
   m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4e));
   m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xb1));
