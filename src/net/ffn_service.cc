@@ -79,8 +79,7 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
 
 Error FfnService::refuse_content_type(std::string_view content_type, std::optional<Encoding> known) const {
   std::string expected;
-  for (const EncodingInfo& info : kEncodings)
-    if (options_.encodings.contains(info.encoding)) expected += std::string(info.content_type) + ", ";
+  for (Encoding e : options_.encodings.members()) expected += std::string(wire::content_type(e)) + ", ";
   std::string why;
   if (known == Encoding::i8) why = " (i8 is not enabled on this server: --wire-i8)";
   if (known == Encoding::q8)
@@ -149,8 +148,7 @@ json FfnService::stats() const {
   for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
     fingerprints[std::to_string(l)] = fingerprints_[l - options_.layers.first];
   std::vector<std::string> formats;
-  for (const EncodingInfo& info : kEncodings)
-    if (options_.encodings.contains(info.encoding)) formats.emplace_back(info.name);
+  for (Encoding e : options_.encodings.members()) formats.emplace_back(encoding_name(e));
   return {{"model", model_.config.name},
           {"family", model_.config.family},
           {"hidden_size", model_.config.hidden},

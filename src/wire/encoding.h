@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace larql::wire {
 
@@ -58,6 +59,13 @@ class EncodingSet {
   constexpr void insert(Encoding e) { bits_ |= bit(e); }
   constexpr void erase(Encoding e) { bits_ &= uint8_t(~bit(e)); }
   constexpr bool operator==(const EncodingSet&) const = default;
+  // The members in table order (the order /v1/stats and start-up lines list them).
+  std::vector<Encoding> members() const {
+    std::vector<Encoding> out;
+    for (const EncodingInfo& info : kEncodings)
+      if (contains(info.encoding)) out.push_back(info.encoding);
+    return out;
+  }
 
  private:
   static constexpr uint8_t bit(Encoding e) { return uint8_t(1u << static_cast<unsigned>(e)); }

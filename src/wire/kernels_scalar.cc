@@ -1,6 +1,7 @@
 // Scalar kernels: the literal reading of PROTOCOL §5, used as the test oracle.
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "wire/byte_io.h"
 #include "wire/f16.h"
@@ -46,13 +47,20 @@ bool decode_f16(const uint8_t* in, size_t n, float* out) {
   return finite;
 }
 
-bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
+// max |x| over n values; nullopt if one is NaN or ±inf (it is never sent).
+std::optional<float> finite_max_abs(const float* in, size_t n) {
   float max_abs = 0.0f;
   for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(in[i])) return false;
+    if (!std::isfinite(in[i])) return std::nullopt;
     max_abs = std::fmax(max_abs, std::fabs(in[i]));
   }
-  const float scale = i8_scale_for_max(max_abs);
+  return max_abs;
+}
+
+bool encode_i8_row(const float* in, size_t n, uint8_t* block) {
+  const auto max_abs = finite_max_abs(in, n);
+  if (!max_abs) return false;
+  const float scale = i8_scale_for_max(*max_abs);
   if (!i8_scale_is_valid(scale)) return false;
   write_i8_block_header(block, scale);
   int8_t* q = reinterpret_cast<int8_t*>(block + kI8BlockHeaderBytes);
@@ -66,12 +74,9 @@ void decode_i8_row(const uint8_t* q, size_t n, float scale, float* out) {
 
 bool encode_q8(const float* in, size_t n, uint8_t* blocks) {
   for (size_t b = 0; b < n / kQ8BlockValues; ++b, in += kQ8BlockValues, blocks += kQ8BlockBytes) {
-    float max_abs = 0.0f;
-    for (size_t i = 0; i < kQ8BlockValues; ++i) {
-      if (!std::isfinite(in[i])) return false;
-      max_abs = std::fmax(max_abs, std::fabs(in[i]));
-    }
-    const uint16_t h = q8_scale_for_max(max_abs);
+    const auto max_abs = finite_max_abs(in, kQ8BlockValues);
+    if (!max_abs) return false;
+    const uint16_t h = q8_scale_for_max(*max_abs);
     if (!f16_is_finite(h)) return false;
     std::memcpy(blocks, &h, 2);
     const float d = f16_to_f32(h);

@@ -90,11 +90,10 @@ Result<EncodingSet> server_encodings(ServerWireFlags flags, size_t hidden, const
 
 std::string describe(EncodingSet set, std::string_view separator) {
   std::string out;
-  for (const EncodingInfo& info : kEncodings)
-    if (set.contains(info.encoding)) {
-      if (!out.empty()) out += separator;
-      out += info.name;
-    }
+  for (Encoding e : set.members()) {
+    if (!out.empty()) out += separator;
+    out += encoding_name(e);
+  }
   return out;
 }
 
