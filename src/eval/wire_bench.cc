@@ -89,7 +89,9 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
                             wire::describe((*r)->request_encodings()) +
                             "): start them with --wire-i8 for i8, without --no-wire-q8 for q8, or leave it out of --wire");
     remotes.push_back(std::move(*r));
-    report.formats.push_back(FormatReport{e});
+    FormatReport format;
+    format.wire = e;
+    report.formats.push_back(std::move(format));
   }
 
   size_t total_steps = 0;

@@ -107,8 +107,7 @@ Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector
   k_.resize(n * c.kv_dim());
   v_.resize(n * c.kv_dim());
 
-  for (size_t t = 0; t < n; ++t)
-    for (size_t i = 0; i < D; ++i) x_[t * D + i] = load_as_f32(model_.embed.dtype, model_.embed.row_ptr(tokens[t]), i);
+  for (size_t t = 0; t < n; ++t) dequantize_row(model_.embed.dtype, model_.embed.row_ptr(tokens[t]), D, &x_[t * D]);
 
   for (size_t l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layers[l];

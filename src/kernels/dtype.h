@@ -1,27 +1,60 @@
-// Element types of stored weights. Weights stay in their stored type (mmap'd), and the
-// kernels convert on the fly.
+// Stored weight formats. Weights stay in their stored format (mmap'd), and the kernels
+// convert on the fly. A format is either one element per value (f32, f16, bf16) or GGML's
+// blocks of 32 values sharing an f16 scale (q8_0, q4_0, q4_1, q5_0, q5_1; layouts in
+// kernels/block_formats.h). Everything a format is lives in kDTypes, one row each.
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "wire/f16.h"
 
 namespace larql {
 
-enum class DType { f32, f16, bf16 };
+enum class DType { f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 };
 
-inline size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+struct DTypeTraits {
+  DType type;
+  std::string_view name;   // as larql prints it and takes it on the command line
+  uint32_t ggml_type;      // GGML's enum ggml_type value, the type id in a GGUF file
+  size_t block_values;     // values sharing one block (1 for the element types)
+  size_t block_bytes;      // bytes of one block
+};
 
-inline std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-  }
-  return "?";
+inline constexpr DTypeTraits kDTypes[] = {
+    {DType::f32, "f32", 0, 1, 4},     {DType::f16, "f16", 1, 1, 2},       {DType::bf16, "bf16", 30, 1, 2},
+    {DType::q8_0, "q8_0", 8, 32, 34}, {DType::q4_0, "q4_0", 2, 32, 18}, {DType::q4_1, "q4_1", 3, 32, 20},
+    {DType::q5_0, "q5_0", 6, 32, 22}, {DType::q5_1, "q5_1", 7, 32, 24},
+};
+
+inline constexpr const DTypeTraits& dtype_traits(DType t) { return kDTypes[static_cast<size_t>(t)]; }
+static_assert([] {
+  for (size_t i = 0; i < std::size(kDTypes); ++i)
+    if (static_cast<size_t>(kDTypes[i].type) != i) return false;
+  return true;
+}(), "kDTypes is indexed by DType");
+
+inline std::string_view dtype_name(DType t) { return dtype_traits(t).name; }
+inline bool dtype_is_blocked(DType t) { return dtype_traits(t).block_values > 1; }
+inline std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& d : kDTypes)
+    if (d.name == name) return d.type;
+  return std::nullopt;
+}
+inline std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
+  for (const auto& d : kDTypes)
+    if (d.ggml_type == ggml_type) return d.type;
+  return std::nullopt;
+}
+
+// Bytes of `values` consecutive values; `values` must be a multiple of the block size
+// (the loaders check each row before building a Matrix).
+inline size_t dtype_bytes(DType t, size_t values) {
+  const auto& d = dtype_traits(t);
+  return values / d.block_values * d.block_bytes;
 }
 
 inline float bf16_to_f32(uint16_t v) { return std::bit_cast<float>(uint32_t{v} << 16); }
@@ -34,14 +67,11 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
-inline float load_as_f32(DType t, const void* base, size_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return wire::f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-  }
-  return 0;
-}
+// Value i of a row (or vector) stored at `base`, exactly as its format defines it.
+float load_as_f32(DType t, const void* base, size_t i);
+
+// The first n values of a row, dequantised (n a multiple of the block size).
+void dequantize_row(DType t, const void* row, size_t n, float* out);
 
 // A row-major [rows][cols] weight matrix (or a vector: rows = 1) viewed in place.
 struct Matrix {
@@ -50,8 +80,9 @@ struct Matrix {
   size_t cols = 0;
   const void* data = nullptr;
 
-  const uint8_t* row_ptr(size_t r) const { return static_cast<const uint8_t*>(data) + r * cols * dtype_size(dtype); }
-  size_t bytes() const { return rows * cols * dtype_size(dtype); }
+  size_t row_bytes() const { return dtype_bytes(dtype, cols); }
+  const uint8_t* row_ptr(size_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(); }
+  size_t bytes() const { return rows * row_bytes(); }
 };
 
 }  // namespace larql

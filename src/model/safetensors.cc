@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/block_formats.h"
 #include "wire/f16.h"
 
 namespace larql {
@@ -21,8 +22,13 @@ const char* safetensors_dtype(DType t) {
     case DType::f32: return "F32";
     case DType::f16: return "F16";
     case DType::bf16: return "BF16";
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1: break;  // GGML block formats have no safetensors name
   }
-  return "F32";
+  return nullptr;
 }
 
 }  // namespace
@@ -64,7 +70,7 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
       return tensor_fail("data_offsets must be two integers");
     const size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
     size_t expected = 0;
-    if (__builtin_mul_overflow(count, dtype_size(*dtype), &expected) || end < begin || end > data_size ||
+    if (__builtin_mul_overflow(count, dtype_bytes(*dtype, 1), &expected) || end < begin || end > data_size ||
         end - begin != expected)
       return tensor_fail("byte range [" + std::to_string(begin) + ", " + std::to_string(end) + ") does not fit the " +
                          std::to_string(data_size) + "-byte data section or the shape's " + std::to_string(expected) + " bytes");
@@ -76,9 +82,9 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
 }
 
 size_t TensorSpec::bytes() const {
-  size_t n = dtype_size(dtype);
+  size_t n = 1;
   for (size_t d : shape) n *= d;
-  return n;
+  return dtype_bytes(dtype, n);
 }
 
 Status write_safetensors(const std::string& path, const std::vector<TensorSpec>& specs,
@@ -86,6 +92,9 @@ Status write_safetensors(const std::string& path, const std::vector<TensorSpec>&
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto& t : specs) {
+    if (!safetensors_dtype(t.dtype))
+      return make_error(ErrorCode::invalid_argument, "tensor '" + t.name + "': safetensors cannot hold " +
+                                                         std::string(dtype_name(t.dtype)) + " (GGUF can)");
     header[t.name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes()}}};
     offset += t.bytes();
   }
@@ -114,15 +123,8 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
 }
 
 std::vector<uint8_t> encode_tensor(DType dtype, const std::vector<float>& values) {
-  std::vector<uint8_t> out(values.size() * dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::f32) {
-      std::memcpy(&out[4 * i], &values[i], 4);
-    } else {
-      const uint16_t h = dtype == DType::f16 ? wire::f32_to_f16(values[i]) : f32_to_bf16(values[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  }
+  std::vector<uint8_t> out(dtype_bytes(dtype, values.size()));
+  blocks::quantize_row(dtype, values.data(), values.size(), out.data());
   return out;
 }
 

@@ -131,7 +131,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   for (const auto& p : plan) specs.push_back(p.spec);
   return write_safetensors((fs::path(dir) / "model.safetensors").string(), specs, [&](size_t i) {
     const auto& p = plan[i];
-    const size_t count = p.spec.bytes() / dtype_size(s.dtype);
+    const size_t count = p.spec.bytes() / dtype_bytes(s.dtype, 1);
     std::vector<float> values = p.fan_in == 0 ? std::vector<float>(count, 1.0f)
                                               : random_values(count, p.fan_in, s.seed ^ name_hash(p.spec.name));
     if (p.spec.name.ends_with("mlp.down_proj.weight"))  // row h of [hidden, ffn] makes output coordinate h

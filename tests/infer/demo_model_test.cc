@@ -42,9 +42,10 @@ TEST(DemoModel, TokenizerAndGreedyIdsMatchPyTorch) {
     // PyTorch stopped at the end token; so must the comparison.
     const std::vector<int> ours(ids.begin(), ids.begin() + std::ptrdiff_t(std::min(ids.size(), expected.size())));
     EXPECT_EQ(ours, expected) << prompt;
-    if (expected.size() < ids.size())
+    if (expected.size() < ids.size()) {
       EXPECT_TRUE(std::count(model->config.eos_ids.begin(), model->config.eos_ids.end(), ids[expected.size()]))
           << prompt << ": PyTorch ended the text after " << expected.size() << " tokens; we did not";
+    }
     std::printf("%s -> %s\n", prompt.c_str(), (*tok)->decode(ours).c_str());
   }
 }

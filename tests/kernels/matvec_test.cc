@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -21,7 +22,21 @@ Stored random_matrix(DType t, size_t rows, size_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0, 1);
   Stored s;
-  s.bytes.resize(rows * cols * dtype_size(t));
+  s.bytes.resize(rows * dtype_bytes(t, cols));
+  if (dtype_is_blocked(t)) {
+    // Random bytes, then a finite f16 scale (and minimum) in every block.
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : s.bytes) b = uint8_t(byte(rng));
+    const size_t block = dtype_traits(t).block_bytes;
+    const bool has_min = t == DType::q4_1 || t == DType::q5_1;
+    for (size_t at = 0; at < s.bytes.size(); at += block)
+      for (size_t half = 0; half < (has_min ? 2u : 1u); ++half) {
+        const uint16_t h = wire::f32_to_f16(normal(rng) * 0.05f);
+        std::memcpy(&s.bytes[at + 2 * half], &h, 2);
+      }
+    s.m = Matrix{t, rows, cols, s.bytes.data()};
+    return s;
+  }
   for (size_t i = 0; i < rows * cols; ++i) {
     const float v = normal(rng);
     if (t == DType::f32) reinterpret_cast<float*>(s.bytes.data())[i] = v;
@@ -53,8 +68,11 @@ std::vector<MatmulIsa> simd_isas() {
 TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
   ThreadPool pool(2);
   const auto isas = simd_isas();
-  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
-    for (size_t cols : {1u, 7u, 16u, 31u, 33u, 100u, 2048u}) {
+  for (const auto& format : kDTypes) {
+    const DType t = format.type;
+    const std::vector<size_t> shapes = dtype_is_blocked(t) ? std::vector<size_t>{32, 64, 96, 2080}
+                                                           : std::vector<size_t>{1, 7, 16, 31, 33, 100, 2048};
+    for (size_t cols : shapes) {
       auto w = random_matrix(t, 9, cols, uint32_t(cols));
       for (size_t n : {1u, 2u, 3u, 5u}) {
         auto x = random_vector(n * cols, 7);
@@ -81,13 +99,14 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
 }
 
 TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
-  for (DType t : {DType::f32, DType::bf16}) {
-    auto w = random_matrix(t, 300, 257, 1);
+  for (DType t : {DType::f32, DType::bf16, DType::q8_0, DType::q5_1}) {
+    const size_t cols = dtype_is_blocked(t) ? 288 : 257;
+    auto w = random_matrix(t, 300, cols, 1);
     const size_t n = 5;
-    auto x = random_vector(n * 257, 2);
+    auto x = random_vector(n * cols, 2);
     std::vector<float> reference(n * 300);
     ThreadPool one(1);
-    for (size_t i = 0; i < n; ++i) matvec(w.m, &x[i * 257], &reference[i * 300], one);
+    for (size_t i = 0; i < n; ++i) matvec(w.m, &x[i * cols], &reference[i * 300], one);
     for (size_t threads : {1u, 2u, 3u}) {
       ThreadPool pool(threads);
       std::vector<float> y(n * 300);

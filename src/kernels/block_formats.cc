@@ -1,0 +1,153 @@
+#include "kernels/block_formats.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+namespace larql {
+namespace blocks {
+namespace {
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = wire::f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// (int8_t)(v) in GGML, without the undefined behaviour for values outside int8.
+int truncate_i8(float v) { return int(std::clamp(v, -128.0f, 127.0f)); }
+
+// The value of largest magnitude, with its sign (the first one on ties).
+float signed_absmax(const float* x) {
+  float amax = 0, max = 0;
+  for (size_t j = 0; j < kValues; ++j)
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  return max;
+}
+
+void pack_nibbles(const int* q, uint8_t* qs) {
+  for (size_t j = 0; j < 16; ++j) qs[j] = uint8_t((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+}
+
+uint32_t high_bits(const int* q) {
+  uint32_t qh = 0;
+  for (size_t j = 0; j < kValues; ++j) qh |= uint32_t((q[j] & 0x10) >> 4) << j;
+  return qh;
+}
+
+}  // namespace
+
+void quantize_block(DType t, const float* x, uint8_t* out) {
+  int q[kValues];
+  switch (t) {
+    case DType::q8_0: {
+      float amax = 0;
+      for (size_t j = 0; j < kValues; ++j) amax = std::max(amax, std::fabs(x[j]));
+      const float d = amax / 127, id = d != 0 ? 1.0f / d : 0.0f;
+      put_half(out, d);
+      for (size_t j = 0; j < kValues; ++j) out[2 + j] = uint8_t(int8_t(std::lround(x[j] * id)));
+      return;
+    }
+    case DType::q4_0:
+    case DType::q5_0: {
+      const bool five = t == DType::q5_0;
+      const float d = signed_absmax(x) / (five ? -16.0f : -8.0f), id = d != 0 ? 1.0f / d : 0.0f;
+      const float offset = five ? 16.5f : 8.5f;
+      const int top = five ? 31 : 15;
+      for (size_t j = 0; j < kValues; ++j) q[j] = std::min(top, truncate_i8(x[j] * id + offset));
+      put_half(out, d);
+      if (five) {
+        const uint32_t qh = high_bits(q);
+        std::memcpy(out + 2, &qh, 4);
+      }
+      pack_nibbles(q, out + (five ? 6 : 2));
+      return;
+    }
+    case DType::q4_1:
+    case DType::q5_1: {
+      const bool five = t == DType::q5_1;
+      float min = FLT_MAX, max = -FLT_MAX;
+      for (size_t j = 0; j < kValues; ++j) {
+        min = std::min(min, x[j]);
+        max = std::max(max, x[j]);
+      }
+      const float d = (max - min) / (five ? 31.0f : 15.0f), id = d != 0 ? 1.0f / d : 0.0f;
+      const int top = five ? 31 : 15;
+      for (size_t j = 0; j < kValues; ++j) q[j] = std::clamp(truncate_i8((x[j] - min) * id + 0.5f), 0, top);
+      put_half(out, d);
+      put_half(out + 2, min);
+      if (five) {
+        const uint32_t qh = high_bits(q);
+        std::memcpy(out + 4, &qh, 4);
+      }
+      pack_nibbles(q, out + (five ? 8 : 4));
+      return;
+    }
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: break;
+  }
+}
+
+void quantize_row(DType t, const float* x, size_t n, uint8_t* out) {
+  switch (t) {
+    case DType::f32: std::memcpy(out, x, n * 4); return;
+    case DType::f16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = wire::f32_to_f16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case DType::bf16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_bf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+      for (size_t b = 0; b < n / kValues; ++b) quantize_block(t, x + b * kValues, out + b * dtype_traits(t).block_bytes);
+      return;
+  }
+}
+
+}  // namespace blocks
+
+float load_as_f32(DType t, const void* base, size_t i) {
+  const auto* p = static_cast<const uint8_t*>(base);
+  switch (t) {
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::f16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return wire::f16_to_f32(h);
+    }
+    case DType::bf16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_to_f32(h);
+    }
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+      return blocks::block_value(t, p + i / blocks::kValues * dtype_traits(t).block_bytes, i % blocks::kValues);
+  }
+  return 0;
+}
+
+void dequantize_row(DType t, const void* row, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = load_as_f32(t, row, i);
+}
+
+}  // namespace larql

@@ -1,0 +1,89 @@
+// GGML's 32-value block formats, byte for byte as ggml-common.h lays them out and
+// ggml-quants.c (the reference, non-SIMD functions) fills them:
+//
+//   q8_0  f16 d, i8 q[32]                     value j = d * q[j]
+//   q4_0  f16 d, u8 qs[16]                    value j = d * (n_j - 8)
+//   q4_1  f16 d, f16 m, u8 qs[16]             value j = d * n_j + m
+//   q5_0  f16 d, u32 qh, u8 qs[16]            value j = d * ((n_j | h_j << 4) - 16)
+//   q5_1  f16 d, f16 m, u32 qh, u8 qs[16]     value j = d * (n_j | h_j << 4) + m
+//
+// n_j is the low nibble of qs[j] for j < 16 and the high nibble of qs[j - 16] otherwise;
+// h_j is bit j of qh (little-endian). Each product d * q is exact in f32 (an 11-bit
+// significand times an integer below 2^8), so a value has exactly one rounding at most
+// (the "+ m"), and every kernel computes the same float for it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/dtype.h"
+
+namespace larql::blocks {
+
+inline constexpr size_t kValues = 32;
+
+inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float half_at(const uint8_t* p) { return wire::f16_to_f32(u16_at(p)); }
+
+// Where the parts of a 4- or 5-bit block are (byte offsets; 0 = absent; d is at 0), and
+// the integer subtracted from each quantised value.
+struct Layout {
+  size_t qs, qh, m;
+  int zero;
+};
+template <DType T>
+constexpr Layout layout() {
+  static_assert(T == DType::q4_0 || T == DType::q4_1 || T == DType::q5_0 || T == DType::q5_1);
+  if constexpr (T == DType::q4_0) return {2, 0, 0, 8};
+  if constexpr (T == DType::q4_1) return {4, 0, 2, 0};
+  if constexpr (T == DType::q5_0) return {6, 2, 0, 16};
+  return {8, 4, 2, 0};
+}
+
+template <DType T>
+inline float block_value(const uint8_t* b, size_t j) {
+  if constexpr (T == DType::q8_0) {
+    return half_at(b) * float(int8_t(b[2 + j]));
+  } else {
+    constexpr Layout L = layout<T>();
+    const uint8_t* qs = b + L.qs;
+    int q = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+    if constexpr (L.qh != 0) q |= int((u32_at(b + L.qh) >> j) & 1) << 4;
+    const float scaled = half_at(b) * float(q - L.zero);  // exact
+    if constexpr (L.m != 0) return scaled + half_at(b + L.m);
+    return scaled;
+  }
+}
+
+// Value j (< 32) of one block of a blocked format.
+inline float block_value(DType t, const uint8_t* b, size_t j) {
+  switch (t) {
+    case DType::q8_0: return block_value<DType::q8_0>(b, j);
+    case DType::q4_0: return block_value<DType::q4_0>(b, j);
+    case DType::q4_1: return block_value<DType::q4_1>(b, j);
+    case DType::q5_0: return block_value<DType::q5_0>(b, j);
+    case DType::q5_1: return block_value<DType::q5_1>(b, j);
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: break;
+  }
+  return 0;
+}
+
+// GGML's reference quantiser for one block of 32 finite values.
+void quantize_block(DType t, const float* x, uint8_t* out);
+
+// A whole row: n values (a multiple of 32 for the blocked formats) to dtype_bytes(t, n) bytes.
+void quantize_row(DType t, const float* x, size_t n, uint8_t* out);
+
+}  // namespace larql::blocks
