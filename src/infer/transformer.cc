@@ -34,7 +34,9 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) 
   // As run.c computes it: 1 / theta^(2i / head_dim), in float.
   for (size_t i = 0; i < c.head_dim / 2; ++i) {
     float f = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
-    inv_freq_.push_back(c.rope_scaling ? scale_llama3(f, *c.rope_scaling) : f);
+    if (c.rope_scaling) f = scale_llama3(f, *c.rope_scaling);
+    if (model.rope_freqs.data) f /= load_as_f32(model.rope_freqs.dtype, model.rope_freqs.data, i);  // GGUF's form of it
+    inv_freq_.push_back(f);
   }
   key_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
   value_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "model/safetensors.h"
+#include "model/tensor_names.h"
 
 namespace larql {
 namespace {
@@ -112,7 +113,6 @@ Result<Model> load_hf_directory(const std::string& dir) {
   if (!config) return config.error();
   Model m;
   m.config = *config;
-  const ModelConfig& c = m.config;
 
   // Which files hold the weights.
   std::vector<std::string> shard_files;
@@ -139,62 +139,12 @@ Result<Model> load_hf_directory(const std::string& dir) {
     m.files.push_back(st->file);
   }
 
-  auto tensor = [&](const std::string& name, std::vector<size_t> shape, bool optional = false) -> Result<Matrix> {
+  auto status = assemble_model(m, CheckpointFormat::hf, dir, [&](const std::string& name) -> std::optional<FoundTensor> {
     auto it = tensors.find(name);
-    if (it == tensors.end()) {
-      if (optional) return Matrix{};
-      return make_error(ErrorCode::invalid_argument, dir + ": tensor '" + name + "' is missing");
-    }
-    const TensorInfo& t = it->second.first;
-    if (t.shape != shape) {
-      auto str = [](const std::vector<size_t>& s) {
-        std::string out = "[";
-        for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-        return out + "]";
-      };
-      return make_error(ErrorCode::invalid_argument, it->second.second + ": tensor '" + name + "' has shape " + str(t.shape) +
-                                                         ", expected " + str(shape) + " from config.json");
-    }
-    return Matrix{t.dtype, shape.size() == 2 ? shape[0] : 1, shape.back(), t.data};
-  };
-
-#define LARQL_TAKE(dst, ...)                \
-  do {                                      \
-    auto r_ = tensor(__VA_ARGS__);          \
-    if (!r_) return r_.error();             \
-    dst = *r_;                              \
-  } while (0)
-
-  const size_t D = c.hidden, F = c.ffn, Q = c.q_dim(), KV = c.kv_dim();
-  LARQL_TAKE(m.embed, "model.embed_tokens.weight", {c.vocab, D});
-  LARQL_TAKE(m.final_norm, "model.norm.weight", {D});
-  LARQL_TAKE(m.classifier, "lm_head.weight", {c.vocab, D}, /*optional=*/true);
-  const bool tied = m.classifier.data == nullptr;
-  if (tied) m.classifier = m.embed;
-  for (size_t l = 0; l < c.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights w;
-    LARQL_TAKE(w.attn_norm, p + "input_layernorm.weight", {D});
-    LARQL_TAKE(w.wq, p + "self_attn.q_proj.weight", {Q, D});
-    LARQL_TAKE(w.wk, p + "self_attn.k_proj.weight", {KV, D});
-    LARQL_TAKE(w.wv, p + "self_attn.v_proj.weight", {KV, D});
-    LARQL_TAKE(w.wo, p + "self_attn.o_proj.weight", {D, Q});
-    if (c.attention_bias) {
-      LARQL_TAKE(w.bq, p + "self_attn.q_proj.bias", {Q});
-      LARQL_TAKE(w.bk, p + "self_attn.k_proj.bias", {KV});
-      LARQL_TAKE(w.bv, p + "self_attn.v_proj.bias", {KV});
-    }
-    if (c.qk_norm) {
-      LARQL_TAKE(w.q_norm, p + "self_attn.q_norm.weight", {c.head_dim});
-      LARQL_TAKE(w.k_norm, p + "self_attn.k_norm.weight", {c.head_dim});
-    }
-    LARQL_TAKE(w.ffn_norm, p + "post_attention_layernorm.weight", {D});
-    LARQL_TAKE(w.gate, p + "mlp.gate_proj.weight", {F, D});
-    LARQL_TAKE(w.up, p + "mlp.up_proj.weight", {F, D});
-    LARQL_TAKE(w.down, p + "mlp.down_proj.weight", {D, F});
-    m.layers.push_back(w);
-  }
-#undef LARQL_TAKE
+    if (it == tensors.end()) return std::nullopt;
+    return FoundTensor{it->second.first.dtype, it->second.first.shape, it->second.first.data, it->second.second};
+  });
+  if (!status) return status.error();
   return m;
 }
 

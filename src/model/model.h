@@ -67,6 +67,7 @@ struct Model {
   std::vector<LayerWeights> layers;
   Matrix final_norm;
   Matrix classifier;         // [vocab][hidden]; the embedding itself when tied
+  Matrix rope_freqs;         // [head_dim / 2] GGUF's Llama 3 frequency divisors; empty otherwise
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
 };
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/safetensors.h"
+#include "model/tensor_names.h"
 
 namespace larql {
 namespace {
@@ -110,22 +111,21 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   auto add = [&](std::string name, std::vector<size_t> shape, size_t fan_in) {
     plan.push_back({{std::move(name), s.dtype, std::move(shape)}, fan_in});
   };
-  const size_t q = s.heads * head_dim, kv = s.kv_heads * head_dim;
-  add("model.embed_tokens.weight", {s.vocab, s.hidden}, 1);
-  for (size_t l = 0; l < s.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {s.hidden}, 0);
-    add(p + "self_attn.q_proj.weight", {q, s.hidden}, s.hidden);
-    add(p + "self_attn.k_proj.weight", {kv, s.hidden}, s.hidden);
-    add(p + "self_attn.v_proj.weight", {kv, s.hidden}, s.hidden);
-    add(p + "self_attn.o_proj.weight", {s.hidden, q}, q);
-    add(p + "post_attention_layernorm.weight", {s.hidden}, 0);
-    add(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, s.hidden);
-    add(p + "mlp.up_proj.weight", {s.ffn, s.hidden}, s.hidden);
-    add(p + "mlp.down_proj.weight", {s.hidden, s.ffn}, s.ffn);
+  ModelConfig c;
+  c.hidden = s.hidden;
+  c.ffn = s.ffn;
+  c.layers = s.layers;
+  c.heads = s.heads;
+  c.kv_heads = s.kv_heads;
+  c.head_dim = head_dim;
+  c.vocab = s.vocab;
+  for (const TensorEntry& e : kTensorEntries) {
+    if (e.hf.empty() || !tensor_applies(e, c)) continue;
+    const auto shape = tensor_shape(e, c);
+    // Norm weights are ones; the embedding is N(0, 1)-like; matrices scale with their fan-in.
+    const size_t fan_in = shape.size() == 1 ? 0 : e.model_member == &Model::embed ? 1 : shape.back();
+    for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l) add(tensor_name(e, CheckpointFormat::hf, l), shape, fan_in);
   }
-  add("model.norm.weight", {s.hidden}, 0);
-  add("lm_head.weight", {s.vocab, s.hidden}, s.hidden);
 
   std::vector<TensorSpec> specs;
   for (const auto& p : plan) specs.push_back(p.spec);

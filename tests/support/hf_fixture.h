@@ -9,6 +9,7 @@
 
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "model/tensor_names.h"
 
 namespace larql::test {
 
@@ -45,22 +46,13 @@ inline void write_hf_checkpoint(const Model& m, const std::filesystem::path& dir
   auto add = [&](const std::string& name, std::vector<size_t> shape, const std::vector<float>& values) {
     t.push_back({name, dtype, std::move(shape), encode_tensor(dtype, values)});
   };
-  add("model.embed_tokens.weight", {c.vocab, c.hidden}, read_matrix(m.embed));
-  add("model.norm.weight", {c.hidden}, read_matrix(m.final_norm));
-  if (m.classifier.data != m.embed.data) add("lm_head.weight", {c.vocab, c.hidden}, read_matrix(m.classifier));
-  for (size_t l = 0; l < c.layers; ++l) {
-    const auto& w = m.layers[l];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {c.hidden}, read_matrix(w.attn_norm));
-    add(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden}, permute_for_half_rope(w.wq, c.heads, c.head_dim));
-    add(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden}, permute_for_half_rope(w.wk, c.kv_heads, c.head_dim));
-    add(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden}, read_matrix(w.wv));
-    add(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()}, read_matrix(w.wo));
-    add(p + "post_attention_layernorm.weight", {c.hidden}, read_matrix(w.ffn_norm));
-    add(p + "mlp.gate_proj.weight", {c.ffn, c.hidden}, read_matrix(w.gate));
-    add(p + "mlp.up_proj.weight", {c.ffn, c.hidden}, read_matrix(w.up));
-    add(p + "mlp.down_proj.weight", {c.hidden, c.ffn}, read_matrix(w.down));
-  }
+  for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
+    if (e.hf.empty()) return;
+    const std::vector<float> values = e.layer_member == &LayerWeights::wq   ? permute_for_half_rope(w, c.heads, c.head_dim)
+                                      : e.layer_member == &LayerWeights::wk ? permute_for_half_rope(w, c.kv_heads, c.head_dim)
+                                                                            : read_matrix(w);
+    add(tensor_name(e, CheckpointFormat::hf, layer), tensor_shape(e, c), values);
+  });
   auto s = write_safetensors((dir / "model.safetensors").string(), t);
   if (!s) throw std::runtime_error(s.error().message);
 }

@@ -1,0 +1,94 @@
+#include "model/tensor_names.h"
+
+namespace larql {
+namespace {
+
+std::string shape_string(const std::vector<size_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string tensor_name(const TensorEntry& e, CheckpointFormat format, size_t layer) {
+  const std::string_view base = format == CheckpointFormat::hf ? e.hf : e.gguf;
+  if (base.empty() || !is_per_layer(e)) return std::string(base);
+  const std::string prefix = format == CheckpointFormat::hf ? "model.layers." : "blk.";
+  return prefix + std::to_string(layer) + "." + std::string(base);
+}
+
+std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c) {
+  switch (e.shape) {
+    case TensorShape::vocab_by_hidden: return {c.vocab, c.hidden};
+    case TensorShape::hidden: return {c.hidden};
+    case TensorShape::q_by_hidden: return {c.q_dim(), c.hidden};
+    case TensorShape::kv_by_hidden: return {c.kv_dim(), c.hidden};
+    case TensorShape::hidden_by_q: return {c.hidden, c.q_dim()};
+    case TensorShape::q: return {c.q_dim()};
+    case TensorShape::kv: return {c.kv_dim()};
+    case TensorShape::head_dim: return {c.head_dim};
+    case TensorShape::half_head_dim: return {c.head_dim / 2};
+    case TensorShape::ffn_by_hidden: return {c.ffn, c.hidden};
+    case TensorShape::hidden_by_ffn: return {c.hidden, c.ffn};
+  }
+  return {};
+}
+
+bool tensor_applies(const TensorEntry& e, const ModelConfig& c) {
+  switch (e.presence) {
+    case TensorPresence::required:
+    case TensorPresence::optional: return true;
+    case TensorPresence::if_attention_bias: return c.attention_bias;
+    case TensorPresence::if_qk_norm: return c.qk_norm;
+  }
+  return false;
+}
+
+void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&, size_t layer, const Matrix&)>& fn) {
+  for (const TensorEntry& e : kTensorEntries) {
+    if (e.model_member == &Model::classifier && m.classifier.data == m.embed.data) continue;
+    for (size_t l = 0; l < (is_per_layer(e) ? m.layers.size() : 1); ++l) {
+      const Matrix& matrix = is_per_layer(e) ? m.layers[l].*e.layer_member : m.*e.model_member;
+      if (matrix.data) fn(e, l, matrix);
+    }
+  }
+}
+
+Status assemble_model(Model& m, CheckpointFormat format, const std::string& source,
+                      const std::function<std::optional<FoundTensor>(const std::string& name)>& find) {
+  const ModelConfig& c = m.config;
+  m.layers.assign(c.layers, LayerWeights{});
+  for (const TensorEntry& e : kTensorEntries) {
+    if (!tensor_applies(e, c)) continue;
+    const std::vector<size_t> shape = tensor_shape(e, c);
+    for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l) {
+      const std::string name = tensor_name(e, format, l);
+      if (name.empty()) continue;
+      const auto found = find(name);
+      if (!found) {
+        if (e.presence == TensorPresence::optional) continue;
+        return make_error(ErrorCode::invalid_argument, source + ": tensor '" + name + "' is missing");
+      }
+      if (found->shape != shape)
+        return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' has shape " +
+                                                           shape_string(found->shape) + ", expected " + shape_string(shape) +
+                                                           " from the model's configuration");
+      const auto& traits = dtype_traits(found->dtype);
+      if (shape.back() % traits.block_values != 0)
+        return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' is " +
+                                                           std::string(traits.name) + " with rows of " +
+                                                           std::to_string(shape.back()) + " values, not a multiple of its " +
+                                                           std::to_string(traits.block_values) + "-value blocks");
+      const Matrix matrix{found->dtype, shape.size() == 2 ? shape[0] : 1, shape.back(), found->data};
+      if (is_per_layer(e))
+        m.layers[l].*e.layer_member = matrix;
+      else
+        m.*e.model_member = matrix;
+    }
+  }
+  if (!m.classifier.data) m.classifier = m.embed;  // tied
+  return Ok{};
+}
+
+}  // namespace larql

@@ -1,0 +1,90 @@
+// Every tensor of a model, once: its role (where it goes in Model / LayerWeights), its
+// name in each checkpoint format, its shape from the config, and when it is present.
+// The loaders, `larql synth`, the GGUF writer and the test fixtures all use this table.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/model.h"
+
+namespace larql {
+
+enum class CheckpointFormat { hf, gguf };
+
+enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_head_dim,
+                         ffn_by_hidden, hidden_by_ffn };
+
+enum class TensorPresence {
+  required,
+  if_attention_bias,
+  if_qk_norm,
+  optional,  // the classifier (absent: tied to the embedding), rope_freqs
+};
+
+struct TensorEntry {
+  std::string_view hf;    // per-layer names follow "model.layers.{L}."
+  std::string_view gguf;  // per-layer names follow "blk.{L}."; empty: not in this format
+  Matrix Model::*model_member;          // set for model-wide tensors
+  Matrix LayerWeights::*layer_member;   // set for per-layer tensors
+  TensorShape shape;
+  TensorPresence presence;
+};
+
+inline constexpr TensorEntry kTensorEntries[] = {
+    {"model.embed_tokens.weight", "token_embd.weight", &Model::embed, nullptr, TensorShape::vocab_by_hidden, TensorPresence::required},
+    {"model.norm.weight", "output_norm.weight", &Model::final_norm, nullptr, TensorShape::hidden, TensorPresence::required},
+    {"lm_head.weight", "output.weight", &Model::classifier, nullptr, TensorShape::vocab_by_hidden, TensorPresence::optional},
+    {"", "rope_freqs.weight", &Model::rope_freqs, nullptr, TensorShape::half_head_dim, TensorPresence::optional},
+    {"input_layernorm.weight", "attn_norm.weight", nullptr, &LayerWeights::attn_norm, TensorShape::hidden, TensorPresence::required},
+    {"self_attn.q_proj.weight", "attn_q.weight", nullptr, &LayerWeights::wq, TensorShape::q_by_hidden, TensorPresence::required},
+    {"self_attn.k_proj.weight", "attn_k.weight", nullptr, &LayerWeights::wk, TensorShape::kv_by_hidden, TensorPresence::required},
+    {"self_attn.v_proj.weight", "attn_v.weight", nullptr, &LayerWeights::wv, TensorShape::kv_by_hidden, TensorPresence::required},
+    {"self_attn.o_proj.weight", "attn_output.weight", nullptr, &LayerWeights::wo, TensorShape::hidden_by_q, TensorPresence::required},
+    {"self_attn.q_proj.bias", "attn_q.bias", nullptr, &LayerWeights::bq, TensorShape::q, TensorPresence::if_attention_bias},
+    {"self_attn.k_proj.bias", "attn_k.bias", nullptr, &LayerWeights::bk, TensorShape::kv, TensorPresence::if_attention_bias},
+    {"self_attn.v_proj.bias", "attn_v.bias", nullptr, &LayerWeights::bv, TensorShape::kv, TensorPresence::if_attention_bias},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", nullptr, &LayerWeights::q_norm, TensorShape::head_dim, TensorPresence::if_qk_norm},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", nullptr, &LayerWeights::k_norm, TensorShape::head_dim, TensorPresence::if_qk_norm},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", nullptr, &LayerWeights::ffn_norm, TensorShape::hidden, TensorPresence::required},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", nullptr, &LayerWeights::gate, TensorShape::ffn_by_hidden, TensorPresence::required},
+    {"mlp.up_proj.weight", "ffn_up.weight", nullptr, &LayerWeights::up, TensorShape::ffn_by_hidden, TensorPresence::required},
+    {"mlp.down_proj.weight", "ffn_down.weight", nullptr, &LayerWeights::down, TensorShape::hidden_by_ffn, TensorPresence::required},
+};
+
+inline bool is_per_layer(const TensorEntry& e) { return e.layer_member != nullptr; }
+inline bool is_ffn_weight(const TensorEntry& e) {
+  return e.layer_member == &LayerWeights::gate || e.layer_member == &LayerWeights::up || e.layer_member == &LayerWeights::down;
+}
+
+// The entry's name in `format` (layer ignored for model-wide tensors); empty when the
+// format has no such tensor.
+std::string tensor_name(const TensorEntry& e, CheckpointFormat format, size_t layer = 0);
+
+// Row-major shape: {rows, cols} for a matrix, {n} for a vector.
+std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c);
+
+// Whether a model with config `c` has this tensor at all (optional ones may still be absent).
+bool tensor_applies(const TensorEntry& e, const ModelConfig& c);
+
+// Calls fn for every tensor m holds, in table order (a tied classifier is skipped).
+void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&, size_t layer, const Matrix&)>& fn);
+
+// A tensor as a reader found it in a file.
+struct FoundTensor {
+  DType dtype;
+  std::vector<size_t> shape;  // row-major
+  const void* data;
+  std::string file;           // for error messages
+};
+
+// Builds m's weights (m.config set, m.files kept alive by the caller) from whatever
+// `find(name)` returns, checking presence and shape against the config. Errors name the
+// source, the tensor and what was expected.
+Status assemble_model(Model& m, CheckpointFormat format, const std::string& source,
+                      const std::function<std::optional<FoundTensor>(const std::string& name)>& find);
+
+}  // namespace larql
