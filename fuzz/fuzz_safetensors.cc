@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [name, t] : st->tensors) {
     size_t n = 1;
     for (size_t d : t.shape) n *= d;
-    larql::fuzz::check(t.bytes == n * larql::dtype_size(t.dtype));
+    larql::fuzz::check(t.bytes == larql::dtype_bytes(t.dtype, n));
     if (t.bytes > 0) {
       volatile uint8_t first = t.data[0], last = t.data[t.bytes - 1];  // ASan checks both ends are mapped
       (void)first;

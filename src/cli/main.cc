@@ -7,6 +7,8 @@
 #include "cli/router_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
+#include "cli/perplexity_command.h"
+#include "cli/quantize_command.h"
 #include "cli/synth_command.h"
 #include "cli/tokenize_command.h"
 #include "wire/kernels.h"
@@ -22,6 +24,8 @@ int main(int argc, char** argv) {
   larql::cli::add_demo_command(app);
   larql::cli::add_tokenize_command(app);
   larql::cli::add_synth_command(app);
+  larql::cli::add_quantize_command(app);
+  larql::cli::add_perplexity_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

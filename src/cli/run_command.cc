@@ -3,15 +3,14 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
+#include "cli/ffn_options.h"
 #include "infer/generate.h"
-#include "infer/local_ffn.h"
 #include "model/loader.h"
 #include "net/remote_ffn.h"
 #include "wire/wire_config.h"
@@ -31,12 +30,7 @@ struct RunOptions {
   size_t threads = 0;
   bool ignore_eos = false;
   bool json = false;
-  // Remote FFN
-  std::optional<std::string> ffn;
-  std::optional<std::string> wire;
-  std::optional<std::string> api_key;
-  std::optional<std::string> ca_cert;
-  int timeout_ms = 30000;
+  FfnOptions remote;
 };
 
 int fail(const std::string& message) {
@@ -64,23 +58,10 @@ int run(const RunOptions& o) {
                   std::to_string(model->config.vocab - 1) + ")");
 
   ThreadPool pool(o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency()));
-  std::unique_ptr<FfnBackend> ffn;
   RemoteFfn* remote = nullptr;
-  if (o.ffn) {
-    auto wire = wire::client_wire(o.wire, wire::process_env());
-    if (!wire) return fail(wire.error().message);
-    RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms};
-    if (!ro.api_key)
-      if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
-    std::vector<std::string> warnings;
-    auto connected = RemoteFfn::connect(*model, ro, &warnings);
-    for (const auto& w : warnings) std::cerr << "larql run: warning: " << w << "\n";
-    if (!connected) return fail(connected.error().message);
-    remote = connected->get();
-    ffn = std::move(*connected);
-  } else {
-    ffn = std::make_unique<LocalFfn>(*model, pool);
-  }
+  auto backend = make_ffn_backend(*model, pool, o.remote, "larql run", &remote);
+  if (!backend) return fail(backend.error().message);
+  std::unique_ptr<FfnBackend> ffn = std::move(*backend);
   Transformer transformer(*model, *ffn, pool);
   GenerateOptions options{o.steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
 
@@ -155,11 +136,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
-  cmd->add_option("--ffn", o->ffn, "remote FFN: a URL (router or all-layer shard) or \"0-1=URL|URL,2-3=URL\"");
-  cmd->add_option("--wire", o->wire, "wire format with --ffn: f32, f16 (default), q8 or i8; beats LARQL_F16_WIRE/LARQL_Q8_WIRE/LARQL_I8_WIRE");
-  cmd->add_option("--api-key", o->api_key, "bearer key for the shards (also LARQL_API_KEY)");
-  cmd->add_option("--ca-cert", o->ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
-  cmd->add_option("--timeout-ms", o->timeout_ms, "per-call timeout with --ffn")->capture_default_str();
+  add_ffn_options(cmd, o->remote);
   cmd->callback([o, prompt, ids] {
     if (prompt->count() == 0 && ids->count() == 0) throw CLI::RequiredError("--prompt or --prompt-ids");
     if (int rc = run(*o); rc != 0) throw CLI::RuntimeError(rc);

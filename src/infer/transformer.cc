@@ -91,9 +91,14 @@ void Transformer::attention(size_t layer, size_t n, size_t pos) {
 }
 
 Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector<float>& logits) {
+  if (tokens.empty()) return make_error(ErrorCode::invalid_argument, "forward needs at least one token");
+  return forward_logits(tokens, pos, tokens.size() - 1, logits);
+}
+
+Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size_t first, std::vector<float>& logits) {
   const ModelConfig& c = model_.config;
   const size_t n = tokens.size(), D = c.hidden;
-  if (n == 0) return make_error(ErrorCode::invalid_argument, "forward needs at least one token");
+  if (n == 0 || first >= n) return make_error(ErrorCode::invalid_argument, "forward needs at least one token to give logits for");
   if (pos + n > c.context)
     return make_error(ErrorCode::invalid_argument, "positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
                                                        " exceed the model's context of " + std::to_string(c.context));
@@ -141,9 +146,10 @@ Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector
     for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
   }
 
-  rmsnorm(xb_.data(), &x_[(n - 1) * D], model_.final_norm, D, c.norm_eps);
-  logits.resize(c.vocab);
-  matvec(model_.classifier, xb_.data(), logits.data(), pool_);
+  const size_t rows = n - first;
+  for (size_t t = 0; t < rows; ++t) rmsnorm(&xb_[t * D], &x_[(first + t) * D], model_.final_norm, D, c.norm_eps);
+  logits.resize(rows * c.vocab);
+  matmul(model_.classifier, xb_.data(), rows, logits.data(), pool_);
   return Ok{};
 }
 

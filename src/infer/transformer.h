@@ -18,6 +18,9 @@ class Transformer {
   // Runs `tokens` at positions [pos, pos + tokens.size()) in one pass per layer (a prefill
   // when there are several) and writes the logits of the last position.
   Status forward(std::span<const int> tokens, size_t pos, std::vector<float>& logits);
+  // The same, writing the logits of every position from `first` (< tokens.size()) on:
+  // [tokens.size() - first][vocab]. Each row equals what `forward` gives for that position.
+  Status forward_logits(std::span<const int> tokens, size_t pos, size_t first, std::vector<float>& logits);
 
   const ModelConfig& config() const { return model_.config; }
 

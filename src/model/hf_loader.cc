@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/families.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
 
@@ -22,18 +23,6 @@ Result<json> read_json(const fs::path& path) {
   if (doc.is_discarded() || !doc.is_object())
     return make_error(ErrorCode::invalid_argument, path.string() + " is not a JSON object");
   return doc;
-}
-
-// Family differences, as data.
-struct Family {
-  bool attention_bias;
-  bool qk_norm;
-};
-
-const std::map<std::string, Family>& families() {
-  static const std::map<std::string, Family> table{
-      {"llama", {false, false}}, {"mistral", {false, false}}, {"qwen2", {true, false}}, {"qwen3", {false, true}}};
-  return table;
 }
 
 std::vector<int> ids_of(const json& v) {
@@ -64,8 +53,8 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   c.name = fs::path(dir).filename().string();
   if (c.name.empty()) c.name = fs::path(dir).parent_path().filename().string();
   c.family = j.value("model_type", std::string());
-  auto family = families().find(c.family);
-  if (family == families().end())
+  const Family* family = find_family(c.family);
+  if (!family)
     return fail("model_type '" + c.family + "' is not supported; expected llama, mistral, qwen2 or qwen3");
   for (auto [key, out] : {std::pair{"hidden_size", &c.hidden}, {"intermediate_size", &c.ffn},
                           {"num_hidden_layers", &c.layers}, {"num_attention_heads", &c.heads}, {"vocab_size", &c.vocab},
@@ -94,8 +83,8 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   if (act == "silu") c.activation = Activation::silu;
   else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") c.activation = Activation::gelu_tanh;
   else return fail("hidden_act '" + act + "' is not supported; expected silu or gelu_pytorch_tanh");
-  c.attention_bias = j.value("attention_bias", family->second.attention_bias);
-  c.qk_norm = family->second.qk_norm;
+  c.attention_bias = j.value("attention_bias", family->attention_bias);
+  c.qk_norm = family->qk_norm;
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int>();
   if (j.contains("eos_token_id")) c.eos_ids = ids_of(j["eos_token_id"]);
   // generation_config.json, where present, is what generation should use.

@@ -154,18 +154,22 @@ HfTokenizer::HfTokenizer() = default;
 HfTokenizer::~HfTokenizer() = default;
 
 Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load(const std::string& path) {
-  try {
-    return load_document(path);
-  } catch (const json::exception& e) {
-    return bad_file(path, std::string("has a field of the wrong type: ") + e.what());
-  }
-}
-
-Result<std::unique_ptr<HfTokenizer>> HfTokenizer::load_document(const std::string& path) {
   std::ifstream in(path);
   if (!in) return bad_file(path, "cannot be read");
   const json doc = json::parse(in, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return bad_file(path, "is not a JSON object");
+  return from_json(doc, path);
+}
+
+Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_json(const json& doc, const std::string& source) {
+  try {
+    return from_document(doc, source);
+  } catch (const json::exception& e) {
+    return bad_file(source, std::string("has a field of the wrong type: ") + e.what());
+  }
+}
+
+Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_document(const json& doc, const std::string& path) {
   auto tok = std::unique_ptr<HfTokenizer>(new HfTokenizer());
 
   const json& model = doc.value("model", json::object());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +25,9 @@ class HfTokenizer : public Tokenizer {
   // Any file that is not a tokenizer.json this reader understands is an error naming the
   // file and what was wrong, never an exception or a crash (fuzz/fuzz_tokenizer_json.cc).
   static Result<std::unique_ptr<HfTokenizer>> load(const std::string& tokenizer_json_path);
+  // The same from a parsed document (a GGUF file's tokenizer is turned into one);
+  // `source` names it in errors.
+  static Result<std::unique_ptr<HfTokenizer>> from_json(const nlohmann::json& doc, const std::string& source);
   ~HfTokenizer() override;
 
   size_t vocab_size() const override { return id_to_token_.size(); }
@@ -48,7 +52,7 @@ class HfTokenizer : public Tokenizer {
 
  private:
   // load() without the guard against fields of the wrong JSON type (nlohmann throws on those).
-  static Result<std::unique_ptr<HfTokenizer>> load_document(const std::string& path);
+  static Result<std::unique_ptr<HfTokenizer>> from_document(const nlohmann::json& doc, const std::string& path);
   HfTokenizer();
   std::string normalize(std::string s) const;
   std::vector<std::string> pre_tokenize(const std::string& s, bool at_text_start) const;

@@ -1,0 +1,36 @@
+#include "cli/ffn_options.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "infer/local_ffn.h"
+#include "wire/wire_config.h"
+
+namespace larql::cli {
+
+void add_ffn_options(CLI::App* cmd, FfnOptions& o) {
+  cmd->add_option("--ffn", o.ffn, "remote FFN: a URL (router or all-layer shard) or \"0-1=URL|URL,2-3=URL\"");
+  cmd->add_option("--wire", o.wire, "wire format with --ffn: f32, f16 (default), q8 or i8; beats LARQL_F16_WIRE/LARQL_Q8_WIRE/LARQL_I8_WIRE");
+  cmd->add_option("--api-key", o.api_key, "bearer key for the shards (also LARQL_API_KEY)");
+  cmd->add_option("--ca-cert", o.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
+  cmd->add_option("--timeout-ms", o.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
+}
+
+Result<std::unique_ptr<FfnBackend>> make_ffn_backend(const Model& model, ThreadPool& pool, const FfnOptions& o,
+                                                    const std::string& command, RemoteFfn** remote) {
+  *remote = nullptr;
+  if (!o.ffn) return std::unique_ptr<FfnBackend>(std::make_unique<LocalFfn>(model, pool));
+  auto wire = wire::client_wire(o.wire, wire::process_env());
+  if (!wire) return wire.error();
+  RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms};
+  if (!ro.api_key)
+    if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
+  std::vector<std::string> warnings;
+  auto connected = RemoteFfn::connect(model, ro, &warnings);
+  for (const auto& w : warnings) std::cerr << command << ": warning: " << w << "\n";
+  if (!connected) return connected.error();
+  *remote = connected->get();
+  return std::unique_ptr<FfnBackend>(std::move(*connected));
+}
+
+}  // namespace larql::cli

@@ -1,0 +1,179 @@
+#include "model/gguf_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/block_formats.h"
+#include "model/families.h"
+#include "model/gguf_tokenizer.h"
+#include "model/tensor_names.h"
+
+namespace larql {
+namespace {
+
+// llama.cpp's general.file_type (enum llama_ftype) for a file whose matrices are `t`.
+uint32_t llama_file_type(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::q4_0: return 2;
+    case DType::q4_1: return 3;
+    case DType::q8_0: return 7;
+    case DType::q5_0: return 8;
+    case DType::q5_1: return 9;
+    case DType::bf16: return 32;
+  }
+  return 0;
+}
+
+// llama.cpp's converter order for a head's rows: Hugging Face row (j * half + i) is GGUF
+// row (2i + j), so that adjacent-pair RoPE on GGUF rows equals half-split RoPE on HF rows.
+std::vector<float> permute_rows_for_adjacent_rope(const std::vector<float>& in, size_t heads, size_t head_dim, size_t cols) {
+  std::vector<float> out(in.size());
+  const size_t half = head_dim / 2;
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t i = 0; i < half; ++i)
+      for (size_t j = 0; j < 2; ++j)
+        std::copy_n(&in[(h * head_dim + j * half + i) * cols], cols, &out[(h * head_dim + 2 * i + j) * cols]);
+  return out;
+}
+
+}  // namespace
+
+Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& source) {
+  auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, source + ": " + what); };
+  const GgufValue* arch_value = f.find("general.architecture");
+  if (!arch_value || arch_value->type != GgufValueType::string) return fail("general.architecture is missing");
+  const std::string arch = arch_value->text;
+  const Family* family = find_gguf_family(arch);
+  if (!family) return fail("architecture '" + arch + "' is not supported; expected llama, qwen2 or qwen3");
+
+  auto number = [&](const std::string& key) -> const GgufValue* {
+    const GgufValue* v = f.find(arch + "." + key);
+    return v && v->type != GgufValueType::string && v->type != GgufValueType::array ? v : nullptr;
+  };
+  auto need = [&](const std::string& key, size_t& out) -> Status {
+    const GgufValue* v = number(key);
+    if (!v || v->integer <= 0 || v->integer > (int64_t(1) << 32))
+      return fail(arch + "." + key + " must be a positive integer" +
+                  (f.find(arch + "." + key) ? " (per-layer arrays are not supported for " + arch + ")" : ""));
+    out = size_t(v->integer);
+    return Ok{};
+  };
+  ModelConfig c;
+  c.name = std::filesystem::path(source).filename().string();
+  c.family = std::string(family->name);
+  for (auto [key, out] : {std::pair{"embedding_length", &c.hidden}, {"block_count", &c.layers},
+                          {"feed_forward_length", &c.ffn}, {"attention.head_count", &c.heads}, {"context_length", &c.context}})
+    if (auto s = need(key, *out); !s) return s.error();
+  c.kv_heads = c.heads;
+  if (number("attention.head_count_kv"))
+    if (auto s = need("attention.head_count_kv", c.kv_heads); !s) return s.error();
+  c.head_dim = c.hidden / c.heads;
+  if (number("attention.key_length"))
+    if (auto s = need("attention.key_length", c.head_dim); !s) return s.error();
+  if (c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0)
+    return fail("head_count must be a multiple of head_count_kv, and the head size even");
+  if (const GgufValue* v = number("attention.layer_norm_rms_epsilon")) c.norm_eps = float(v->real);
+  if (const GgufValue* v = number("rope.freq_base")) c.rope_theta = float(v->real);
+  if (const GgufValue* v = f.find(arch + ".rope.scaling.type"); v && v->text != "none" && !v->text.empty())
+    return fail(arch + ".rope.scaling.type '" + v->text + "' is not supported (Llama 3's rope_freqs tensor is)");
+  c.rope_layout = family->gguf_permutes_qk ? RopeLayout::adjacent_pairs : RopeLayout::half_split;
+  c.attention_bias = family->attention_bias;
+  c.qk_norm = family->qk_norm;
+  auto id = [&](const char* key) -> int {
+    const GgufValue* v = f.find(key);
+    return v && v->type != GgufValueType::string && v->type != GgufValueType::array ? int(v->integer) : -1;
+  };
+  c.bos_id = id("tokenizer.ggml.bos_token_id");
+  if (int eos = id("tokenizer.ggml.eos_token_id"); eos >= 0) c.eos_ids.push_back(eos);
+  if (int eot = id("tokenizer.ggml.eot_token_id"); eot >= 0 && (c.eos_ids.empty() || c.eos_ids[0] != eot)) c.eos_ids.push_back(eot);
+  // The vocabulary is the embedding's row count.
+  auto embed = f.tensors.find("token_embd.weight");
+  if (embed == f.tensors.end() || embed->second.shape.size() != 2) return fail("tensor 'token_embd.weight' is missing or not 2-D");
+  c.vocab = embed->second.shape[0];
+  return c;
+}
+
+Result<Model> load_gguf(const std::string& path) {
+  auto file = read_gguf(path);
+  if (!file) return file.error();
+  auto config = gguf_model_config(*file, path);
+  if (!config) return config.error();
+  Model m;
+  m.config = *config;
+  m.files = file->files;
+  auto status = assemble_model(m, CheckpointFormat::gguf, path, [&](const std::string& name) -> std::optional<FoundTensor> {
+    auto it = file->tensors.find(name);
+    if (it == file->tensors.end()) return std::nullopt;
+    return FoundTensor{it->second.dtype.value_or(DType::f32), it->second.shape, it->second.data, it->second.file};
+  });
+  if (!status) return status.error();
+  // A tensor the model uses in a type larql cannot compute on.
+  for (const auto& [name, t] : file->tensors)
+    if (!t.dtype)
+      for (const TensorEntry& e : kTensorEntries)
+        for (size_t l = 0; l < (is_per_layer(e) ? m.config.layers : 1); ++l)
+          if (tensor_name(e, CheckpointFormat::gguf, l) == name)
+            return make_error(ErrorCode::invalid_argument, t.file + ": tensor '" + name + "' is " + ggml_type_name(t.ggml_type) +
+                                                               ", which larql does not compute on yet; supported: f32, f16, "
+                                                               "bf16, q8_0, q4_0, q4_1, q5_0, q5_1");
+  return m;
+}
+
+Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& path, const GgufExport& options) {
+  const ModelConfig& c = m.config;
+  const Family* family = find_family(c.family);
+  if (!family) return make_error(ErrorCode::invalid_argument, "export_gguf: family '" + c.family + "' has no GGUF architecture");
+  const std::string arch(family->gguf_arch);
+  std::map<std::string, GgufValue> meta;
+  if (options.tokenizer_json) {
+    std::ifstream in(*options.tokenizer_json);
+    const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object())
+      return make_error(ErrorCode::invalid_argument, *options.tokenizer_json + " is not a JSON object");
+    auto tok = gguf_tokenizer_metadata(doc, *options.tokenizer_json);
+    if (!tok) return tok.error();
+    meta = std::move(*tok);
+  }
+  auto u32 = [](size_t v) { return GgufValue::of(GgufValueType::u32, double(v)); };
+  auto f32 = [](double v) { return GgufValue::of(GgufValueType::f32, v); };
+  meta["general.architecture"] = GgufValue::of_string(arch);
+  meta["general.name"] = GgufValue::of_string(c.name);
+  meta["general.file_type"] = u32(llama_file_type(options.matrix_type));
+  meta[arch + ".context_length"] = u32(c.context);
+  meta[arch + ".embedding_length"] = u32(c.hidden);
+  meta[arch + ".block_count"] = u32(c.layers);
+  meta[arch + ".feed_forward_length"] = u32(c.ffn);
+  meta[arch + ".attention.head_count"] = u32(c.heads);
+  meta[arch + ".attention.head_count_kv"] = u32(c.kv_heads);
+  meta[arch + ".attention.key_length"] = u32(c.head_dim);
+  meta[arch + ".attention.value_length"] = u32(c.head_dim);
+  meta[arch + ".rope.dimension_count"] = u32(c.head_dim);
+  meta[arch + ".rope.freq_base"] = f32(c.rope_theta);
+  meta[arch + ".attention.layer_norm_rms_epsilon"] = f32(c.norm_eps);
+  meta[arch + ".vocab_size"] = u32(c.vocab);
+  if (c.bos_id >= 0) meta["tokenizer.ggml.bos_token_id"] = u32(size_t(c.bos_id));
+  if (!c.eos_ids.empty()) meta["tokenizer.ggml.eos_token_id"] = u32(size_t(c.eos_ids[0]));
+  if (c.rope_scaling)
+    return make_error(ErrorCode::invalid_argument, "export_gguf: Llama 3 rope scaling is not written yet (rope_freqs)");
+
+  const bool permute = family->gguf_permutes_qk && c.rope_layout == RopeLayout::half_split;
+  std::vector<GgufTensorToWrite> tensors;
+  for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
+    std::vector<float> values(w.rows * w.cols);
+    for (size_t r = 0; r < w.rows; ++r) dequantize_row(w.dtype, w.row_ptr(r), w.cols, &values[r * w.cols]);
+    if (permute && e.layer_member == &LayerWeights::wq) values = permute_rows_for_adjacent_rope(values, c.heads, c.head_dim, w.cols);
+    if (permute && e.layer_member == &LayerWeights::wk) values = permute_rows_for_adjacent_rope(values, c.kv_heads, c.head_dim, w.cols);
+    DType type = w.rows == 1 ? DType::f32 : options.matrix_type;
+    if (w.cols % dtype_traits(type).block_values != 0) type = DType::f16;
+    GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c), {}};
+    t.bytes.resize(dtype_bytes(type, values.size()));
+    blocks::quantize_row(type, values.data(), values.size(), t.bytes.data());
+    tensors.push_back(std::move(t));
+  });
+  return write_gguf(path, meta, tensors, options.splits);
+}
+
+}  // namespace larql

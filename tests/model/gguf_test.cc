@@ -1,0 +1,241 @@
+// The GGUF container: what the writer writes the reader reads back (metadata of every
+// type, tensors of every format, alignment, split files); every malformed header is a
+// clear error naming what was wrong, never a crash; a file is known by its magic.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "model/gguf.h"
+#include "model/gguf_loader.h"
+#include "model/loader.h"
+#include "model/synth.h"
+
+namespace larql {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Gguf : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("larql_gguf_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<uint8_t> read_bytes(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  std::string error_of(const std::vector<uint8_t>& bytes) {
+    auto r = parse_gguf(bytes.data(), bytes.size(), "bad.gguf");
+    return r.ok() ? std::string("(accepted)") : r.error().message;
+  }
+  // A small valid file: two metadata keys and one f32 tensor of 4 values.
+  std::vector<uint8_t> small_file() {
+    std::map<std::string, GgufValue> meta{{"general.architecture", GgufValue::of_string("llama")},
+                                          {"answer", GgufValue::of(GgufValueType::u32, 42)}};
+    std::vector<uint8_t> values(16);
+    const float v[4] = {1, 2, 3, 4};
+    std::memcpy(values.data(), v, 16);
+    EXPECT_TRUE(write_gguf((dir_ / "small.gguf").string(), meta, {{"t", DType::f32, {4}, values}}).ok());
+    return read_bytes(dir_ / "small.gguf");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Gguf, WhatTheWriterWritesTheReaderReads) {
+  std::map<std::string, GgufValue> meta{
+      {"a.u8", GgufValue::of(GgufValueType::u8, 200)},        {"a.i16", GgufValue::of(GgufValueType::i16, -300)},
+      {"a.u32", GgufValue::of(GgufValueType::u32, 70000)},    {"a.i64", GgufValue::of(GgufValueType::i64, -5e12)},
+      {"a.f32", GgufValue::of(GgufValueType::f32, 0.25)},     {"a.f64", GgufValue::of(GgufValueType::f64, 1e-300)},
+      {"a.bool", GgufValue::of(GgufValueType::boolean, 1)},   {"a.str", GgufValue::of_string("héllo")},
+      {"a.strs", GgufValue::of_strings({"x", "", "yz"})},     {"a.f32s", GgufValue::of_array(GgufValueType::f32, {1.5, -2})},
+      {"a.i32s", GgufValue::of_array(GgufValueType::i32, {3, -4, 5})}};
+  std::mt19937 rng(3);
+  std::vector<GgufTensorToWrite> tensors;
+  for (const auto& d : kDTypes) {
+    GgufTensorToWrite t{"w." + std::string(d.name), d.type, {3, 64}, std::vector<uint8_t>(dtype_bytes(d.type, 3 * 64))};
+    for (auto& b : t.bytes) b = uint8_t(rng());
+    tensors.push_back(std::move(t));
+  }
+  auto written = write_gguf((dir_ / "all.gguf").string(), meta, tensors, 1, 64);
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  auto f = read_gguf((dir_ / "all.gguf").string());
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->version, 3u);
+  EXPECT_EQ(f->alignment, 64u);
+  EXPECT_EQ(f->find("a.u8")->integer, 200);
+  EXPECT_EQ(f->find("a.i16")->integer, -300);
+  EXPECT_EQ(f->find("a.u32")->integer, 70000);
+  EXPECT_EQ(f->find("a.i64")->integer, -5'000'000'000'000);
+  EXPECT_EQ(f->find("a.f32")->real, 0.25);
+  EXPECT_EQ(f->find("a.f64")->real, 1e-300);
+  EXPECT_EQ(f->find("a.bool")->integer, 1);
+  EXPECT_EQ(f->find("a.str")->text, "héllo");
+  EXPECT_EQ(f->find("a.strs")->strings, (std::vector<std::string>{"x", "", "yz"}));
+  EXPECT_EQ(f->find("a.f32s")->reals, (std::vector<double>{1.5, -2}));
+  EXPECT_EQ(f->find("a.i32s")->integers, (std::vector<int64_t>{3, -4, 5}));
+  const uint8_t* base = f->files.front()->data();
+  for (const auto& t : tensors) {
+    const GgufTensor& got = f->tensors.at(t.name);
+    EXPECT_EQ(got.dtype, t.dtype) << t.name;
+    EXPECT_EQ(got.ggml_type, dtype_traits(t.dtype).ggml_type);
+    EXPECT_EQ(got.shape, t.shape);
+    EXPECT_EQ(size_t(got.data - base) % 64, 0u) << t.name << " is not aligned";
+    ASSERT_EQ(got.bytes, t.bytes.size());
+    EXPECT_EQ(std::memcmp(got.data, t.bytes.data(), got.bytes), 0) << t.name;
+  }
+}
+
+TEST_F(Gguf, SplitFilesAreReadFromTheFirst) {
+  std::vector<GgufTensorToWrite> tensors;
+  for (int i = 0; i < 5; ++i) tensors.push_back({"t" + std::to_string(i), DType::f32, {2}, std::vector<uint8_t>(8, uint8_t(i))});
+  auto paths = write_gguf((dir_ / "m.gguf").string(), {{"k", GgufValue::of_string("v")}}, tensors, 3);
+  ASSERT_TRUE(paths.ok()) << paths.error().message;
+  ASSERT_EQ(paths->size(), 3u);
+  EXPECT_EQ(fs::path((*paths)[0]).filename(), "m-00001-of-00003.gguf");
+  auto f = read_gguf((*paths)[0]);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->tensors.size(), 5u);
+  EXPECT_EQ(f->files.size(), 3u);
+  EXPECT_EQ(f->find("k")->text, "v");
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(f->tensors.at("t" + std::to_string(i)).data[0], uint8_t(i));
+  // A later part alone, or a missing part, is an error naming the file.
+  auto second = read_gguf((*paths)[1]);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().message.find("00001-of-00003"), std::string::npos) << second.error().message;
+  fs::remove((*paths)[2]);
+  auto missing = read_gguf((*paths)[0]);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("m-00003-of-00003.gguf"), std::string::npos) << missing.error().message;
+}
+
+TEST_F(Gguf, EveryTruncationIsAnErrorNeverACrash) {
+  const auto bytes = small_file();
+  auto whole = parse_gguf(bytes.data(), bytes.size(), "small.gguf");
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  const GgufTensor& t = whole->tensors.at("t");
+  const size_t needed = size_t(t.data - bytes.data()) + t.bytes;  // the rest is padding
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    const std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + std::ptrdiff_t(n));
+    const std::string e = error_of(cut);
+    if (n >= needed) {
+      EXPECT_EQ(e, "(accepted)") << "cut at " << n;
+      continue;
+    }
+    EXPECT_NE(e, "(accepted)") << "cut at " << n;
+    EXPECT_EQ(e.rfind("bad.gguf: ", 0), 0u) << e;
+  }
+}
+
+TEST_F(Gguf, MalformedHeadersNameWhatWasWrong) {
+  const auto good = small_file();
+  auto patched = [&](size_t at, const void* value, size_t n) {
+    auto b = good;
+    std::memcpy(&b[at], value, n);
+    return b;
+  };
+  auto expect = [&](const std::vector<uint8_t>& bytes, const std::string& needle) {
+    const std::string e = error_of(bytes);
+    EXPECT_NE(e.find(needle), std::string::npos) << "expected '" << needle << "' in: " << e;
+  };
+  expect(patched(0, "GGML", 4), "magic");
+  const uint32_t v1 = 1, big = 0x03000000;
+  expect(patched(4, &v1, 4), "version 1 is not supported; expected 2 or 3");
+  expect(patched(4, &big, 4), "big-endian");
+  const uint64_t huge = uint64_t(1) << 40;
+  expect(patched(16, &huge, 8), "more than the file");  // metadata count
+  // The first key's length (keys are written sorted: "answer" first).
+  expect(patched(24, &huge, 8), "runs past the end of the file");
+  // Its value type.
+  const uint32_t bad_type = 13;
+  expect(patched(24 + 8 + 6, &bad_type, 4), "value type 13");
+  // The tensor: find its record after the metadata and break it field by field.
+  const std::string name = "t";
+  size_t at = 0;
+  for (size_t i = 0; i + 9 < good.size(); ++i)
+    if (good[i] == 1 && std::memcmp(&good[i + 1], "\0\0\0\0\0\0\0t", 8) == 0) at = i + 9;  // after "t"'s length and name
+  ASSERT_NE(at, 0u);
+  const uint32_t five_dims = 5, q4k = 12;
+  expect(patched(at, &five_dims, 4), "tensor 't' has 5 dimensions");
+  const uint64_t zero = 0, far = 1 << 20, misaligned = 4;
+  expect(patched(at + 4, &zero, 8), "dimension 0 = 0");
+  expect(patched(at + 4 + 8 + 4, &far, 8), "outside the");
+  expect(patched(at + 4 + 8 + 4, &misaligned, 8), "not a multiple of the alignment");
+  // An unknown tensor type parses (its data is never touched) and is refused on use.
+  EXPECT_EQ(error_of(patched(at + 4 + 8, &q4k, 4)), "(accepted)");
+}
+
+TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
+  const fs::path hf = dir_ / "hf";
+  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = 2, .ffn = 96, .heads = 2, .kv_heads = 2,
+                                                       .vocab = 256, .context = 32, .dtype = DType::f32, .seed = 4})
+                  .ok());
+  auto model = load_model(hf.string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  // By magic, not by name: a GGUF file called .bin loads as GGUF.
+  const fs::path path = dir_ / "model.bin";
+  ASSERT_TRUE(export_gguf(*model, path.string(), {DType::q8_0, hf.string() + "/tokenizer.json", 1}).ok());
+  auto loaded = load_model(path.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(loaded->layers[1].down.dtype, DType::q8_0);
+  EXPECT_EQ(loaded->final_norm.dtype, DType::f32);
+
+  auto rewrite = [&](const std::function<void(GgufFile&, std::vector<GgufTensorToWrite>&, std::map<std::string, GgufValue>&)>& edit) {
+    auto f = read_gguf(path.string());
+    EXPECT_TRUE(f.ok());
+    std::vector<GgufTensorToWrite> tensors;
+    for (const auto& [name, t] : f->tensors) tensors.push_back({name, *t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+    auto meta = f->metadata;
+    edit(*f, tensors, meta);
+    const fs::path out = dir_ / "edited.gguf";
+    EXPECT_TRUE(write_gguf(out.string(), meta, tensors).ok());
+    auto m = load_model(out.string());
+    return m.ok() ? std::string("(loaded)") : m.error().message;
+  };
+  // A shape that disagrees with the metadata.
+  std::string e = rewrite([](GgufFile&, auto&, auto& meta) { meta["llama.feed_forward_length"] = GgufValue::of(GgufValueType::u32, 128); });
+  EXPECT_NE(e.find("tensor 'blk.0.ffn_gate.weight' has shape [96, 64], expected [128, 64]"), std::string::npos) << e;
+  // A missing tensor, a missing key, an unknown architecture.
+  e = rewrite([](GgufFile&, auto& tensors, auto&) {
+    std::erase_if(tensors, [](const GgufTensorToWrite& t) { return t.name == "blk.1.attn_k.weight"; });
+  });
+  EXPECT_NE(e.find("tensor 'blk.1.attn_k.weight' is missing"), std::string::npos) << e;
+  e = rewrite([](GgufFile&, auto&, auto& meta) { meta.erase("llama.block_count"); });
+  EXPECT_NE(e.find("llama.block_count must be a positive integer"), std::string::npos) << e;
+  e = rewrite([](GgufFile&, auto&, auto& meta) { meta["general.architecture"] = GgufValue::of_string("mamba"); });
+  EXPECT_NE(e.find("architecture 'mamba' is not supported"), std::string::npos) << e;
+}
+
+TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
+  const fs::path hf = dir_ / "hf";
+  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = 1, .ffn = 96, .heads = 2, .kv_heads = 2,
+                                                       .vocab = 256, .context = 32, .dtype = DType::f32, .seed = 4})
+                  .ok());
+  auto model = load_model(hf.string());
+  ASSERT_TRUE(model.ok());
+  const fs::path path = dir_ / "m.gguf";
+  ASSERT_TRUE(export_gguf(*model, path.string(), {DType::f32, std::nullopt, 1}).ok());
+  // Patch ffn_up's type id to Q4_K (12) in place: its record ends with type, then offset.
+  auto bytes = read_bytes(path);
+  const std::string name = "blk.0.ffn_up.weight";
+  auto it = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(it, bytes.end());
+  const size_t type_at = size_t(it - bytes.begin()) + name.size() + 4 + 2 * 8;
+  const uint32_t q4k = 12;
+  std::memcpy(&bytes[type_at], &q4k, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  auto loaded = load_model(path.string());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.error().message.find("tensor 'blk.0.ffn_up.weight' is Q4_K"), std::string::npos) << loaded.error().message;
+}
+
+}  // namespace
+}  // namespace larql
