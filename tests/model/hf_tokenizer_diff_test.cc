@@ -14,18 +14,14 @@
 
 #include "model/hf_tokenizer.h"
 #include "support/command.h"
+#include "support/js_tokenizers.h"
 
 namespace larql {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path js_cache() {
-  if (const char* c = std::getenv("LARQL_JS_TOKENIZERS")) return c;
-  if (const char* x = std::getenv("XDG_CACHE_HOME")) return fs::path(x) / "larql/js-tokenizers";
-  if (const char* h = std::getenv("HOME")) return fs::path(h) / ".cache/larql/js-tokenizers";
-  return {};
-}
+using test::js_cache;
 
 std::string run_node(const std::string& source) {
   const std::string cmd = "NODE_PATH='" + (js_cache() / "node_modules").string() + "' node '" LARQL_TESTS_DIR
