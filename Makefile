@@ -5,8 +5,9 @@ FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_safetensors fuzz_tokenizer_json fuzz_gguf
 
 SYNTH_085B := build/models/synth-0.85b-bf16
+SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-remote bench-wire synth-085b demo train-demo-model clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-remote bench-wire synth-085b demo train-demo-model clean
 
 all: build
 
@@ -61,6 +62,13 @@ synth-085b: build
 
 bench-engine: synth-085b
 	build/bench/engine_bench $(SYNTH_085B) --reps 7 --threads 2
+
+# The same shape as BF16 and Q8_0 GGUF files (written once by larql quantize), measured
+# interleaved with the read bandwidth; ratios against the BF16 file.
+bench-gguf: synth-085b
+	@test -f $(SYNTH_085B).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B).gguf --type bf16
+	@test -f $(SYNTH_085B_Q8).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B_Q8).gguf --type q8_0
+	build/bench/engine_bench $(SYNTH_085B).gguf $(SYNTH_085B_Q8).gguf --reps 5 --threads 2
 
 # Remote FFN: per-layer round-trip overhead against raw TCP, then decode local vs two shards.
 bench-remote: synth-085b

@@ -92,70 +92,90 @@ size_t decode_weight_bytes(const Model& m) {
 
 }  // namespace
 
+struct Measured {
+  std::string path;
+  Model model;
+  size_t rss_before = 0, rss_loaded = 0, file_bytes = 0, weight_bytes = 0;
+  double load_s = 0;
+  std::vector<double> decode_tps, prefill_tps;
+};
+
 int main(int argc, char** argv) {
   CLI::App app{"larql engine benchmark: decode and prefill against read bandwidth"};
-  std::string path;
+  std::vector<std::string> paths;
   size_t reps = 5, decode_tokens = 32, prefill_tokens = 128, threads = 2;
-  app.add_option("model", path, "model path")->required();
+  app.add_option("models", paths, "model paths; several are measured interleaved, each against the first")->required();
   app.add_option("--reps", reps, "repetitions (medians reported)");
   app.add_option("--decode-tokens", decode_tokens, "tokens decoded per repetition");
   app.add_option("--prefill-tokens", prefill_tokens, "prompt length for the prefill measurement");
   app.add_option("--threads", threads, "compute threads");
   CLI11_PARSE(app, argc, argv);
 
-  const size_t rss_before = rss_bytes();
-  const auto load_start = Clock::now();
-  auto model = load_model(path);
-  if (!model) {
-    std::fprintf(stderr, "engine_bench: %s\n", model.error().message.c_str());
-    return 1;
-  }
-  const double load_s = seconds_since(load_start);
-  const size_t rss_loaded = rss_bytes();
-  size_t file_bytes = 0;
-  for (const auto& f : model->files) file_bytes += f->size();
-  const size_t weight_bytes = decode_weight_bytes(*model);
-
-  ThreadPool pool(threads);
-  LocalFfn ffn(*model, pool);
-  std::vector<float> buffer(size_t(1.5 * (1u << 30)) / 4, 1.0f);  // 1.5 GiB, far beyond any cache
-
-  std::vector<int> prompt(prefill_tokens);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int((i * 7919 + 3) % model->config.vocab);
-
-  std::vector<double> bandwidth, decode_tps, prefill_tps;
-  for (size_t r = 0; r < reps + 1; ++r) {  // repetition 0 warms the page cache and is dropped
-    const double bw = read_bandwidth(buffer, threads);
-    Transformer t(*model, ffn, pool);
-    auto gen = generate(t, {prompt.begin(), prompt.begin() + 3},
-                        {.max_new_tokens = decode_tokens + 1, .ignore_eos = true, .sampler = {}});
-    if (!gen) {
-      std::fprintf(stderr, "engine_bench: %s\n", gen.error().message.c_str());
+  std::vector<Measured> models(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Measured& m = models[i];
+    m.path = paths[i];
+    m.rss_before = rss_bytes();
+    const auto load_start = Clock::now();
+    auto loaded = load_model(m.path);
+    if (!loaded) {
+      std::fprintf(stderr, "engine_bench: %s\n", loaded.error().message.c_str());
       return 1;
     }
-    Transformer p(*model, ffn, pool);
-    std::vector<float> logits;
-    const auto start = Clock::now();
-    if (!p.forward(prompt, 0, logits)) return 1;
-    const double prefill_s = seconds_since(start);
-    if (r == 0) continue;
-    bandwidth.push_back(bw);
-    decode_tps.push_back(double(decode_tokens) / gen->decode_seconds);
-    prefill_tps.push_back(double(prompt.size()) / prefill_s);
-    std::printf("rep %zu: read %.1f GB/s, decode %.2f tok/s (%.1f GB/s of weights), prefill %.1f tok/s\n", r, bw / 1e9,
-                decode_tps.back(), decode_tps.back() * double(weight_bytes) / 1e9, prefill_tps.back());
+    m.model = std::move(*loaded);
+    m.load_s = seconds_since(load_start);
+    m.rss_loaded = rss_bytes();
+    for (const auto& f : m.model.files) m.file_bytes += f->size();
+    m.weight_bytes = decode_weight_bytes(m.model);
   }
-  const double bw = median(bandwidth), dec = median(decode_tps), pre = median(prefill_tps);
-  std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s\n", model->config.name.c_str(),
-              model->config.layers, model->config.hidden, model->config.ffn, model->config.vocab,
-              std::string(dtype_name(model->layers[0].gate.dtype)).c_str());
-  std::printf("threads %zu, medians of %zu repetitions\n", threads, reps);
+
+  ThreadPool pool(threads);
+  std::vector<float> buffer(size_t(1.5 * (1u << 30)) / 4, 1.0f);  // 1.5 GiB, far beyond any cache
+  std::vector<double> bandwidth;
+  for (size_t r = 0; r < reps + 1; ++r) {  // repetition 0 warms the page cache and is dropped
+    const double bw = read_bandwidth(buffer, threads);
+    if (r > 0) bandwidth.push_back(bw);
+    for (Measured& m : models) {
+      std::vector<int> prompt(prefill_tokens);
+      for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int((i * 7919 + 3) % m.model.config.vocab);
+      LocalFfn ffn(m.model, pool);
+      Transformer t(m.model, ffn, pool);
+      auto gen = generate(t, {prompt.begin(), prompt.begin() + 3},
+                          {.max_new_tokens = decode_tokens + 1, .ignore_eos = true, .sampler = {}});
+      if (!gen) {
+        std::fprintf(stderr, "engine_bench: %s\n", gen.error().message.c_str());
+        return 1;
+      }
+      Transformer p(m.model, ffn, pool);
+      std::vector<float> logits;
+      const auto start = Clock::now();
+      if (!p.forward(prompt, 0, logits)) return 1;
+      const double prefill_s = seconds_since(start);
+      if (r == 0) continue;
+      m.decode_tps.push_back(double(decode_tokens) / gen->decode_seconds);
+      m.prefill_tps.push_back(double(prompt.size()) / prefill_s);
+      std::printf("rep %zu: read %.1f GB/s; %s decode %.2f tok/s (%.1f GB/s of weights), prefill %.1f tok/s\n", r, bw / 1e9,
+                  m.path.c_str(), m.decode_tps.back(), m.decode_tps.back() * double(m.weight_bytes) / 1e9,
+                  m.prefill_tps.back());
+    }
+  }
+  const double bw = median(bandwidth);
+  std::printf("\nthreads %zu, medians of %zu repetitions\n", threads, reps);
   std::printf("read bandwidth (%zu threads, same run):  %.1f GB/s\n", threads, bw / 1e9);
-  std::printf("decode:   %.2f tok/s; weight bytes per token %.3f GB; effective %.1f GB/s = %.2fx read bandwidth\n", dec,
-              double(weight_bytes) / 1e9, dec * double(weight_bytes) / 1e9, dec * double(weight_bytes) / bw);
-  std::printf("prefill:  %.1f tok/s (%zu-token prompt)\n", pre, prompt.size());
-  std::printf("memory:   load %.3f s; RSS %.0f MB before load, %.0f MB after load (mapped, untouched), %.0f MB after "
-              "running; weights on disk %.0f MB\n",
-              load_s, rss_before / 1e6, rss_loaded / 1e6, (rss_bytes() - buffer.size() * 4) / 1e6, file_bytes / 1e6);
+  for (const Measured& m : models) {
+    const double dec = median(m.decode_tps), pre = median(m.prefill_tps);
+    std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s\n", m.path.c_str(), m.model.config.layers,
+                m.model.config.hidden, m.model.config.ffn, m.model.config.vocab,
+                std::string(dtype_name(m.model.layers[0].gate.dtype)).c_str());
+    std::printf("decode:   %.2f tok/s; weight bytes per token %.3f GB; effective %.1f GB/s = %.2fx read bandwidth\n", dec,
+                double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / bw);
+    std::printf("prefill:  %.1f tok/s (%zu-token prompt)\n", pre, prefill_tokens);
+    if (&m != &models.front())
+      std::printf("against %s: decode %.2fx, prefill %.2fx, weight bytes %.2fx\n", models.front().path.c_str(),
+                  dec / median(models.front().decode_tps), pre / median(models.front().prefill_tps),
+                  double(m.weight_bytes) / double(models.front().weight_bytes));
+    std::printf("memory:   load %.3f s; RSS %.0f MB before load, %.0f MB after load (mapped, untouched); weights on disk %.0f MB\n",
+                m.load_s, m.rss_before / 1e6, m.rss_loaded / 1e6, m.file_bytes / 1e6);
+  }
   return 0;
 }
