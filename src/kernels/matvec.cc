@@ -24,6 +24,34 @@ void tile_scalar(const Tile& t) {
   }
 }
 
+// Scalar version of block_dot.h's contract.
+void block_tile_scalar(const Tile& t) {
+  const DType type = t.w->dtype;
+  const size_t blocks = t.w->cols / 32, block_bytes = dtype_traits(type).block_bytes;
+  for (size_t r = 0; r < t.nr; ++r) {
+    const uint8_t* row = t.w->row_ptr(t.r0 + r);
+    for (size_t j = 0; j < t.nt; ++j) {
+      const size_t token = t.t0 + j;
+      const int8_t* qx = t.qa->q.data() + token * t.w->cols;
+      float lanes[16] = {};
+      for (size_t b = 0; b < blocks; ++b) {
+        const UnpackedBlock w = unpack_block(type, row + b * block_bytes);
+        const float dx = t.qa->scale[token * blocks + b];
+        const float* sx = &t.qa->group_sum[(token * blocks + b) * 8];
+        const float s = w.scale * dx;
+        for (size_t g = 0; g < 8; ++g) {
+          int p = 0;
+          for (size_t i = 4 * g; i < 4 * g + 4; ++i) p += int(w.q[i]) * int(qx[b * 32 + i]);
+          float& lane = lanes[8 * (b % 2) + g];
+          lane = std::fma(s, float(p), lane);
+          if (has_min(type)) lane = std::fma(w.min * dx, sx[g], lane);
+        }
+      }
+      t.y[token * t.w->rows + t.r0 + r] = reduce16(lanes);
+    }
+  }
+}
+
 }  // namespace
 
 MatmulIsa best_matmul_isa() {
@@ -34,23 +62,27 @@ MatmulIsa best_matmul_isa() {
 }
 
 void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
-  void (*tile)(const Tile&) = tile_scalar;
+  const bool blocked = dtype_is_blocked(w.dtype);
+  void (*tile)(const Tile&) = blocked ? block_tile_scalar : tile_scalar;
   size_t max_rows = 4, max_tokens = 4;
 #if defined(__x86_64__)
-  if (isa == MatmulIsa::avx512) {
-    tile = tile_avx512;
+  if (isa == MatmulIsa::avx512 && !(blocked && !cpu_has_avx512_vnni())) {
+    tile = blocked ? block_tile_vnni : tile_avx512;
     max_rows = n == 1 ? 8 : 4;
-  }
-  if (isa == MatmulIsa::avx2) {
-    tile = tile_avx2;
+  } else if (isa != MatmulIsa::scalar) {  // AVX-512 without VNNI runs the AVX2 block tiles
+    tile = blocked ? block_tile_avx2 : tile_avx2;
     max_rows = n == 1 ? 4 : 2;  // sixteen ymm registers hold fewer accumulators
     max_tokens = 2;
   }
 #endif
+  // Block formats read the activations quantised (block_dot.h), once per call.
+  thread_local QuantizedActivations quantized;
+  if (blocked) quantized.quantize(x, n, w.cols);
+  const QuantizedActivations* qa = blocked ? &quantized : nullptr;
   auto rows = [&](size_t begin, size_t end) {
     for (size_t r0 = begin; r0 < end; r0 += max_rows)
       for (size_t t0 = 0; t0 < n; t0 += max_tokens)
-        tile(Tile{&w, x, y, r0, std::min(max_rows, end - r0), t0, std::min(max_tokens, n - t0)});
+        tile(Tile{&w, x, y, r0, std::min(max_rows, end - r0), t0, std::min(max_tokens, n - t0), qa});
   };
   // Small products are not worth waking the workers for.
   if (w.rows * w.cols * n < (1u << 15))

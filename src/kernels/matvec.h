@@ -1,5 +1,6 @@
-// Matrix-vector and matrix-matrix products over weights in their stored type (f32, f16,
-// bf16), for decode (one token) and prefill (many).
+// Matrix-vector and matrix-matrix products over weights in their stored format, for decode
+// (one token) and prefill (many). The GGML block formats follow block_dot.h's contract
+// (activations quantised to 8 bits, integer dot products); f32, f16 and bf16 this one:
 //
 // Every output element is one dot product with a fixed arithmetic: sixteen lanes of FMA
 // accumulation over k (element k goes to lane k mod 16, the tail padded with zeros), then

@@ -6,7 +6,6 @@
 
 #include <array>
 
-#include "kernels/block_formats.h"
 #include "kernels/matvec_tiles.h"
 
 #define LARQL_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -14,41 +13,16 @@
 namespace larql {
 namespace {
 
-using blocks::Layout;
-using blocks::layout;
-
 template <DType T>
 LARQL_AVX2 inline __m256 load8(const uint8_t* row, size_t k) {
   if constexpr (T == DType::f32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
-  } else if constexpr (T == DType::f16 || T == DType::bf16) {
+  } else {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
     if constexpr (T == DType::bf16)
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
     else
       return _mm256_cvtph_ps(raw);
-  } else {  // values k .. k+7 of a 32-value block (block_formats.h)
-    const uint8_t* b = row + k / blocks::kValues * dtype_traits(T).block_bytes;
-    const size_t o = k % blocks::kValues;  // 0, 8, 16 or 24
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::u16_at(b)));
-    if constexpr (T == DType::q8_0) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + o));
-      return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-    } else {
-      constexpr Layout L = layout<T>();
-      __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + L.qs + o % 16)));
-      q = o >= 16 ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(0x0F));
-      if constexpr (L.qh != 0) {
-        const __m256i bits = _mm256_set1_epi32(int(blocks::u32_at(b + L.qh) >> o));
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        q = _mm256_or_si256(q, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(bits, lane), _mm256_set1_epi32(1)), 4));
-      }
-      const __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(L.zero)));
-      if constexpr (L.m != 0)
-        return _mm256_fmadd_ps(d, v, _mm256_set1_ps(_cvtsh_ss(blocks::u16_at(b + L.m))));  // d * v is exact
-      else
-        return _mm256_mul_ps(d, v);
-    }
   }
 }
 
@@ -114,11 +88,11 @@ void tile_avx2(const Tile& t) {
     case DType::f32: return kTiles<DType::f32>[i](t);
     case DType::f16: return kTiles<DType::f16>[i](t);
     case DType::bf16: return kTiles<DType::bf16>[i](t);
-    case DType::q8_0: return kTiles<DType::q8_0>[i](t);
-    case DType::q4_0: return kTiles<DType::q4_0>[i](t);
-    case DType::q4_1: return kTiles<DType::q4_1>[i](t);
-    case DType::q5_0: return kTiles<DType::q5_0>[i](t);
-    case DType::q5_1: return kTiles<DType::q5_1>[i](t);
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1: break;  // block formats have their own tiles (block_dot.h)
   }
 }
 

@@ -6,7 +6,6 @@
 
 #include <array>
 
-#include "kernels/block_formats.h"
 #include "kernels/matvec_tiles.h"
 
 #define LARQL_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -14,40 +13,16 @@
 namespace larql {
 namespace {
 
-using blocks::Layout;
-using blocks::layout;
-
 template <DType T>
 LARQL_AVX512 inline __m512 load16(const uint8_t* row, size_t k) {
   if constexpr (T == DType::f32) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
-  } else if constexpr (T == DType::f16 || T == DType::bf16) {
+  } else {
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k));
     if constexpr (T == DType::bf16)
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
     else
       return _mm512_cvtph_ps(raw);
-  } else {  // values k .. k+15 of a 32-value block (block_formats.h)
-    const uint8_t* b = row + k / blocks::kValues * dtype_traits(T).block_bytes;
-    const size_t o = k % blocks::kValues;  // 0 or 16
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(blocks::u16_at(b)));
-    if constexpr (T == DType::q8_0) {
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + o));
-      return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-    } else {
-      constexpr Layout L = layout<T>();
-      __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + L.qs)));
-      q = o ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(0x0F));
-      if constexpr (L.qh != 0) {
-        const __mmask16 high = __mmask16(blocks::u32_at(b + L.qh) >> o);
-        q = _mm512_mask_or_epi32(q, high, q, _mm512_set1_epi32(0x10));
-      }
-      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(L.zero)));
-      if constexpr (L.m != 0)
-        return _mm512_fmadd_ps(d, v, _mm512_set1_ps(_cvtsh_ss(blocks::u16_at(b + L.m))));  // d * v is exact
-      else
-        return _mm512_mul_ps(d, v);
-    }
   }
 }
 
@@ -122,11 +97,11 @@ void tile_avx512(const Tile& t) {
     case DType::f32: return dispatch<DType::f32>(t);
     case DType::f16: return dispatch<DType::f16>(t);
     case DType::bf16: return dispatch<DType::bf16>(t);
-    case DType::q8_0: return dispatch<DType::q8_0>(t);
-    case DType::q4_0: return dispatch<DType::q4_0>(t);
-    case DType::q4_1: return dispatch<DType::q4_1>(t);
-    case DType::q5_0: return dispatch<DType::q5_0>(t);
-    case DType::q5_1: return dispatch<DType::q5_1>(t);
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1: break;  // block formats have their own tiles (block_dot.h)
   }
 }
 

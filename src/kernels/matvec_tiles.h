@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "kernels/block_dot.h"
 #include "kernels/dtype.h"
 
 namespace larql {
@@ -14,6 +15,7 @@ struct Tile {
   const float* x;
   float* y;
   size_t r0, nr, t0, nt;
+  const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
 };
 
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).
@@ -28,6 +30,9 @@ inline float reduce16(const float* l) {
 #if defined(__x86_64__)
 void tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1, else nr, nt ≤ 2
 void tile_avx512(const Tile& t);  // nr ≤ 8 with nt = 1, else nr, nt ≤ 4
+// Block-format weights (block_dot.h's contract), same tile limits.
+void block_tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1, else nr, nt ≤ 2
+void block_tile_vnni(const Tile& t);    // AVX-512 VNNI: nr ≤ 8 with nt = 1, else nr, nt ≤ 4
 #endif
 
 }  // namespace larql

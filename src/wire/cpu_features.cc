@@ -57,4 +57,15 @@ bool cpu_has_avx512f_bw() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+  if (masked("avx512vnni") || !cpu_has_avx512f_bw()) return false;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (c & (1u << 11)) && (b & (1u << 31));  // AVX512_VNNI, AVX512VL
+#else
+  return false;
+#endif
+}
+
 }  // namespace larql

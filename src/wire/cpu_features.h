@@ -13,4 +13,7 @@ bool cpu_has_avx2_fma_f16c();
 // AVX-512 Foundation and Byte/Word, with the OS saving ZMM and mask-register state.
 bool cpu_has_avx512f_bw();
 
+// The above plus AVX512_VNNI and AVX512VL (masked also by "avx512vnni").
+bool cpu_has_avx512_vnni();
+
 }  // namespace larql

@@ -7,8 +7,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/block_dot.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
+#include "wire/cpu_features.h"
 
 namespace larql {
 namespace {
@@ -62,6 +64,7 @@ std::vector<MatmulIsa> simd_isas() {
   else std::printf("NOT CHECKED on this CPU: the avx2 matmul\n");
   if (best_matmul_isa() == MatmulIsa::avx512) isas.push_back(MatmulIsa::avx512);
   else std::printf("NOT CHECKED on this CPU: the avx512 matmul\n");
+  if (!cpu_has_avx512_vnni()) std::printf("NOT CHECKED on this CPU: the avx512 vnni block-format tiles (avx2 ones run instead)\n");
   return isas;
 }
 
@@ -83,15 +86,19 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
           matmul_with(isa, w.m, x.data(), n, y.data(), pool);
           ASSERT_EQ(y, reference) << dtype_name(t) << " cols " << cols << " n " << n << " isa " << int(isa);
         }
-        // And the contract is a dot product: within float rounding of the exact sum.
+        // And the contract is a dot product: within float rounding of the exact sum, with
+        // the activations as the block formats read them (block_dot.h: quantised to 8 bits).
+        QuantizedActivations qa;
+        if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols);
         for (size_t r = 0; r < 9; ++r) {
           double exact = 0, magnitude = 0;
           for (size_t k = 0; k < cols; ++k) {
-            const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * x[k];
+            const double xk = dtype_is_blocked(t) ? double(qa.scale[k / 32]) * qa.q[k] : x[k];
+            const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * xk;
             exact += p;
             magnitude += std::fabs(p);
           }
-          EXPECT_NEAR(reference[r], exact, 1e-5 * magnitude + 1e-7);
+          EXPECT_NEAR(reference[r], exact, 1e-5 * magnitude + 1e-7) << dtype_name(t) << " row " << r;
         }
       }
     }

@@ -1,0 +1,55 @@
+// Internal to the block-format tiles: a block's 32 integers (block_dot.h's qw) in a ymm
+// register. AVX2 only, so the AVX-512 tiles inline it too.
+#pragma once
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include "kernels/block_formats.h"
+
+#define LARQL_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace larql {
+
+// Byte j is 0xFF where bit j of `bits` is set.
+LARQL_AVX2 inline __m256i bytes_from_bits(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)),
+                                             _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                               0x0101010101010101, 0x0000000000000000));
+  return _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
+}
+
+// The 32 stored integers of one block, before the format's zero point is subtracted:
+// q8_0's signed bytes, or the 4- and 5-bit formats' unsigned values (0..15, 0..31).
+template <DType T>
+LARQL_AVX2 inline __m256i block_raw_integers(const uint8_t* b) {
+  if constexpr (T == DType::q8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+  } else {
+    constexpr blocks::Layout L = blocks::layout<T>();
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + L.qs));
+    const __m128i low = _mm_set1_epi8(0x0F);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+    if constexpr (L.qh != 0) q = _mm256_or_si256(q, _mm256_and_si256(bytes_from_bits(blocks::u32_at(b + L.qh)), _mm256_set1_epi8(0x10)));
+    return q;
+  }
+}
+
+// The format's zero point: what is subtracted from a stored value (block_formats.h).
+template <DType T>
+constexpr int zero_point() {
+  if constexpr (T == DType::q8_0) return 0;
+  else return blocks::layout<T>().zero;
+}
+
+// The 32 integers of one block (block_dot.h's qw).
+template <DType T>
+LARQL_AVX2 inline __m256i block_integers(const uint8_t* b) {
+  const __m256i raw = block_raw_integers<T>(b);
+  if constexpr (zero_point<T>() != 0) return _mm256_sub_epi8(raw, _mm256_set1_epi8(char(zero_point<T>())));
+  return raw;
+}
+
+}  // namespace larql
+
+#endif
