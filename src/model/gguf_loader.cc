@@ -1,5 +1,7 @@
 #include "model/gguf_loader.h"
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,6 +38,26 @@ std::vector<float> permute_rows_for_adjacent_rope(const std::vector<float>& in, 
     for (size_t i = 0; i < half; ++i)
       for (size_t j = 0; j < 2; ++j)
         std::copy_n(&in[(h * head_dim + j * half + i) * cols], cols, &out[(h * head_dim + 2 * i + j) * cols]);
+  return out;
+}
+
+// Llama 3's frequency scaling as llama.cpp's converter writes it: one divisor per rotated
+// pair (the rope_freqs tensor), instead of rope_scaling in the config.
+std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
+  const Llama3RopeScaling& s = *c.rope_scaling;
+  const double low_freq_wavelen = s.original_max_position / s.low_freq_factor;
+  const double high_freq_wavelen = s.original_max_position / s.high_freq_factor;
+  std::vector<float> out;
+  for (size_t i = 0; i < c.head_dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(double(c.rope_theta), double(2 * i) / double(c.head_dim));
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_freq_wavelen) out.push_back(1.0f);
+    else if (wavelen > low_freq_wavelen) out.push_back(s.factor);
+    else {
+      const double smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      out.push_back(float(1 / ((1 - smooth) / s.factor + smooth)));
+    }
+  }
   return out;
 }
 
@@ -156,8 +178,6 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   meta[arch + ".vocab_size"] = u32(c.vocab);
   if (c.bos_id >= 0) meta["tokenizer.ggml.bos_token_id"] = u32(size_t(c.bos_id));
   if (!c.eos_ids.empty()) meta["tokenizer.ggml.eos_token_id"] = u32(size_t(c.eos_ids[0]));
-  if (c.rope_scaling)
-    return make_error(ErrorCode::invalid_argument, "export_gguf: Llama 3 rope scaling is not written yet (rope_freqs)");
 
   const bool permute = family->gguf_permutes_qk && c.rope_layout == RopeLayout::half_split;
   std::vector<GgufTensorToWrite> tensors;
@@ -173,6 +193,12 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     blocks::quantize_row(type, values.data(), values.size(), t.bytes.data());
     tensors.push_back(std::move(t));
   });
+  if (c.rope_scaling) {
+    const std::vector<float> divisors = llama3_rope_divisors(c);
+    GgufTensorToWrite t{"rope_freqs.weight", DType::f32, {divisors.size()}, std::vector<uint8_t>(divisors.size() * 4)};
+    std::memcpy(t.bytes.data(), divisors.data(), t.bytes.size());
+    tensors.push_back(std::move(t));
+  }
   return write_gguf(path, meta, tensors, options.splits);
 }
 

@@ -13,6 +13,10 @@
 #include "model/gguf_loader.h"
 #include "model/loader.h"
 #include "model/synth.h"
+#include "infer/local_ffn.h"
+#include "infer/transformer.h"
+#include <nlohmann/json.hpp>
+#include <cmath>
 
 namespace larql {
 namespace {
@@ -235,6 +239,51 @@ TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
   auto loaded = load_model(path.string());
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.error().message.find("tensor 'blk.0.ffn_up.weight' is Q4_K"), std::string::npos) << loaded.error().message;
+}
+
+TEST_F(Gguf, Llama3RopeScalingBecomesRopeFreqsWithTheSameLogits) {
+  const fs::path hf = dir_ / "hf";
+  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = 2, .ffn = 96, .heads = 2, .kv_heads = 1,
+                                                       .vocab = 256, .context = 64, .dtype = DType::f32, .seed = 9})
+                  .ok());
+  // A short original context, so that every branch of the scaling applies to head size 32.
+  nlohmann::json config;
+  std::ifstream(hf / "config.json") >> config;
+  config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 16}};
+  std::ofstream(hf / "config.json") << config.dump();
+  auto scaled = load_model(hf.string());
+  ASSERT_TRUE(scaled.ok()) << scaled.error().message;
+  ASSERT_TRUE(export_gguf(*scaled, (dir_ / "scaled.gguf").string(), {DType::f32, std::nullopt, 1}).ok());
+  auto gguf = load_model((dir_ / "scaled.gguf").string());
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  ASSERT_NE(gguf->rope_freqs.data, nullptr);
+  EXPECT_EQ(gguf->rope_freqs.cols, 16u);
+
+  auto logits_at = [](const Model& m, size_t positions) {
+    ThreadPool pool(1);
+    LocalFfn ffn(m, pool);
+    Transformer t(m, ffn, pool);
+    std::vector<int> tokens(positions);
+    for (size_t i = 0; i < positions; ++i) tokens[i] = int(i * 37 % 256);
+    std::vector<float> logits;
+    EXPECT_TRUE(t.forward(tokens, 0, logits).ok());
+    return logits;
+  };
+  const auto expected = logits_at(*scaled, 40), got = logits_at(*gguf, 40);
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    diff = std::max(diff, std::fabs(got[i] - expected[i]));
+    scale = std::max(scale, std::fabs(expected[i]));
+  }
+  EXPECT_LT(diff, 1e-4f * scale) << "rope_freqs should reproduce rope_scaling up to float rounding";
+  // And the divisors matter: without them the logits are another model's.
+  Model unscaled = *gguf;
+  unscaled.rope_freqs = Matrix{};
+  const auto plain = logits_at(unscaled, 40);
+  float moved = 0;
+  for (size_t i = 0; i < plain.size(); ++i) moved = std::max(moved, std::fabs(plain[i] - expected[i]));
+  EXPECT_GT(moved, 100 * diff + 1e-6f);
 }
 
 }  // namespace
