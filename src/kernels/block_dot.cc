@@ -65,7 +65,7 @@ UnpackedBlock unpack_block(DType t, const uint8_t* b) {
     case DType::bf16:
     case DType::q8_0: break;
   }
-  const uint32_t qh = L.qh ? blocks::u32_at(b + L.qh) : 0;
+  const uint32_t qh = L.qh ? blocks::load_u32(b + L.qh) : 0;
   for (size_t j = 0; j < 32; ++j) {
     int v = j < 16 ? (b[L.qs + j] & 0x0F) : (b[L.qs + j - 16] >> 4);
     v |= int((qh >> j) & 1) << 4;

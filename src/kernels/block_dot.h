@@ -50,4 +50,20 @@ struct UnpackedBlock {
 UnpackedBlock unpack_block(DType t, const uint8_t* block);
 inline bool has_min(DType t) { return t == DType::q4_1 || t == DType::q5_1; }
 
+// Calls fn.template operator()<T>() with the block format t as a compile-time value
+// (the ISA files' tile tables); does nothing for the element formats.
+template <typename Fn>
+void with_block_format(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::q8_0: return fn.template operator()<DType::q8_0>();
+    case DType::q4_0: return fn.template operator()<DType::q4_0>();
+    case DType::q4_1: return fn.template operator()<DType::q4_1>();
+    case DType::q5_0: return fn.template operator()<DType::q5_0>();
+    case DType::q5_1: return fn.template operator()<DType::q5_1>();
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return;
+  }
+}
+
 }  // namespace larql

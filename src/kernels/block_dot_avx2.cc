@@ -41,14 +41,14 @@ LARQL_AVX2 void block_tile(const Tile& t) {
       const uint8_t* block = rows[r] + b * kBlockBytes;
       const __m256i q = block_integers<T>(block);
       const __m256i wlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), whi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-      const float dw = _cvtsh_ss(blocks::u16_at(block));
+      const float dw = _cvtsh_ss(blocks::load_u16(block));
       for (int j = 0; j < NT; ++j) {
         const __m256i pairs = _mm256_hadd_epi32(_mm256_madd_epi16(wlo, xlo[j]), _mm256_madd_epi16(whi, xhi[j]));
         const __m256 groups = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(pairs, group_order));
         __m256& lane = acc[r][j][half];
         lane = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), groups, lane);
         if constexpr (T == DType::q4_1 || T == DType::q5_1) {
-          const float mw = _cvtsh_ss(blocks::u16_at(block + blocks::layout<T>().m));
+          const float mw = _cvtsh_ss(blocks::load_u16(block + blocks::layout<T>().m));
           const float* sx = &qa.group_sum[((t.t0 + size_t(j)) * blocks + b) * 8];
           lane = _mm256_fmadd_ps(_mm256_set1_ps(mw * dx[j]), _mm256_loadu_ps(sx), lane);
         }
@@ -78,16 +78,7 @@ void dispatch(const Tile& t) {
 }  // namespace
 
 void block_tile_avx2(const Tile& t) {
-  switch (t.w->dtype) {
-    case DType::q8_0: return dispatch<DType::q8_0>(t);
-    case DType::q4_0: return dispatch<DType::q4_0>(t);
-    case DType::q4_1: return dispatch<DType::q4_1>(t);
-    case DType::q5_0: return dispatch<DType::q5_0>(t);
-    case DType::q5_1: return dispatch<DType::q5_1>(t);
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: break;  // not a block format: matvec.cc never sends these here
-  }
+  with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
 }
 
 }  // namespace larql

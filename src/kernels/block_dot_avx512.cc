@@ -20,7 +20,7 @@ namespace {
 
 // [f16 at a] × 8, [f16 at b] × 8 as floats.
 LARQL_VNNI inline __m512 pair_of_halves(const uint8_t* a, const uint8_t* b) {
-  const __m128i both = _mm_cvtsi32_si128(int(uint32_t(blocks::u16_at(a)) | uint32_t(blocks::u16_at(b)) << 16));
+  const __m128i both = _mm_cvtsi32_si128(int(uint32_t(blocks::load_u16(a)) | uint32_t(blocks::load_u16(b)) << 16));
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                _mm512_castps128_ps512(_mm_cvtph_ps(both)));
 }
@@ -103,16 +103,7 @@ void dispatch(const Tile& t) {
 }  // namespace
 
 void block_tile_vnni(const Tile& t) {
-  switch (t.w->dtype) {
-    case DType::q8_0: return dispatch<DType::q8_0>(t);
-    case DType::q4_0: return dispatch<DType::q4_0>(t);
-    case DType::q4_1: return dispatch<DType::q4_1>(t);
-    case DType::q5_0: return dispatch<DType::q5_0>(t);
-    case DType::q5_1: return dispatch<DType::q5_1>(t);
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: break;  // not a block format: matvec.cc never sends these here
-  }
+  with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
 }
 
 }  // namespace larql

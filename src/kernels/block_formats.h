@@ -18,22 +18,15 @@
 #include <cstring>
 
 #include "kernels/dtype.h"
+#include "wire/byte_io.h"
 
 namespace larql::blocks {
 
 inline constexpr size_t kValues = 32;
 
-inline uint16_t u16_at(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline uint32_t u32_at(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline float half_at(const uint8_t* p) { return wire::f16_to_f32(u16_at(p)); }
+using wire::load_u16;
+using wire::load_u32;
+inline float half_at(const uint8_t* p) { return wire::f16_to_f32(load_u16(p)); }
 
 // Where the parts of a 4- or 5-bit block are (byte offsets; 0 = absent; d is at 0), and
 // the integer subtracted from each quantised value.
@@ -58,7 +51,7 @@ inline float block_value(const uint8_t* b, size_t j) {
     constexpr Layout L = layout<T>();
     const uint8_t* qs = b + L.qs;
     int q = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
-    if constexpr (L.qh != 0) q |= int((u32_at(b + L.qh) >> j) & 1) << 4;
+    if constexpr (L.qh != 0) q |= int((load_u32(b + L.qh) >> j) & 1) << 4;
     const float scaled = half_at(b) * float(q - L.zero);  // exact
     if constexpr (L.m != 0) return scaled + half_at(b + L.m);
     return scaled;

@@ -30,7 +30,7 @@ LARQL_AVX2 inline __m256i block_raw_integers(const uint8_t* b) {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + L.qs));
     const __m128i low = _mm_set1_epi8(0x0F);
     __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
-    if constexpr (L.qh != 0) q = _mm256_or_si256(q, _mm256_and_si256(bytes_from_bits(blocks::u32_at(b + L.qh)), _mm256_set1_epi8(0x10)));
+    if constexpr (L.qh != 0) q = _mm256_or_si256(q, _mm256_and_si256(bytes_from_bits(blocks::load_u32(b + L.qh)), _mm256_set1_epi8(0x10)));
     return q;
   }
 }

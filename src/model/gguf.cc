@@ -231,11 +231,6 @@ Result<GgufFile> read_one(const std::string& path) {
   return f;
 }
 
-int64_t integer_or(const GgufFile& f, const std::string& key, int64_t fallback) {
-  const GgufValue* v = f.find(key);
-  return v && v->type != GgufValueType::string && v->type != GgufValueType::array ? v->integer : fallback;
-}
-
 // --- writing ---
 
 void put_bytes(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
@@ -320,6 +315,16 @@ const GgufValue* GgufFile::find(const std::string& key) const {
   return it == metadata.end() ? nullptr : &it->second;
 }
 
+const GgufValue* GgufFile::number(const std::string& key) const {
+  const GgufValue* v = find(key);
+  return v && v->type != GgufValueType::string && v->type != GgufValueType::array ? v : nullptr;
+}
+
+int64_t GgufFile::integer_or(const std::string& key, int64_t fallback) const {
+  const GgufValue* v = number(key);
+  return v ? v->integer : fallback;
+}
+
 std::string ggml_type_name(uint32_t t) {
   return t < std::size(kGgmlTypeNames) ? kGgmlTypeNames[t] : "type " + std::to_string(t);
 }
@@ -343,10 +348,10 @@ Result<GgufFile> parse_gguf(const uint8_t* data, size_t size, const std::string&
 Result<GgufFile> read_gguf(const std::string& path) {
   auto first = read_one(path);
   if (!first) return first.error();
-  const int64_t count = integer_or(*first, "split.count", 1);
+  const int64_t count = first->integer_or("split.count", 1);
   if (count <= 1) return first;
   const auto split = split_name(path);
-  if (!split || split->second != size_t(count) || integer_or(*first, "split.no", 0) != 0)
+  if (!split || split->second != size_t(count) || first->integer_or("split.no", 0) != 0)
     return make_error(ErrorCode::invalid_argument, path + ": split.count is " + std::to_string(count) +
                                                        "; give the first file, named NAME-00001-of-" +
                                                        split_path("", 0, size_t(count)).substr(10));
@@ -354,7 +359,7 @@ Result<GgufFile> read_gguf(const std::string& path) {
     const std::string part = split_path(split->first, i, size_t(count));
     auto next = read_one(part);
     if (!next) return next.error();
-    if (integer_or(*next, "split.no", -1) != int64_t(i - 1))
+    if (next->integer_or("split.no", -1) != int64_t(i - 1))
       return make_error(ErrorCode::invalid_argument, part + ": split.no is not " + std::to_string(i - 1));
     for (auto& [name, t] : next->tensors)
       if (!first->tensors.emplace(name, std::move(t)).second)

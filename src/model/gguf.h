@@ -53,6 +53,9 @@ struct GgufFile {
   std::map<std::string, GgufTensor> tensors;
 
   const GgufValue* find(const std::string& key) const;
+  // A numeric or bool scalar; nullptr when the key is absent or a string or array.
+  const GgufValue* number(const std::string& key) const;
+  int64_t integer_or(const std::string& key, int64_t fallback) const;
 };
 
 // GGML's name of a type id ("Q4_K", "F16", ...), or "type N" for ids it does not know.

@@ -71,10 +71,7 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   const Family* family = find_gguf_family(arch);
   if (!family) return fail("architecture '" + arch + "' is not supported; expected llama, qwen2 or qwen3");
 
-  auto number = [&](const std::string& key) -> const GgufValue* {
-    const GgufValue* v = f.find(arch + "." + key);
-    return v && v->type != GgufValueType::string && v->type != GgufValueType::array ? v : nullptr;
-  };
+  auto number = [&](const std::string& key) { return f.number(arch + "." + key); };
   auto need = [&](const std::string& key, size_t& out) -> Status {
     const GgufValue* v = number(key);
     if (!v || v->integer <= 0 || v->integer > (int64_t(1) << 32))
@@ -104,10 +101,7 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   c.rope_layout = family->gguf_permutes_qk ? RopeLayout::adjacent_pairs : RopeLayout::half_split;
   c.attention_bias = family->attention_bias;
   c.qk_norm = family->qk_norm;
-  auto id = [&](const char* key) -> int {
-    const GgufValue* v = f.find(key);
-    return v && v->type != GgufValueType::string && v->type != GgufValueType::array ? int(v->integer) : -1;
-  };
+  auto id = [&](const char* key) { return int(f.integer_or(key, -1)); };
   c.bos_id = id("tokenizer.ggml.bos_token_id");
   if (int eos = id("tokenizer.ggml.eos_token_id"); eos >= 0) c.eos_ids.push_back(eos);
   if (int eot = id("tokenizer.ggml.eot_token_id"); eot >= 0 && (c.eos_ids.empty() || c.eos_ids[0] != eot)) c.eos_ids.push_back(eot);

@@ -83,13 +83,6 @@ json merges_from_scores(const std::vector<std::string>& tokens, const std::vecto
   return out;
 }
 
-template <typename T>
-T scalar_or(const GgufFile& f, const std::string& key, T fallback) {
-  const GgufValue* v = f.find(key);
-  if (!v || v->type == GgufValueType::string || v->type == GgufValueType::array) return fallback;
-  return T(v->integer);
-}
-
 }  // namespace
 
 Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& source) {
@@ -108,13 +101,13 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
     types = t->integers;
   }
   auto token_id_key = [&](const char* key) -> int {
-    const int id = scalar_or<int>(f, key, -1);
+    const int id = int(f.integer_or(key, -1));
     return id >= 0 && size_t(id) < tokens.size() ? id : -1;
   };
   const int bos = token_id_key("tokenizer.ggml.bos_token_id"), eos = token_id_key("tokenizer.ggml.eos_token_id");
   const int unk = token_id_key("tokenizer.ggml.unknown_token_id");
-  const bool add_bos = scalar_or<bool>(f, "tokenizer.ggml.add_bos_token", spm) && bos >= 0;
-  const bool add_eos = scalar_or<bool>(f, "tokenizer.ggml.add_eos_token", false) && eos >= 0;
+  const bool add_bos = f.integer_or("tokenizer.ggml.add_bos_token", spm) != 0 && bos >= 0;
+  const bool add_eos = f.integer_or("tokenizer.ggml.add_eos_token", false) != 0 && eos >= 0;
 
   json vocab = json::object(), added = json::array();
   std::unordered_map<std::string, int> ids;
@@ -135,7 +128,7 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
   if (spm) {
     const GgufValue* scores = f.find("tokenizer.ggml.scores");
     if (!scores || scores->reals.size() != tokens.size()) return bad(source, "tokenizer.ggml.scores must have one score per token");
-    const bool prefix = scalar_or<bool>(f, "tokenizer.ggml.add_space_prefix", true);
+    const bool prefix = f.integer_or("tokenizer.ggml.add_space_prefix", true) != 0;
     json normalizers = json::array();
     if (prefix) normalizers.push_back({{"type", "Prepend"}, {"prepend", kMetaspace}});
     normalizers.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMetaspace}});

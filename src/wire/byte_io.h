@@ -11,6 +11,11 @@ namespace larql::wire {
 static_assert(std::endian::native == std::endian::little,
               "larql's codec copies little-endian wire values directly; big-endian hosts are unsupported");
 
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
 inline uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
