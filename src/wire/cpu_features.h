@@ -3,8 +3,8 @@
 
 namespace larql {
 
-// Both checks honour LARQL_CPU_MASK, a comma-separated list of features to treat as
-// absent ("avx512", "avx2"; masking avx2 masks avx512 too), so that the fallbacks run
+// Every check honours LARQL_CPU_MASK, a comma-separated list of features to treat as
+// absent ("avx512vnni", "avx512", "avx2"; masking one masks those above it), so that the fallbacks run
 // and are tested on any CPU (make test runs the kernel tests masked).
 
 // AVX2, FMA and F16C, with the OS saving YMM state.
