@@ -15,6 +15,7 @@
 
 #include "infer/local_ffn.h"
 #include "infer/transformer.h"
+#include "model/gguf_loader.h"
 #include "model/loader.h"
 #include "model/safetensors.h"
 #include "model/synth.h"
@@ -76,20 +77,25 @@ Checkpoint base_checkpoint() {
 }
 
 // Logits after each prompt position, fed one token at a time.
-std::vector<std::vector<float>> logits_per_position(const Checkpoint& c, const std::string& tag) {
-  const fs::path dir = c.write(tag);
-  auto model = load_model(dir.string());
-  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+std::vector<std::vector<float>> logits_of_model(const Model& model) {
   std::vector<std::vector<float>> out;
-  if (!model.ok()) return out;
   ThreadPool pool(1);
-  LocalFfn ffn(*model, pool);
-  Transformer t(*model, ffn, pool);
+  LocalFfn ffn(model, pool);
+  Transformer t(model, ffn, pool);
   for (size_t p = 0; p < kPrompt.size(); ++p) {
     std::vector<float> logits;
     EXPECT_TRUE(t.forward({&kPrompt[p], 1}, p, logits).ok());
     out.push_back(logits);
   }
+  return out;
+}
+
+std::vector<std::vector<float>> logits_per_position(const Checkpoint& c, const std::string& tag) {
+  const fs::path dir = c.write(tag);
+  auto model = load_model(dir.string());
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+  std::vector<std::vector<float>> out;
+  if (model.ok()) out = logits_of_model(*model);
   fs::remove_all(dir);
   return out;
 }
@@ -171,6 +177,36 @@ TEST_F(Families, Llama3RopeScalingKeepsPositionZeroAndMovesTheRest) {
   const auto plain = logits_per_position(base_, "llama"), stretched = logits_per_position(scaled, "llama3");
   EXPECT_EQ(stretched[0], plain[0]);  // rotation by angle 0 whatever the frequency
   for (size_t p = 1; p < kPrompt.size(); ++p) EXPECT_GT(max_abs_diff(stretched[p], plain[p]), 1e-4f) << "position " << p;
+}
+
+TEST_F(Families, Qwen2AndQwen3AsF32GgufAreBitIdenticalToTheirCheckpoints) {
+  // Their GGUF rows are not permuted (llama.cpp uses half-split RoPE for them), so with f32
+  // weights the GGUF model is the same computation.
+  const size_t q = kHeads * (kHidden / kHeads), kv = kKvHeads * (kHidden / kHeads);
+  Checkpoint qwen2 = base_, qwen3 = base_;
+  qwen2.config["model_type"] = "qwen2";
+  qwen3.config["model_type"] = "qwen3";
+  for (size_t l = 0; l < kLayers; ++l) {
+    qwen2.add(layer(l, "self_attn.q_proj.bias"), {q}, 0.25f);
+    qwen2.add(layer(l, "self_attn.k_proj.bias"), {kv}, -0.5f);
+    qwen2.add(layer(l, "self_attn.v_proj.bias"), {kv}, 0.125f);
+    qwen3.add(layer(l, "self_attn.q_norm.weight"), {kHidden / kHeads}, 1.5f);
+    qwen3.add(layer(l, "self_attn.k_norm.weight"), {kHidden / kHeads}, 0.75f);
+  }
+  for (auto [checkpoint, tag] : {std::pair{&qwen2, "qwen2"}, {&qwen3, "qwen3"}}) {
+    const fs::path dir = checkpoint->write(std::string(tag) + "_gguf");
+    auto hf = load_model(dir.string());
+    ASSERT_TRUE(hf.ok()) << hf.error().message;
+    const std::string gguf_path = (dir / "model.gguf").string();
+    auto written = export_gguf(*hf, gguf_path, {DType::f32, std::nullopt, 1});
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto gguf = load_model(gguf_path);
+    ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+    EXPECT_EQ(gguf->config.family, tag);
+    EXPECT_EQ(gguf->config.rope_layout, RopeLayout::half_split);
+    EXPECT_EQ(logits_of_model(*gguf), logits_of_model(*hf)) << tag;
+    fs::remove_all(dir);
+  }
 }
 
 TEST_F(Families, AnExplicitHeadDimOtherThanHiddenOverHeadsRuns) {
