@@ -151,6 +151,8 @@ TEST_F(Gguf, MalformedHeadersNameWhatWasWrong) {
     EXPECT_NE(e.find(needle), std::string::npos) << "expected '" << needle << "' in: " << e;
   };
   expect(patched(0, "GGML", 4), "magic");
+  const uint32_t v2 = 2;
+  EXPECT_EQ(error_of(patched(4, &v2, 4)), "(accepted)");  // v2 and v3 differ only in what v3 allows
   const uint32_t v1 = 1, big = 0x03000000;
   expect(patched(4, &v1, 4), "version 1 is not supported; expected 2 or 3");
   expect(patched(4, &big, 4), "big-endian");
