@@ -7,6 +7,19 @@
 #include "kernels/block_formats.h"
 
 namespace larql {
+namespace {
+
+// Round to nearest even, for |v| ≤ 127 (a little more after the product's rounding):
+// adding and subtracting 1.5 · 2^23 leaves the integer the float unit's rounding chose.
+// Inline arithmetic, unlike nearbyint's library call (this runs for every activation);
+// exact IEEE arithmetic, which the build keeps (no -ffast-math).
+int8_t round_to_int8(float v) {
+  constexpr float kMagic = 12582912.0f;
+  const float r = (std::clamp(v, -127.0f, 127.0f) + kMagic) - kMagic;
+  return int8_t(r);
+}
+
+}  // namespace
 
 void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
   rows = n;
@@ -32,7 +45,7 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
       const float inverse = finite && d != 0 ? 1.0f / d : 0.0f;
       const size_t at = r * c + b * blocks::kValues;
       for (size_t i = 0; i < blocks::kValues; ++i) {
-        q[at + i] = finite ? int8_t(std::nearbyint(std::clamp(v[i] * inverse, -127.0f, 127.0f))) : 0;
+        q[at + i] = finite ? round_to_int8(v[i] * inverse) : 0;
         wide[at + i] = q[at + i];
       }
       scale[r * blocks + b] = d;

@@ -66,7 +66,8 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   void (*tile)(const Tile&) = blocked ? block_tile_scalar : tile_scalar;
   size_t max_rows = 4, max_tokens = 4;
 #if defined(__x86_64__)
-  if (isa == MatmulIsa::avx512 && !(blocked && !cpu_has_avx512_vnni())) {
+  static const bool vnni = cpu_has_avx512_vnni();  // cpuid is slow (a VM exit): ask once
+  if (isa == MatmulIsa::avx512 && !(blocked && !vnni)) {
     tile = blocked ? block_tile_vnni : tile_avx512;
     max_rows = n == 1 ? 8 : 4;
   } else if (isa != MatmulIsa::scalar) {  // AVX-512 without VNNI runs the AVX2 block tiles
