@@ -28,10 +28,17 @@ LARQL_VNNI inline __m512 pair_of_halves(const uint8_t* a, const uint8_t* b) {
 // Both blocks' stored integers, unsigned (qw + z).
 template <DType T>
 LARQL_VNNI inline __m512i unsigned_pair(const uint8_t* even, const uint8_t* odd, bool whole) {
-  const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(block_raw_integers<T>(even)),
-                                         whole ? block_raw_integers<T>(odd) : _mm256_setzero_si256(), 1);
-  if constexpr (T == DType::q8_0) return _mm512_xor_si512(raw, _mm512_set1_epi8(char(0x80)));  // + 128
-  return raw;
+  const __m512i low = _mm512_inserti64x4(_mm512_castsi256_si512(block_low_integers<T>(even)),
+                                         whole ? block_low_integers<T>(odd) : _mm256_setzero_si256(), 1);
+  if constexpr (T == DType::q8_0) {
+    return _mm512_xor_si512(low, _mm512_set1_epi8(char(0x80)));  // + 128
+  } else {
+    constexpr size_t qh = blocks::layout<T>().qh;
+    if constexpr (qh == 0) return low;
+    // The fifth bits of both blocks as one mask register.
+    const __mmask64 high = __mmask64(blocks::load_u32(even + qh)) | (whole ? __mmask64(blocks::load_u32(odd + qh)) << 32 : 0);
+    return _mm512_mask_add_epi8(low, high, low, _mm512_set1_epi8(0x10));
+  }
 }
 
 // How far ahead of the pair in use each row is prefetched (the hardware prefetcher alone

@@ -19,20 +19,28 @@ LARQL_AVX2 inline __m256i bytes_from_bits(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
 }
 
+// The 32 low parts of one block: q8_0's signed bytes, or the 4- and 5-bit formats' nibbles.
+template <DType T>
+LARQL_AVX2 inline __m256i block_low_integers(const uint8_t* b) {
+  if constexpr (T == DType::q8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+  } else {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + blocks::layout<T>().qs));
+    const __m128i low = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+  }
+}
+
 // The 32 stored integers of one block, before the format's zero point is subtracted:
 // q8_0's signed bytes, or the 4- and 5-bit formats' unsigned values (0..15, 0..31).
 template <DType T>
 LARQL_AVX2 inline __m256i block_raw_integers(const uint8_t* b) {
-  if constexpr (T == DType::q8_0) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-  } else {
-    constexpr blocks::Layout L = blocks::layout<T>();
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + L.qs));
-    const __m128i low = _mm_set1_epi8(0x0F);
-    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
-    if constexpr (L.qh != 0) q = _mm256_or_si256(q, _mm256_and_si256(bytes_from_bits(blocks::load_u32(b + L.qh)), _mm256_set1_epi8(0x10)));
-    return q;
+  __m256i q = block_low_integers<T>(b);
+  if constexpr (T != DType::q8_0) {
+    constexpr size_t qh = blocks::layout<T>().qh;
+    if constexpr (qh != 0) q = _mm256_or_si256(q, _mm256_and_si256(bytes_from_bits(blocks::load_u32(b + qh)), _mm256_set1_epi8(0x10)));
   }
+  return q;
 }
 
 // The format's zero point: what is subtracted from a stored value (block_formats.h).
