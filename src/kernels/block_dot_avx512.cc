@@ -43,7 +43,7 @@ LARQL_VNNI inline __m512i unsigned_pair(const uint8_t* even, const uint8_t* odd,
 
 // How far ahead of the pair in use each row is prefetched (the hardware prefetcher alone
 // leaves eight interleaved 34-byte-block streams short of the memory's bandwidth).
-constexpr size_t kPrefetchBytes = 1024;
+constexpr size_t kPrefetchBytes = 3072;
 
 template <DType T, int NR, int NT>
 LARQL_VNNI void block_tile(const Tile& t) {
