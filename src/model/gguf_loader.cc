@@ -92,8 +92,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   c.head_dim = c.hidden / c.heads;
   if (number("attention.key_length"))
     if (auto s = need("attention.key_length", c.head_dim); !s) return s.error();
-  if (c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0)
-    return fail("head_count must be a multiple of head_count_kv, and the head size even");
+  if (c.heads % c.kv_heads != 0 || c.head_dim == 0 || c.head_dim % 2 != 0)
+    return fail("head_count must be a multiple of head_count_kv, and the head size even and positive");
   if (const GgufValue* v = number("attention.layer_norm_rms_epsilon")) c.norm_eps = float(v->real);
   if (const GgufValue* v = number("rope.freq_base")) c.rope_theta = float(v->real);
   if (const GgufValue* v = f.find(arch + ".rope.scaling.type"); v && v->text != "none" && !v->text.empty())
