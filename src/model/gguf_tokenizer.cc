@@ -101,8 +101,8 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
     types = t->integers;
   }
   auto token_id_key = [&](const char* key) -> int {
-    const int id = int(f.integer_or(key, -1));
-    return id >= 0 && size_t(id) < tokens.size() ? id : -1;
+    const int64_t id = f.integer_or(key, -1);
+    return id >= 0 && uint64_t(id) < tokens.size() ? int(id) : -1;
   };
   const int bos = token_id_key("tokenizer.ggml.bos_token_id"), eos = token_id_key("tokenizer.ggml.eos_token_id");
   const int unk = token_id_key("tokenizer.ggml.unknown_token_id");
