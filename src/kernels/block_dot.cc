@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/block_formats.h"
 
 namespace larql {
 namespace {
@@ -25,13 +24,10 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
   rows = n;
   cols = c;
   blocks = c / blocks::kValues;
-  const size_t pairs = (blocks + 1) / 2;
+  lane_stride = (blocks + 1) / 2 * 16;
   q.resize(n * c);
-  wide.resize(n * c);
-  scale.resize(n * blocks);
-  group_sum.resize(n * blocks * 8);
-  pair_scale.assign(n * pairs * 16, 0.0f);
-  pair_group_sum.assign(n * pairs * 16, 0.0f);
+  lane_scale.assign(n * lane_stride, 0.0f);
+  lane_group_sum.assign(n * lane_stride, 0.0f);
   for (size_t r = 0; r < n; ++r)
     for (size_t b = 0; b < blocks; ++b) {
       const float* v = x + r * c + b * blocks::kValues;
@@ -43,48 +39,23 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
       }
       const float d = finite ? amax / 127 : std::numeric_limits<float>::quiet_NaN();
       const float inverse = finite && d != 0 ? 1.0f / d : 0.0f;
-      const size_t at = r * c + b * blocks::kValues;
-      for (size_t i = 0; i < blocks::kValues; ++i) {
-        q[at + i] = finite ? round_to_int8(v[i] * inverse) : 0;
-        wide[at + i] = q[at + i];
-      }
-      scale[r * blocks + b] = d;
-      const size_t pair_at = (r * pairs + b / 2) * 16 + 8 * (b % 2);
+      int8_t* qx = &q[r * c + b * blocks::kValues];
+      for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
+      const size_t lanes = r * lane_stride + 8 * b;
       for (size_t g = 0; g < 8; ++g) {
-        int s = 0;
-        for (size_t i = 4 * g; i < 4 * g + 4; ++i) s += q[at + i];
-        group_sum[(r * blocks + b) * 8 + g] = float(s);
-        pair_scale[pair_at + g] = d;
-        pair_group_sum[pair_at + g] = float(s);
+        lane_scale[lanes + g] = d;
+        lane_group_sum[lanes + g] = float(qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3]);
       }
     }
 }
 
 UnpackedBlock unpack_block(DType t, const uint8_t* b) {
   UnpackedBlock u{};
-  u.scale = blocks::half_at(b);
-  if (t == DType::q8_0) {
-    for (size_t j = 0; j < 32; ++j) u.q[j] = int8_t(b[2 + j]);
-    return u;
-  }
-  blocks::Layout L{};
-  switch (t) {
-    case DType::q4_0: L = blocks::layout<DType::q4_0>(); break;
-    case DType::q4_1: L = blocks::layout<DType::q4_1>(); break;
-    case DType::q5_0: L = blocks::layout<DType::q5_0>(); break;
-    case DType::q5_1: L = blocks::layout<DType::q5_1>(); break;
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-    case DType::q8_0: break;
-  }
-  const uint32_t qh = L.qh ? blocks::load_u32(b + L.qh) : 0;
-  for (size_t j = 0; j < 32; ++j) {
-    int v = j < 16 ? (b[L.qs + j] & 0x0F) : (b[L.qs + j - 16] >> 4);
-    v |= int((qh >> j) & 1) << 4;
-    u.q[j] = int8_t(v - L.zero);
-  }
-  u.min = L.m ? blocks::half_at(b + L.m) : 0.0f;
+  blocks::with_block_format(t, [&]<DType T>() {
+    for (size_t j = 0; j < blocks::kValues; ++j) u.q[j] = int8_t(blocks::block_integer<T>(b, j));
+    u.scale = blocks::half_at(b);
+    u.min = blocks::block_min<T>(b);
+  });
   return u;
 }
 

@@ -24,22 +24,23 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "kernels/block_formats.h"
 
 namespace larql {
 
-// Rows of activations in the form the block kernels read.
+// Rows of activations in the form the block kernels read. The per-block numbers are kept
+// once per lane, eight lanes per block, as the AVX-512 tiles load them two blocks at a
+// time (lanes 0-7 the even block, 8-15 the odd one); the other versions read lane 8b.
 struct QuantizedActivations {
   size_t rows = 0, cols = 0, blocks = 0;  // blocks per row = cols / 32
-  std::vector<int8_t> q;        // [rows][cols] qx
-  std::vector<int16_t> wide;    // [rows][cols] qx as int16 (AVX2's madd)
-  std::vector<float> scale;     // [rows][blocks] dx
-  std::vector<float> group_sum; // [rows][blocks][8] float(sx_g)
-  // AVX-512 works on pairs of blocks (lanes 0-7 the even block, 8-15 the odd one):
-  std::vector<float> pair_scale;      // [rows][pairs][16] dx of each lane's block (0 past the last block)
-  std::vector<float> pair_group_sum;  // [rows][pairs][16] sx_g of each lane
+  size_t lane_stride = 0;                 // floats per row below: 8 per block, blocks rounded up to pairs
+  std::vector<int8_t> q;                  // [rows][cols] qx
+  std::vector<float> lane_scale;          // [rows][lane_stride] block b's dx at 8b .. 8b+7 (0 past the last block)
+  std::vector<float> lane_group_sum;      // [rows][lane_stride] float(sx_g) at 8b + g
 
   void quantize(const float* x, size_t rows, size_t cols);
+  float scale(size_t row, size_t b) const { return lane_scale[row * lane_stride + 8 * b]; }
+  const float* group_sums(size_t row, size_t b) const { return &lane_group_sum[row * lane_stride + 8 * b]; }
 };
 
 // The integers and scales of one weight block (the scalar reading of block_formats.h).
@@ -48,22 +49,5 @@ struct UnpackedBlock {
   float scale, min;  // min is 0 for the formats without one
 };
 UnpackedBlock unpack_block(DType t, const uint8_t* block);
-inline bool has_min(DType t) { return t == DType::q4_1 || t == DType::q5_1; }
-
-// Calls fn.template operator()<T>() with the block format t as a compile-time value
-// (the ISA files' tile tables); does nothing for the element formats.
-template <typename Fn>
-void with_block_format(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::q8_0: return fn.template operator()<DType::q8_0>();
-    case DType::q4_0: return fn.template operator()<DType::q4_0>();
-    case DType::q4_1: return fn.template operator()<DType::q4_1>();
-    case DType::q5_0: return fn.template operator()<DType::q5_0>();
-    case DType::q5_1: return fn.template operator()<DType::q5_1>();
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: return;
-  }
-}
 
 }  // namespace larql

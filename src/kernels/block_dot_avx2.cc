@@ -1,5 +1,5 @@
-// AVX2 tiles for block-format weights (block_dot.h's contract): a block's 32 integers
-// widened to int16 and multiplied with the activations by vpmaddwd (exact: no byte
+// AVX2 tiles for block-format weights (block_dot.h's contract): a block's 32 integers and
+// the activations' 32 widened to int16 and multiplied by vpmaddwd (exact: no byte
 // saturation), summed into the eight groups, then the two float steps per lane. Lanes
 // 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators.
 #if defined(__x86_64__)
@@ -32,10 +32,10 @@ LARQL_AVX2 void block_tile(const Tile& t) {
     float dx[NT];
     for (int j = 0; j < NT; ++j) {
       const size_t token = t.t0 + size_t(j);
-      const int16_t* wide = qa.wide.data() + token * cols + b * 32;
-      xlo[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wide));
-      xhi[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wide + 16));
-      dx[j] = qa.scale[token * blocks + b];
+      const int8_t* qx = qa.q.data() + token * cols + b * 32;
+      xlo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx)));
+      xhi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx + 16)));
+      dx[j] = qa.scale(token, b);
     }
     for (int r = 0; r < NR; ++r) {
       const uint8_t* block = rows[r] + b * kBlockBytes;
@@ -47,10 +47,9 @@ LARQL_AVX2 void block_tile(const Tile& t) {
         const __m256 groups = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(pairs, group_order));
         __m256& lane = acc[r][j][half];
         lane = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), groups, lane);
-        if constexpr (T == DType::q4_1 || T == DType::q5_1) {
+        if constexpr (blocks::has_min(T)) {
           const float mw = _cvtsh_ss(blocks::load_u16(block + blocks::layout<T>().m));
-          const float* sx = &qa.group_sum[((t.t0 + size_t(j)) * blocks + b) * 8];
-          lane = _mm256_fmadd_ps(_mm256_set1_ps(mw * dx[j]), _mm256_loadu_ps(sx), lane);
+          lane = _mm256_fmadd_ps(_mm256_set1_ps(mw * dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
         }
       }
     }
@@ -78,7 +77,7 @@ void dispatch(const Tile& t) {
 }  // namespace
 
 void block_tile_avx2(const Tile& t) {
-  with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
+  blocks::with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
 }
 
 }  // namespace larql

@@ -49,7 +49,7 @@ template <DType T, int NR, int NT>
 LARQL_VNNI void block_tile(const Tile& t) {
   const size_t cols = t.w->cols, blocks = cols / 32, pairs = (blocks + 1) / 2;
   constexpr size_t kBlockBytes = dtype_traits(T).block_bytes;
-  constexpr bool kMin = T == DType::q4_1 || T == DType::q5_1;
+  constexpr bool kMin = blocks::has_min(T);
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
@@ -65,10 +65,10 @@ LARQL_VNNI void block_tile(const Tile& t) {
     __m512i x[NT], offset[NT];
     __m512 dx[NT], sx[NT];
     for (int j = 0; j < NT; ++j) {
-      const size_t token = t.t0 + size_t(j), at = (token * pairs + pair) * 16;
+      const size_t token = t.t0 + size_t(j);
       x[j] = _mm512_maskz_loadu_epi8(bytes, qa.q.data() + token * cols + b * 32);
-      dx[j] = _mm512_loadu_ps(&qa.pair_scale[at]);
-      sx[j] = _mm512_loadu_ps(&qa.pair_group_sum[at]);
+      dx[j] = _mm512_loadu_ps(&qa.lane_scale[token * qa.lane_stride + 8 * b]);
+      sx[j] = _mm512_loadu_ps(qa.group_sums(token, b));
       offset[j] = _mm512_mullo_epi32(_mm512_cvtps_epi32(sx[j]), _mm512_set1_epi32(kZero));  // z · Σqx, exact
     }
     for (int r = 0; r < NR; ++r) {
@@ -117,7 +117,7 @@ void dispatch(const Tile& t) {
 }  // namespace
 
 void block_tile_vnni(const Tile& t) {
-  with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
+  blocks::with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
 }
 
 }  // namespace larql

@@ -43,34 +43,54 @@ constexpr Layout layout() {
   return {8, 4, 2, 0};
 }
 
+// Calls fn.template operator()<T>() with the block format t as a compile-time value (the
+// scalar readers below and the ISA files' tile tables); does nothing for the element formats.
+template <typename Fn>
+void with_block_format(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::q8_0: return fn.template operator()<DType::q8_0>();
+    case DType::q4_0: return fn.template operator()<DType::q4_0>();
+    case DType::q4_1: return fn.template operator()<DType::q4_1>();
+    case DType::q5_0: return fn.template operator()<DType::q5_0>();
+    case DType::q5_1: return fn.template operator()<DType::q5_1>();
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return;
+  }
+}
+
+// Whether the format adds a per-block minimum (value = d * q + m).
+constexpr bool has_min(DType t) { return t == DType::q4_1 || t == DType::q5_1; }
+
+// Integer j (< 32) of one block, its zero point subtracted: value j = d * q (+ m).
 template <DType T>
-inline float block_value(const uint8_t* b, size_t j) {
+inline int block_integer(const uint8_t* b, size_t j) {
   if constexpr (T == DType::q8_0) {
-    return half_at(b) * float(int8_t(b[2 + j]));
+    return int8_t(b[2 + j]);
   } else {
     constexpr Layout L = layout<T>();
     const uint8_t* qs = b + L.qs;
     int q = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
     if constexpr (L.qh != 0) q |= int((load_u32(b + L.qh) >> j) & 1) << 4;
-    const float scaled = half_at(b) * float(q - L.zero);  // exact
-    if constexpr (L.m != 0) return scaled + half_at(b + L.m);
-    return scaled;
+    return q - L.zero;
   }
+}
+
+// The block's minimum m (0 for the formats without one).
+template <DType T>
+inline float block_min(const uint8_t* b) {
+  if constexpr (has_min(T)) return half_at(b + layout<T>().m);
+  return 0.0f;
 }
 
 // Value j (< 32) of one block of a blocked format.
 inline float block_value(DType t, const uint8_t* b, size_t j) {
-  switch (t) {
-    case DType::q8_0: return block_value<DType::q8_0>(b, j);
-    case DType::q4_0: return block_value<DType::q4_0>(b, j);
-    case DType::q4_1: return block_value<DType::q4_1>(b, j);
-    case DType::q5_0: return block_value<DType::q5_0>(b, j);
-    case DType::q5_1: return block_value<DType::q5_1>(b, j);
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: break;
-  }
-  return 0;
+  float value = 0;
+  with_block_format(t, [&]<DType T>() {
+    const float scaled = half_at(b) * float(block_integer<T>(b, j));  // exact
+    value = has_min(T) ? scaled + block_min<T>(b) : scaled;
+  });
+  return value;
 }
 
 // GGML's reference quantiser for one block of 32 finite values.

@@ -39,11 +39,6 @@ static_assert([] {
 
 inline std::string_view dtype_name(DType t) { return dtype_traits(t).name; }
 inline bool dtype_is_blocked(DType t) { return dtype_traits(t).block_values > 1; }
-inline std::optional<DType> dtype_from_name(std::string_view name) {
-  for (const auto& d : kDTypes)
-    if (d.name == name) return d.type;
-  return std::nullopt;
-}
 inline std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
   for (const auto& d : kDTypes)
     if (d.ggml_type == ggml_type) return d.type;

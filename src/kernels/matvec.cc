@@ -36,15 +36,15 @@ void block_tile_scalar(const Tile& t) {
       float lanes[16] = {};
       for (size_t b = 0; b < blocks; ++b) {
         const UnpackedBlock w = unpack_block(type, row + b * block_bytes);
-        const float dx = t.qa->scale[token * blocks + b];
-        const float* sx = &t.qa->group_sum[(token * blocks + b) * 8];
+        const float dx = t.qa->scale(token, b);
+        const float* sx = t.qa->group_sums(token, b);
         const float s = w.scale * dx;
         for (size_t g = 0; g < 8; ++g) {
           int p = 0;
           for (size_t i = 4 * g; i < 4 * g + 4; ++i) p += int(w.q[i]) * int(qx[b * 32 + i]);
           float& lane = lanes[8 * (b % 2) + g];
           lane = std::fma(s, float(p), lane);
-          if (has_min(type)) lane = std::fma(w.min * dx, sx[g], lane);
+          if (blocks::has_min(type)) lane = std::fma(w.min * dx, sx[g], lane);
         }
       }
       t.y[token * t.w->rows + t.r0 + r] = reduce16(lanes);

@@ -30,7 +30,7 @@ Stored random_matrix(DType t, size_t rows, size_t cols, uint32_t seed) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : s.bytes) b = uint8_t(byte(rng));
     const size_t block = dtype_traits(t).block_bytes;
-    const bool has_min = t == DType::q4_1 || t == DType::q5_1;
+    const bool has_min = blocks::has_min(t);
     for (size_t at = 0; at < s.bytes.size(); at += block)
       for (size_t half = 0; half < (has_min ? 2u : 1u); ++half) {
         const uint16_t h = wire::f32_to_f16(normal(rng) * 0.05f);
@@ -93,7 +93,7 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
         for (size_t r = 0; r < 9; ++r) {
           double exact = 0, magnitude = 0;
           for (size_t k = 0; k < cols; ++k) {
-            const double xk = dtype_is_blocked(t) ? double(qa.scale[k / 32]) * qa.q[k] : x[k];
+            const double xk = dtype_is_blocked(t) ? double(qa.scale(0, k / 32)) * qa.q[k] : x[k];
             const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * xk;
             exact += p;
             magnitude += std::fabs(p);
