@@ -123,18 +123,10 @@ Result<Model> load_gguf(const std::string& path) {
   auto status = assemble_model(m, CheckpointFormat::gguf, path, [&](const std::string& name) -> std::optional<FoundTensor> {
     auto it = file->tensors.find(name);
     if (it == file->tensors.end()) return std::nullopt;
-    return FoundTensor{it->second.dtype.value_or(DType::f32), it->second.shape, it->second.data, it->second.file};
+    const GgufTensor& t = it->second;
+    return FoundTensor{t.dtype, ggml_type_name(t.ggml_type), t.shape, t.data, t.file};
   });
   if (!status) return status.error();
-  // A tensor the model uses in a type larql cannot compute on.
-  for (const auto& [name, t] : file->tensors)
-    if (!t.dtype)
-      for (const TensorEntry& e : kTensorEntries)
-        for (size_t l = 0; l < (is_per_layer(e) ? m.config.layers : 1); ++l)
-          if (tensor_name(e, CheckpointFormat::gguf, l) == name)
-            return make_error(ErrorCode::invalid_argument, t.file + ": tensor '" + name + "' is " + ggml_type_name(t.ggml_type) +
-                                                               ", which larql does not compute on yet; supported: f32, f16, "
-                                                               "bf16, q8_0, q4_0, q4_1, q5_0, q5_1");
   return m;
 }
 

@@ -131,7 +131,7 @@ Result<Model> load_hf_directory(const std::string& dir) {
   auto status = assemble_model(m, CheckpointFormat::hf, dir, [&](const std::string& name) -> std::optional<FoundTensor> {
     auto it = tensors.find(name);
     if (it == tensors.end()) return std::nullopt;
-    return FoundTensor{it->second.first.dtype, it->second.first.shape, it->second.first.data, it->second.second};
+    return FoundTensor{it->second.first.dtype, {}, it->second.first.shape, it->second.first.data, it->second.second};
   });
   if (!status) return status.error();
   return m;

@@ -74,13 +74,19 @@ Status assemble_model(Model& m, CheckpointFormat format, const std::string& sour
         return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' has shape " +
                                                            shape_string(found->shape) + ", expected " + shape_string(shape) +
                                                            " from the model's configuration");
-      const auto& traits = dtype_traits(found->dtype);
+      if (!found->dtype) {
+        std::string supported;
+        for (const auto& d : kDTypes) supported += (supported.empty() ? "" : ", ") + std::string(d.name);
+        return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' is " + found->format_name +
+                                                           ", which larql does not compute on yet; supported: " + supported);
+      }
+      const auto& traits = dtype_traits(*found->dtype);
       if (shape.back() % traits.block_values != 0)
         return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' is " +
                                                            std::string(traits.name) + " with rows of " +
                                                            std::to_string(shape.back()) + " values, not a multiple of its " +
                                                            std::to_string(traits.block_values) + "-value blocks");
-      const Matrix matrix{found->dtype, shape.size() == 2 ? shape[0] : 1, shape.back(), found->data};
+      const Matrix matrix{*found->dtype, shape.size() == 2 ? shape[0] : 1, shape.back(), found->data};
       if (is_per_layer(e))
         m.layers[l].*e.layer_member = matrix;
       else

@@ -75,14 +75,15 @@ void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&
 
 // A tensor as a reader found it in a file.
 struct FoundTensor {
-  DType dtype;
+  std::optional<DType> dtype;  // nullopt: a format larql does not compute on, named by format_name
+  std::string format_name;
   std::vector<size_t> shape;  // row-major
   const void* data;
   std::string file;           // for error messages
 };
 
 // Builds m's weights (m.config set, m.files kept alive by the caller) from whatever
-// `find(name)` returns, checking presence and shape against the config. Errors name the
+// `find(name)` returns, checking presence, shape and format against the config. Errors name the
 // source, the tensor and what was expected.
 Status assemble_model(Model& m, CheckpointFormat format, const std::string& source,
                       const std::function<std::optional<FoundTensor>(const std::string& name)>& find);
