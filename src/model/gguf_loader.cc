@@ -9,6 +9,7 @@
 #include "kernels/block_formats.h"
 #include "model/families.h"
 #include "model/gguf_tokenizer.h"
+#include "model/rope_rows.h"
 #include "model/tensor_names.h"
 
 namespace larql {
@@ -27,18 +28,6 @@ uint32_t llama_file_type(DType t) {
     case DType::bf16: return 32;
   }
   return 0;
-}
-
-// llama.cpp's converter order for a head's rows: Hugging Face row (j * half + i) is GGUF
-// row (2i + j), so that adjacent-pair RoPE on GGUF rows equals half-split RoPE on HF rows.
-std::vector<float> permute_rows_for_adjacent_rope(const std::vector<float>& in, size_t heads, size_t head_dim, size_t cols) {
-  std::vector<float> out(in.size());
-  const size_t half = head_dim / 2;
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t i = 0; i < half; ++i)
-      for (size_t j = 0; j < 2; ++j)
-        std::copy_n(&in[(h * head_dim + j * half + i) * cols], cols, &out[(h * head_dim + 2 * i + j) * cols]);
-  return out;
 }
 
 // Llama 3's frequency scaling as llama.cpp's converter writes it: one divisor per rotated
@@ -170,8 +159,9 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
     std::vector<float> values(w.rows * w.cols);
     for (size_t r = 0; r < w.rows; ++r) dequantize_row(w.dtype, w.row_ptr(r), w.cols, &values[r * w.cols]);
-    if (permute && e.layer_member == &LayerWeights::wq) values = permute_rows_for_adjacent_rope(values, c.heads, c.head_dim, w.cols);
-    if (permute && e.layer_member == &LayerWeights::wk) values = permute_rows_for_adjacent_rope(values, c.kv_heads, c.head_dim, w.cols);
+    // llama.cpp's converter stores these rows in the adjacent order, for its adjacent-pair RoPE.
+    if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
+    if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     DType type = w.rows == 1 ? DType::f32 : options.matrix_type;
     if (w.cols % dtype_traits(type).block_values != 0) type = DType::f16;
     GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c), {}};

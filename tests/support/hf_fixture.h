@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "model/rope_rows.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
 
@@ -21,14 +22,7 @@ inline std::vector<float> read_matrix(const Matrix& m) {
 
 // llama2.c pairs (2i, 2i+1) of a head become Hugging Face rows (i, i + head_dim/2).
 inline std::vector<float> permute_for_half_rope(const Matrix& m, size_t heads, size_t head_dim) {
-  std::vector<float> in = read_matrix(m), out(in.size());
-  for (size_t h = 0; h < heads; ++h)
-    for (size_t j = 0; j < head_dim; ++j) {
-      const size_t src = h * head_dim + j;
-      const size_t dst = h * head_dim + (j % 2) * (head_dim / 2) + j / 2;
-      std::copy_n(&in[src * m.cols], m.cols, &out[dst * m.cols]);
-    }
-  return out;
+  return reorder_rope_rows(read_matrix(m), heads, head_dim, m.cols, RopeLayout::half_split);
 }
 
 inline void write_hf_checkpoint(const Model& m, const std::filesystem::path& dir, DType dtype) {
