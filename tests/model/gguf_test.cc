@@ -51,6 +51,16 @@ class Gguf : public ::testing::Test {
     return read_bytes(dir_ / "small.gguf");
   }
 
+  // A small random-weight Hugging Face checkpoint in dir_/hf (hidden 64, ffn 96, 2 heads).
+  fs::path small_checkpoint(size_t layers, size_t kv_heads, uint64_t seed, size_t context = 32) {
+    const fs::path hf = dir_ / "hf";
+    EXPECT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = layers, .ffn = 96, .heads = 2,
+                                                         .kv_heads = kv_heads, .vocab = 256, .context = context,
+                                                         .dtype = DType::f32, .seed = seed})
+                    .ok());
+    return hf;
+  }
+
   fs::path dir_;
 };
 
@@ -180,10 +190,7 @@ TEST_F(Gguf, MalformedHeadersNameWhatWasWrong) {
 }
 
 TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
-  const fs::path hf = dir_ / "hf";
-  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = 2, .ffn = 96, .heads = 2, .kv_heads = 2,
-                                                       .vocab = 256, .context = 32, .dtype = DType::f32, .seed = 4})
-                  .ok());
+  const fs::path hf = small_checkpoint(2, 2, 4);
   auto model = load_model(hf.string());
   ASSERT_TRUE(model.ok()) << model.error().message;
   // By magic, not by name: a GGUF file called .bin loads as GGUF.
@@ -221,10 +228,7 @@ TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
 }
 
 TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
-  const fs::path hf = dir_ / "hf";
-  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = 1, .ffn = 96, .heads = 2, .kv_heads = 2,
-                                                       .vocab = 256, .context = 32, .dtype = DType::f32, .seed = 4})
-                  .ok());
+  const fs::path hf = small_checkpoint(1, 2, 4);
   auto model = load_model(hf.string());
   ASSERT_TRUE(model.ok());
   const fs::path path = dir_ / "m.gguf";
@@ -244,10 +248,7 @@ TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
 }
 
 TEST_F(Gguf, Llama3RopeScalingBecomesRopeFreqsWithTheSameLogits) {
-  const fs::path hf = dir_ / "hf";
-  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.hidden = 64, .layers = 2, .ffn = 96, .heads = 2, .kv_heads = 1,
-                                                       .vocab = 256, .context = 64, .dtype = DType::f32, .seed = 9})
-                  .ok());
+  const fs::path hf = small_checkpoint(2, 1, 9, 64);
   // A short original context, so that every branch of the scaling applies to head size 32.
   nlohmann::json config;
   std::ifstream(hf / "config.json") >> config;
