@@ -118,32 +118,9 @@ void quantize_row(DType t, const float* x, size_t n, uint8_t* out) {
 
 }  // namespace blocks
 
-float load_as_f32(DType t, const void* base, size_t i) {
+float block_load_as_f32(DType t, const void* base, size_t i) {
   const auto* p = static_cast<const uint8_t*>(base);
-  switch (t) {
-    case DType::f32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::f16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      return wire::f16_to_f32(h);
-    }
-    case DType::bf16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      return bf16_to_f32(h);
-    }
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q4_1:
-    case DType::q5_0:
-    case DType::q5_1:
-      return blocks::block_value(t, p + i / blocks::kValues * dtype_traits(t).block_bytes, i % blocks::kValues);
-  }
-  return 0;
+  return blocks::block_value(t, p + i / blocks::kValues * dtype_traits(t).block_bytes, i % blocks::kValues);
 }
 
 void dequantize_row(DType t, const void* row, size_t n, float* out) {

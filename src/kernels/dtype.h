@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -62,8 +63,30 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
-// Value i of a row (or vector) stored at `base`, exactly as its format defines it.
-float load_as_f32(DType t, const void* base, size_t i);
+// Value i of a row of a block format (block_formats.h).
+float block_load_as_f32(DType t, const void* base, size_t i);
+
+// Value i of a row (or vector) stored at `base`, exactly as its format defines it. Inline
+// for the element formats: norms and biases read every value this way.
+inline float load_as_f32(DType t, const void* base, size_t i) {
+  const auto* p = static_cast<const uint8_t*>(base);
+  uint16_t h;
+  switch (t) {
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::f16: std::memcpy(&h, p + 2 * i, 2); return wire::f16_to_f32(h);
+    case DType::bf16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_f32(h);
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1: break;
+  }
+  return block_load_as_f32(t, base, i);
+}
 
 // The first n values of a row, dequantised (n a multiple of the block size).
 void dequantize_row(DType t, const void* row, size_t n, float* out);
