@@ -1,45 +1,81 @@
 #include "cli/quantize_command.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "model/gguf_loader.h"
 #include "model/loader.h"
+#include "model/quant_schemes.h"
+#include "model/tensor_names.h"
 
 namespace larql::cli {
+namespace {
+
+// A block-format input would be quantised twice; llama-quantize refuses that too.
+std::optional<std::string> already_quantised(const Model& m) {
+  std::optional<std::string> found;
+  for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
+    if (!found && dtype_is_blocked(w.dtype))
+      found = tensor_name(e, CheckpointFormat::gguf, layer) + " is " + std::string(dtype_name(w.dtype));
+  });
+  return found;
+}
+
+}  // namespace
 
 void add_quantize_command(CLI::App& app) {
   struct Options {
-    std::string in, out;
-    DType type = DType::q8_0;
-    size_t splits = 1;
+    std::string in, out, type = "q8_0";
+    size_t splits = 1, threads = 0;
+    bool pure = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("quantize", "Write a model (Hugging Face directory, llama2.c or GGUF file) as GGUF");
-  cmd->add_option("in", o->in, "the model to read")->required();
+  cmd->add_option("in", o->in, "the model to read (f32, f16 or bf16 weights)")->required();
   cmd->add_option("out", o->out, "the GGUF file to write")->required();
-  std::map<std::string, DType> types;
-  for (const auto& d : kDTypes) types.emplace(std::string(d.name), d.type);
-  cmd->add_option("--type", o->type, "format of the 2-D weights (1-D ones stay f32)")
-      ->transform(CLI::CheckedTransformer(types))
+  std::vector<std::string> names;
+  for (const auto& s : kQuantSchemes) names.emplace_back(s.name);
+  cmd->add_option("--type", o->type, "format of the 2-D weights, with llama.cpp's per-tensor rules for the quantised ones")
+      ->check(CLI::IsMember(names))
       ->capture_default_str();
+  cmd->add_flag("--pure", o->pure, "every 2-D weight in --type (rows its blocks do not divide still fall back)");
   cmd->add_option("--splits", o->splits, "write NAME-0000i-of-0000N.gguf files")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->threads, "threads quantising (default: all cores)");
   cmd->callback([o] {
+    auto fail = [](const std::string& message) {
+      std::cerr << "larql quantize: " << message << "\n";
+      throw CLI::RuntimeError(1);
+    };
     auto model = load_model(o->in);
-    if (!model) {
-      std::cerr << "larql quantize: " << model.error().message << "\n";
-      throw CLI::RuntimeError(1);
-    }
-    GgufExport options{o->type, std::nullopt, o->splits};
+    if (!model) fail(model.error().message);
+    if (auto q = already_quantised(*model)) fail(o->in + ": " + *q + "; quantise from the f32, f16 or bf16 model instead");
+    GgufExport options{*find_quant_scheme(o->type), std::nullopt, o->splits};
+    options.pure = o->pure;
     const auto tokenizer = std::filesystem::path(o->in) / "tokenizer.json";
-    if (std::filesystem::is_directory(o->in) && std::filesystem::exists(tokenizer)) options.tokenizer_json = tokenizer.string();
-    else std::cerr << "larql quantize: " << o->in << " has no tokenizer.json; the GGUF file will carry no tokenizer\n";
-    auto written = export_gguf(*model, o->out, options);
-    if (!written) {
-      std::cerr << "larql quantize: " << written.error().message << "\n";
-      throw CLI::RuntimeError(1);
+    if (std::filesystem::is_directory(o->in) && std::filesystem::exists(tokenizer)) {
+      options.tokenizer_json = tokenizer.string();
+    } else if (is_gguf_file(o->in)) {
+      auto in = read_gguf(o->in);
+      if (!in) fail(in.error().message);
+      for (const auto& [key, value] : in->metadata)
+        if (key.starts_with("tokenizer.")) options.tokenizer_metadata.emplace(key, value);
     }
+    if (!options.tokenizer_json && options.tokenizer_metadata.empty())
+      std::cerr << "larql quantize: " << o->in << " has no tokenizer; the GGUF file will carry none\n";
+    ThreadPool pool(o->threads ? o->threads : std::max(1u, std::thread::hardware_concurrency()));
+    options.pool = &pool;
+    options.progress = [](const std::string& name, DType type, const std::vector<size_t>& shape, size_t index, size_t count) {
+      std::string dims;
+      for (size_t d : shape) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+      std::fprintf(stderr, "[%4zu/%4zu] %-28s %-5s %s\n", index + 1, count, name.c_str(), std::string(dtype_name(type)).c_str(),
+                   dims.c_str());
+    };
+    auto written = export_gguf(*model, o->out, options);
+    if (!written) fail(written.error().message);
     for (const auto& path : *written) std::cerr << "larql quantize: wrote " << path << "\n";
   });
 }

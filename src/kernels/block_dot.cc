@@ -49,14 +49,4 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
     }
 }
 
-UnpackedBlock unpack_block(DType t, const uint8_t* b) {
-  UnpackedBlock u{};
-  blocks::with_block_format(t, [&]<DType T>() {
-    for (size_t j = 0; j < blocks::kValues; ++j) u.q[j] = int8_t(blocks::block_integer<T>(b, j));
-    u.scale = blocks::half_at(b);
-    u.min = blocks::block_min<T>(b);
-  });
-  return u;
-}
-
 }  // namespace larql

@@ -1,17 +1,19 @@
-// Products with GGML block-format weights (q8_0, q4_0, q4_1, q5_0, q5_1), llama.cpp's way:
-// each row of activations is quantised to 8-bit blocks of 32, and each weight block meets
-// its activation block in an exact integer dot product. The contract, which the scalar,
+// Products with GGML block-format weights (q8_0, q4_0, q4_1, q5_0, q5_1 and the K-quants
+// q4_k, q5_k, q6_k), llama.cpp's way: each row of activations is quantised to 8-bit blocks
+// of 32, and each 32-value weight block meets its activation block in an exact integer
+// dot product. The contract, which the scalar,
 // AVX2 and AVX-512 VNNI versions all follow bit for bit:
 //
 //   activations: per block of 32, dx = max|x| / 127 (f32), qx = x · (1/dx) rounded to
 //                nearest even (0 when dx is 0; dx NaN when the block is not finite)
-//   weights:     per block, the integers qw (-128..127) and the f16 scale dw (and
-//                minimum mw) of block_formats.h, so that weight = dw · qw (+ mw)
+//   weights:     per block, the integers qw (-128..127) and per group g of four values
+//                the scale dw_g (and minimum mw_g) of block_formats.h's unpack_block,
+//                so that weight = dw_g · qw (+ mw_g); both exact in f32
 //   groups:      p_g = Σ qw·qx over values 4g .. 4g+3 (g < 8), exact in int32;
 //                sx_g = Σ qx over the same values
 //   lanes:       block b adds to lane L = 8·(b mod 2) + g, in this order,
-//                   lane[L] = fma(dw·dx, float(p_g), lane[L])
-//                   lane[L] = fma(mw·dx, float(sx_g), lane[L])      (q4_1, q5_1 only)
+//                   lane[L] = fma(dw_g·dx, float(p_g), lane[L])
+//                   lane[L] = fma(mw_g·dx, float(sx_g), lane[L])    (formats with a minimum)
 //   result:      the sixteen lanes reduced by matvec_tiles.h's fixed tree
 //
 // The result depends only on the row and the token's activations, never on the ISA,
@@ -42,12 +44,5 @@ struct QuantizedActivations {
   float scale(size_t row, size_t b) const { return lane_scale[row * lane_stride + 8 * b]; }
   const float* group_sums(size_t row, size_t b) const { return &lane_group_sum[row * lane_stride + 8 * b]; }
 };
-
-// The integers and scales of one weight block (the scalar reading of block_formats.h).
-struct UnpackedBlock {
-  int8_t q[32];
-  float scale, min;  // min is 0 for the formats without one
-};
-UnpackedBlock unpack_block(DType t, const uint8_t* block);
 
 }  // namespace larql

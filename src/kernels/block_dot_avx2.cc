@@ -1,6 +1,7 @@
 // AVX2 tiles for block-format weights (block_dot.h's contract): a block's 32 integers and
 // the activations' 32 widened to int16 and multiplied by vpmaddwd (exact: no byte
-// saturation), summed into the eight groups, then the two float steps per lane. Lanes
+// saturation), summed into the eight groups, then the two float steps per lane (with each
+// group's scale: the K-quants' q6_k has two per block). Lanes
 // 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators.
 #if defined(__x86_64__)
 
@@ -15,10 +16,72 @@
 namespace larql {
 namespace {
 
+// One block of one row as the tiles multiply it: its 32 integers qw (signed) and each
+// group's scale dw_g and minimum mw_g.
+struct BlockWeights {
+  __m256i q;
+  __m256 dw, mw;
+};
+
+// What is read once per chunk of a row: one block for the 32-value formats, a super-block
+// of eight for the K-quants (its scales unpacked once for all of them).
+template <DType T>
+struct Chunk {
+  static constexpr size_t kBlocks = blocks::is_kquant(T) ? 8 : 1;
+  const uint8_t* p;
+  alignas(32) float scales[16];  // q4_k/q5_k: d·s_0..7 then −dmin·m_0..7; q6_k: d·sc_0..15
+};
+
+template <DType T>
+LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
+  ch.p = row + c * dtype_traits(T).block_bytes;
+  if constexpr (T == DType::q6_k) {
+    const float d = blocks::half_at(ch.p + blocks::Q6Layout::d);
+    for (size_t i = 0; i < 16; ++i) ch.scales[i] = d * float(int8_t(ch.p[blocks::Q6Layout::scales + i]));
+  } else if constexpr (blocks::is_kquant(T)) {
+    uint8_t sm[16];
+    blocks::unpack_scales_mins(ch.p + blocks::k_layout<T>().scales, sm);
+    const float d = blocks::half_at(ch.p), dmin = blocks::half_at(ch.p + 2);
+    for (size_t i = 0; i < 8; ++i) {
+      ch.scales[i] = d * float(sm[i]);
+      ch.scales[8 + i] = -(dmin * float(sm[8 + i]));
+    }
+  }
+}
+
+// Block k of a chunk.
+template <DType T>
+LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (T == DType::q6_k) {
+    const size_t half = k / 4, i = k % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::ql + 64 * half + 32 * (i % 2)));
+    const __m256i nibbles = _mm256_and_si256(i < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::qh + 32 * half));
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(int(2 * i))), _mm256_set1_epi8(0x03));
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
+    const __m256 dw = _mm256_set_m128(_mm_set1_ps(ch.scales[2 * k + 1]), _mm_set1_ps(ch.scales[2 * k]));
+    return {q, dw, _mm256_setzero_ps()};
+  } else if constexpr (blocks::is_kquant(T)) {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qs + 32 * (k / 2)));
+    __m256i q = _mm256_and_si256(k % 2 == 0 ? packed : _mm256_srli_epi16(packed, 4), low4);
+    if constexpr (blocks::k_layout<T>().qh != 0) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qh));
+      const __m256i bit = _mm256_set1_epi8(char(1 << k));
+      q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(0x10)));
+    }
+    return {q, _mm256_set1_ps(ch.scales[k]), _mm256_set1_ps(ch.scales[8 + k])};
+  } else {
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (blocks::has_min(T)) mw = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::layout<T>().m)));
+    return {block_integers<T>(ch.p), _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), mw};
+  }
+}
+
 template <DType T, int NR, int NT>
 LARQL_AVX2 void block_tile(const Tile& t) {
-  const size_t cols = t.w->cols, blocks = cols / 32;
-  constexpr size_t kBlockBytes = dtype_traits(T).block_bytes;
+  using C = Chunk<T>;
+  const size_t cols = t.w->cols, chunks = cols / 32 / C::kBlocks;
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
@@ -26,30 +89,31 @@ LARQL_AVX2 void block_tile(const Tile& t) {
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
   const __m256i group_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-  for (size_t b = 0; b < blocks; ++b) {
-    const int half = int(b % 2);
-    __m256i xlo[NT], xhi[NT];
-    float dx[NT];
-    for (int j = 0; j < NT; ++j) {
-      const size_t token = t.t0 + size_t(j);
-      const int8_t* qx = qa.q.data() + token * cols + b * 32;
-      xlo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx)));
-      xhi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx + 16)));
-      dx[j] = qa.scale(token, b);
-    }
-    for (int r = 0; r < NR; ++r) {
-      const uint8_t* block = rows[r] + b * kBlockBytes;
-      const __m256i q = block_integers<T>(block);
-      const __m256i wlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), whi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-      const float dw = _cvtsh_ss(blocks::load_u16(block));
+  for (size_t c = 0; c < chunks; ++c) {
+    C chunk[NR];
+    for (int r = 0; r < NR; ++r) load_chunk<T>(chunk[r], rows[r], c);
+    for (size_t k = 0; k < C::kBlocks; ++k) {
+      const size_t b = c * C::kBlocks + k;
+      const int half = int(b % 2);
+      __m256i xlo[NT], xhi[NT];
+      __m256 dx[NT];
       for (int j = 0; j < NT; ++j) {
-        const __m256i pairs = _mm256_hadd_epi32(_mm256_madd_epi16(wlo, xlo[j]), _mm256_madd_epi16(whi, xhi[j]));
-        const __m256 groups = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(pairs, group_order));
-        __m256& lane = acc[r][j][half];
-        lane = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), groups, lane);
-        if constexpr (blocks::has_min(T)) {
-          const float mw = _cvtsh_ss(blocks::load_u16(block + blocks::layout<T>().m));
-          lane = _mm256_fmadd_ps(_mm256_set1_ps(mw * dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
+        const size_t token = t.t0 + size_t(j);
+        const int8_t* qx = qa.q.data() + token * cols + b * 32;
+        xlo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx)));
+        xhi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx + 16)));
+        dx[j] = _mm256_set1_ps(qa.scale(token, b));
+      }
+      for (int r = 0; r < NR; ++r) {
+        const BlockWeights w = block_weights<T>(chunk[r], k);
+        const __m256i wlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w.q)), whi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(w.q, 1));
+        for (int j = 0; j < NT; ++j) {
+          const __m256i pairs = _mm256_hadd_epi32(_mm256_madd_epi16(wlo, xlo[j]), _mm256_madd_epi16(whi, xhi[j]));
+          const __m256 groups = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(pairs, group_order));
+          __m256& lane = acc[r][j][half];
+          lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), groups, lane);
+          if constexpr (blocks::has_min(T))
+            lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
         }
       }
     }

@@ -1,8 +1,8 @@
 // AVX-512 VNNI tiles for block-format weights (block_dot.h's contract): two blocks per
 // zmm (lanes 0-7 the even block's groups, 8-15 the odd one's). vpdpbusd multiplies
 // unsigned by signed bytes, four per lane, exactly: the weights go in unsigned, as
-// qw + z (the 4- and 5-bit formats' stored values; q8_0's bytes + 128), the activations
-// signed, and z · Σqx (per token, shared by every row) is subtracted after.
+// qw + z (the 4-, 5- and 6-bit formats' stored values; q8_0's bytes + 128), the
+// activations signed, and z · Σqx (per token, shared by every row) is subtracted after.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -25,67 +25,145 @@ LARQL_VNNI inline __m512 pair_of_halves(const uint8_t* a, const uint8_t* b) {
                                _mm512_castps128_ps512(_mm_cvtph_ps(both)));
 }
 
-// Both blocks' stored integers, unsigned (qw + z).
+// Two consecutive blocks of one row as the tiles multiply them: the 64 integers unsigned
+// (qw + z; z per format below), and each lane's scale dw_g and minimum mw_g.
+struct PairWeights {
+  __m512i w;
+  __m512 dw, mw;
+};
+
+// What is read once per chunk of a row: two blocks for the 32-value formats, a super-block
+// of four pairs for the K-quants (its scales unpacked once for all of them).
 template <DType T>
-LARQL_VNNI inline __m512i unsigned_pair(const uint8_t* even, const uint8_t* odd, bool whole) {
-  const __m512i low = _mm512_inserti64x4(_mm512_castsi256_si512(block_low_integers<T>(even)),
-                                         whole ? block_low_integers<T>(odd) : _mm256_setzero_si256(), 1);
-  if constexpr (T == DType::q8_0) {
-    return _mm512_xor_si512(low, _mm512_set1_epi8(char(0x80)));  // + 128
+struct Chunk {
+  static constexpr size_t kPairs = blocks::is_kquant(T) ? 4 : 1;
+  static constexpr size_t kBytes = (blocks::is_kquant(T) ? 1 : 2) * dtype_traits(T).block_bytes;
+  const uint8_t* p;
+  bool whole;    // both blocks present (a row of the 32-value formats may end in a single one)
+  __m512 scales;  // q4_k/q5_k: d·s_0..7 then −dmin·m_0..7; q6_k: d·sc_0..15
+  __m512i high;   // q5_k: qh, twice; q6_k: unused (each pair reads its half's)
+};
+
+// The integer added to each qw to make it unsigned for vpdpbusd.
+template <DType T>
+constexpr int unsigned_offset() {
+  if constexpr (T == DType::q8_0) return 128;
+  else if constexpr (T == DType::q6_k) return 32;
+  else if constexpr (blocks::is_kquant(T)) return 0;
+  else return zero_point<T>();
+}
+
+template <DType T>
+LARQL_VNNI inline Chunk<T> load_chunk(const uint8_t* row, size_t c, size_t blocks) {
+  Chunk<T> ch{};
+  ch.p = row + c * Chunk<T>::kBytes;
+  ch.whole = blocks::is_kquant(T) || 2 * c + 1 < blocks;
+  if constexpr (T == DType::q6_k) {
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ch.p + blocks::Q6Layout::scales))));
+    ch.scales = _mm512_mul_ps(s, _mm512_set1_ps(blocks::half_at(ch.p + blocks::Q6Layout::d)));
+  } else if constexpr (blocks::is_kquant(T)) {
+    alignas(16) uint8_t sm[16];
+    blocks::unpack_scales_mins(ch.p + blocks::k_layout<T>().scales, sm);
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sm))));
+    const __m512 d = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(blocks::half_at(ch.p))),
+                                                         _mm256_castps_pd(_mm256_set1_ps(-blocks::half_at(ch.p + 2))), 1));
+    ch.scales = _mm512_mul_ps(s, d);
+    if constexpr (blocks::k_layout<T>().qh != 0)
+      ch.high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qh)));
+  }
+  return ch;
+}
+
+// Pair i of a chunk.
+template <DType T>
+LARQL_VNNI inline PairWeights pair_weights(const Chunk<T>& ch, size_t i) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  if constexpr (T == DType::q6_k) {
+    // Blocks 2i, 2i+1: half i/2 of the super-block; low nibbles of its 64 ql bytes for
+    // even i, high ones for odd i; two high bits from qh at 4(i%2) and 4(i%2) + 2.
+    const size_t half = i / 2, shift = 4 * (i % 2);
+    const __m512i ql = _mm512_loadu_si512(ch.p + blocks::Q6Layout::ql + 64 * half);
+    const __m512i nibbles = _mm512_and_si512(shift == 0 ? ql : _mm512_srli_epi16(ql, 4), low4);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::qh + 32 * half)));
+    const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(short(shift)), _mm256_set1_epi16(short(shift + 2)), 1);
+    const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh, shifts), _mm512_set1_epi8(0x03));
+    // Lane L takes scale 4i + L/4 (blocks' halves of 16 values).
+    const __m512i which = _mm512_add_epi32(_mm512_set1_epi32(int(4 * i)), _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+    return {_mm512_or_si512(nibbles, _mm512_slli_epi16(high, 4)), _mm512_permutexvar_ps(which, ch.scales), _mm512_setzero_ps()};
+  } else if constexpr (blocks::is_kquant(T)) {
+    // Blocks 2i (low nibbles) and 2i+1 (high nibbles) of the same 32 bytes.
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qs + 32 * i));
+    __m512i w = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1), low4);
+    if constexpr (blocks::k_layout<T>().qh != 0) {
+      const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (2 * i))), _mm256_set1_epi8(char(2 << (2 * i))), 1);
+      w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(ch.high, bit), w, _mm512_set1_epi8(0x10));
+    }
+    const __m512i which = _mm512_inserti64x4(_mm512_set1_epi32(int(2 * i)), _mm256_set1_epi32(int(2 * i + 1)), 1);
+    return {w, _mm512_permutexvar_ps(which, ch.scales), _mm512_permutexvar_ps(_mm512_add_epi32(which, _mm512_set1_epi32(8)), ch.scales)};
   } else {
-    constexpr size_t qh = blocks::layout<T>().qh;
-    if constexpr (qh == 0) return low;
-    // The fifth bits of both blocks as one mask register.
-    const __mmask64 high = __mmask64(blocks::load_u32(even + qh)) | (whole ? __mmask64(blocks::load_u32(odd + qh)) << 32 : 0);
-    return _mm512_mask_add_epi8(low, high, low, _mm512_set1_epi8(0x10));
+    const uint8_t* even = ch.p;
+    const uint8_t* odd = ch.whole ? even + dtype_traits(T).block_bytes : even;
+    const __m512i low = _mm512_inserti64x4(_mm512_castsi256_si512(block_low_integers<T>(even)),
+                                           ch.whole ? block_low_integers<T>(odd) : _mm256_setzero_si256(), 1);
+    __m512i w = low;
+    if constexpr (T == DType::q8_0) {
+      w = _mm512_xor_si512(low, _mm512_set1_epi8(char(0x80)));  // + 128
+    } else if constexpr (blocks::layout<T>().qh != 0) {
+      // The fifth bits of both blocks as one mask register.
+      constexpr size_t qh = blocks::layout<T>().qh;
+      const __mmask64 high = __mmask64(blocks::load_u32(even + qh)) | (ch.whole ? __mmask64(blocks::load_u32(odd + qh)) << 32 : 0);
+      w = _mm512_mask_add_epi8(low, high, low, _mm512_set1_epi8(0x10));
+    }
+    __m512 mw = _mm512_setzero_ps();
+    if constexpr (blocks::has_min(T)) mw = pair_of_halves(even + blocks::layout<T>().m, odd + blocks::layout<T>().m);
+    return {w, pair_of_halves(even, odd), mw};
   }
 }
 
-// How far ahead of the pair in use each row is prefetched (the hardware prefetcher alone
-// leaves eight interleaved 34-byte-block streams short of the memory's bandwidth).
+// How far ahead of the chunk in use each row is prefetched (the hardware prefetcher alone
+// leaves eight interleaved streams of small blocks short of the memory's bandwidth).
 constexpr size_t kPrefetchBytes = 3072;
 
 template <DType T, int NR, int NT>
 LARQL_VNNI void block_tile(const Tile& t) {
-  const size_t cols = t.w->cols, blocks = cols / 32, pairs = (blocks + 1) / 2;
-  constexpr size_t kBlockBytes = dtype_traits(T).block_bytes;
+  using C = Chunk<T>;
+  const size_t cols = t.w->cols, blocks = cols / 32, chunks = (blocks + 2 * C::kPairs - 1) / (2 * C::kPairs);
   constexpr bool kMin = blocks::has_min(T);
+  constexpr int kZero = unsigned_offset<T>();
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
   __m512 acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_setzero_ps();
-  constexpr int kZero = T == DType::q8_0 ? 128 : zero_point<T>();
-  for (size_t pair = 0; pair < pairs; ++pair) {
-    const size_t b = 2 * pair;
-    const bool whole = b + 1 < blocks;
-    const __mmask16 lanes = whole ? 0xFFFF : 0x00FF;
-    const __mmask64 bytes = whole ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
-    __m512i x[NT], offset[NT];
-    __m512 dx[NT], sx[NT];
-    for (int j = 0; j < NT; ++j) {
-      const size_t token = t.t0 + size_t(j);
-      x[j] = _mm512_maskz_loadu_epi8(bytes, qa.q.data() + token * cols + b * 32);
-      dx[j] = _mm512_loadu_ps(&qa.lane_scale[token * qa.lane_stride + 8 * b]);
-      sx[j] = _mm512_loadu_ps(qa.group_sums(token, b));
-      offset[j] = _mm512_mullo_epi32(_mm512_cvtps_epi32(sx[j]), _mm512_set1_epi32(kZero));  // z · Σqx, exact
-    }
+  for (size_t c = 0; c < chunks; ++c) {
+    C chunk[NR];
     for (int r = 0; r < NR; ++r) {
-      const uint8_t* even = rows[r] + b * kBlockBytes;
-      const uint8_t* odd = whole ? even + kBlockBytes : even;
-      _mm_prefetch(reinterpret_cast<const char*>(even) + kPrefetchBytes, _MM_HINT_T0);
-      if constexpr (2 * kBlockBytes > 64)  // a pair of q8_0 blocks spans more than one line
-        _mm_prefetch(reinterpret_cast<const char*>(even) + kPrefetchBytes + 2 * kBlockBytes - 1, _MM_HINT_T0);
-      const __m512i w = unsigned_pair<T>(even, odd, whole);
-      const __m512 dw = pair_of_halves(even, odd);
-      __m512 mw = _mm512_setzero_ps();
-      if constexpr (kMin) mw = pair_of_halves(even + blocks::layout<T>().m, odd + blocks::layout<T>().m);
+      chunk[r] = load_chunk<T>(rows[r], c, blocks);
+      for (size_t at = 0; at < C::kBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(chunk[r].p) + kPrefetchBytes + at, _MM_HINT_T0);
+    }
+    for (size_t i = 0; i < C::kPairs; ++i) {
+      const size_t b = 2 * (c * C::kPairs + i);
+      const bool whole = b + 1 < blocks;
+      const __mmask16 lanes = whole ? 0xFFFF : 0x00FF;
+      const __mmask64 bytes = whole ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
+      __m512i x[NT], offset[NT];
+      __m512 dx[NT], sx[NT];
       for (int j = 0; j < NT; ++j) {
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x[j]);
-        if constexpr (kZero != 0) p = _mm512_sub_epi32(p, offset[j]);
-        acc[r][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(dw, dx[j]), _mm512_cvtepi32_ps(p), acc[r][j], lanes);
-        if constexpr (kMin) acc[r][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(mw, dx[j]), sx[j], acc[r][j], lanes);
+        const size_t token = t.t0 + size_t(j);
+        x[j] = _mm512_maskz_loadu_epi8(bytes, qa.q.data() + token * cols + b * 32);
+        dx[j] = _mm512_loadu_ps(&qa.lane_scale[token * qa.lane_stride + 8 * b]);
+        sx[j] = _mm512_loadu_ps(qa.group_sums(token, b));
+        offset[j] = _mm512_mullo_epi32(_mm512_cvtps_epi32(sx[j]), _mm512_set1_epi32(kZero));  // z · Σqx, exact
+      }
+      for (int r = 0; r < NR; ++r) {
+        const PairWeights pw = pair_weights<T>(chunk[r], i);
+        for (int j = 0; j < NT; ++j) {
+          __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pw.w, x[j]);
+          if constexpr (kZero != 0) p = _mm512_sub_epi32(p, offset[j]);
+          acc[r][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(pw.dw, dx[j]), _mm512_cvtepi32_ps(p), acc[r][j], lanes);
+          if constexpr (kMin) acc[r][j] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(pw.mw, dx[j]), sx[j], acc[r][j], lanes);
+        }
       }
     }
   }

@@ -39,6 +39,37 @@ uint32_t high_bits(const int* q) {
 
 }  // namespace
 
+UnpackedBlock unpack_block(DType t, const uint8_t* row, size_t b) {
+  UnpackedBlock u{};
+  with_block_format(t, [&]<DType T>() {
+    if constexpr (is_kquant(T)) {
+      const uint8_t* sb = row + b / 8 * dtype_traits(T).block_bytes;
+      const size_t k = b % 8;
+      for (size_t j = 0; j < kValues; ++j) u.q[j] = int8_t(kquant_integer<T>(sb, k, j));
+      if constexpr (T == DType::q6_k) {
+        const float d = half_at(sb + Q6Layout::d);
+        for (size_t g = 0; g < 8; ++g) u.scale[g] = d * float(int8_t(sb[Q6Layout::scales + 2 * k + g / 4]));
+      } else {
+        uint8_t sm[16];
+        unpack_scales_mins(sb + k_layout<T>().scales, sm);
+        const float scale = half_at(sb) * float(sm[k]), min = -(half_at(sb + 2) * float(sm[8 + k]));
+        for (size_t g = 0; g < 8; ++g) {
+          u.scale[g] = scale;
+          u.min[g] = min;
+        }
+      }
+    } else {
+      const uint8_t* block = row + b * dtype_traits(T).block_bytes;
+      for (size_t j = 0; j < kValues; ++j) u.q[j] = int8_t(block_integer<T>(block, j));
+      for (size_t g = 0; g < 8; ++g) {
+        u.scale[g] = half_at(block);
+        u.min[g] = block_min<T>(block);
+      }
+    }
+  });
+  return u;
+}
+
 void quantize_block(DType t, const float* x, uint8_t* out) {
   int q[kValues];
   switch (t) {
@@ -85,6 +116,9 @@ void quantize_block(DType t, const float* x, uint8_t* out) {
       pack_nibbles(q, out + (five ? 8 : 4));
       return;
     }
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k: quantize_kquant_block(t, x, out); return;
     case DType::f32:
     case DType::f16:
     case DType::bf16: break;
@@ -111,20 +145,33 @@ void quantize_row(DType t, const float* x, size_t n, uint8_t* out) {
     case DType::q4_1:
     case DType::q5_0:
     case DType::q5_1:
-      for (size_t b = 0; b < n / kValues; ++b) quantize_block(t, x + b * kValues, out + b * dtype_traits(t).block_bytes);
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k: {
+      const auto& traits = dtype_traits(t);
+      for (size_t b = 0; b < n / traits.block_values; ++b)
+        quantize_block(t, x + b * traits.block_values, out + b * traits.block_bytes);
       return;
+    }
   }
 }
 
 }  // namespace blocks
 
 float block_load_as_f32(DType t, const void* base, size_t i) {
-  const auto* p = static_cast<const uint8_t*>(base);
-  return blocks::block_value(t, p + i / blocks::kValues * dtype_traits(t).block_bytes, i % blocks::kValues);
+  const auto u = blocks::unpack_block(t, static_cast<const uint8_t*>(base), i / blocks::kValues);
+  return blocks::unpacked_value(t, u, i % blocks::kValues);
 }
 
 void dequantize_row(DType t, const void* row, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = load_as_f32(t, row, i);
+  if (!dtype_is_blocked(t)) {
+    for (size_t i = 0; i < n; ++i) out[i] = load_as_f32(t, row, i);
+    return;
+  }
+  for (size_t b = 0; b < n / blocks::kValues; ++b) {
+    const auto u = blocks::unpack_block(t, static_cast<const uint8_t*>(row), b);
+    for (size_t j = 0; j < blocks::kValues; ++j) out[b * blocks::kValues + j] = blocks::unpacked_value(t, u, j);
+  }
 }
 
 }  // namespace larql

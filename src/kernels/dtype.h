@@ -1,7 +1,8 @@
 // Stored weight formats. Weights stay in their stored format (mmap'd), and the kernels
-// convert on the fly. A format is either one element per value (f32, f16, bf16) or GGML's
-// blocks of 32 values sharing an f16 scale (q8_0, q4_0, q4_1, q5_0, q5_1; layouts in
-// kernels/block_formats.h). Everything a format is lives in kDTypes, one row each.
+// convert on the fly. A format is either one element per value (f32, f16, bf16), one of
+// GGML's blocks of 32 values sharing an f16 scale (q8_0, q4_0, q4_1, q5_0, q5_1), or one
+// of GGML's K-quant super-blocks of 256 (q4_k, q5_k, q6_k); layouts in
+// kernels/block_formats.h. Everything a format is lives in kDTypes, one row each.
 #pragma once
 
 #include <bit>
@@ -15,7 +16,7 @@
 
 namespace larql {
 
-enum class DType { f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 };
+enum class DType { f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k };
 
 struct DTypeTraits {
   DType type;
@@ -28,7 +29,8 @@ struct DTypeTraits {
 inline constexpr DTypeTraits kDTypes[] = {
     {DType::f32, "f32", 0, 1, 4},     {DType::f16, "f16", 1, 1, 2},       {DType::bf16, "bf16", 30, 1, 2},
     {DType::q8_0, "q8_0", 8, 32, 34}, {DType::q4_0, "q4_0", 2, 32, 18}, {DType::q4_1, "q4_1", 3, 32, 20},
-    {DType::q5_0, "q5_0", 6, 32, 22}, {DType::q5_1, "q5_1", 7, 32, 24},
+    {DType::q5_0, "q5_0", 6, 32, 22}, {DType::q5_1, "q5_1", 7, 32, 24},  {DType::q4_k, "q4_k", 12, 256, 144},
+    {DType::q5_k, "q5_k", 13, 256, 176}, {DType::q6_k, "q6_k", 14, 256, 210},
 };
 
 inline constexpr const DTypeTraits& dtype_traits(DType t) { return kDTypes[static_cast<size_t>(t)]; }
@@ -83,7 +85,10 @@ inline float load_as_f32(DType t, const void* base, size_t i) {
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
-    case DType::q5_1: break;
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k: break;
   }
   return block_load_as_f32(t, base, i);
 }

@@ -27,7 +27,7 @@ void tile_scalar(const Tile& t) {
 // Scalar version of block_dot.h's contract.
 void block_tile_scalar(const Tile& t) {
   const DType type = t.w->dtype;
-  const size_t blocks = t.w->cols / 32, block_bytes = dtype_traits(type).block_bytes;
+  const size_t blocks = t.w->cols / 32;
   for (size_t r = 0; r < t.nr; ++r) {
     const uint8_t* row = t.w->row_ptr(t.r0 + r);
     for (size_t j = 0; j < t.nt; ++j) {
@@ -35,16 +35,15 @@ void block_tile_scalar(const Tile& t) {
       const int8_t* qx = t.qa->q.data() + token * t.w->cols;
       float lanes[16] = {};
       for (size_t b = 0; b < blocks; ++b) {
-        const UnpackedBlock w = unpack_block(type, row + b * block_bytes);
+        const blocks::UnpackedBlock w = blocks::unpack_block(type, row, b);
         const float dx = t.qa->scale(token, b);
         const float* sx = t.qa->group_sums(token, b);
-        const float s = w.scale * dx;
         for (size_t g = 0; g < 8; ++g) {
           int p = 0;
           for (size_t i = 4 * g; i < 4 * g + 4; ++i) p += int(w.q[i]) * int(qx[b * 32 + i]);
           float& lane = lanes[8 * (b % 2) + g];
-          lane = std::fma(s, float(p), lane);
-          if (blocks::has_min(type)) lane = std::fma(w.min * dx, sx[g], lane);
+          lane = std::fma(w.scale[g] * dx, float(p), lane);
+          if (blocks::has_min(type)) lane = std::fma(w.min[g] * dx, sx[g], lane);
         }
       }
       t.y[token * t.w->rows + t.r0 + r] = reduce16(lanes);

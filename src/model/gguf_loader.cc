@@ -15,21 +15,6 @@
 namespace larql {
 namespace {
 
-// llama.cpp's general.file_type (enum llama_ftype) for a file whose matrices are `t`.
-uint32_t llama_file_type(DType t) {
-  switch (t) {
-    case DType::f32: return 0;
-    case DType::f16: return 1;
-    case DType::q4_0: return 2;
-    case DType::q4_1: return 3;
-    case DType::q8_0: return 7;
-    case DType::q5_0: return 8;
-    case DType::q5_1: return 9;
-    case DType::bf16: return 32;
-  }
-  return 0;
-}
-
 // Llama 3's frequency scaling as llama.cpp's converter writes it: one divisor per rotated
 // pair (the rope_freqs tensor), instead of rope_scaling in the config.
 std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
@@ -124,7 +109,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   const Family* family = find_family(c.family);
   if (!family) return make_error(ErrorCode::invalid_argument, "export_gguf: family '" + c.family + "' has no GGUF architecture");
   const std::string arch(family->gguf_arch);
-  std::map<std::string, GgufValue> meta;
+  std::map<std::string, GgufValue> meta = options.tokenizer_metadata;
   if (options.tokenizer_json) {
     std::ifstream in(*options.tokenizer_json);
     const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
@@ -138,7 +123,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   auto f32 = [](double v) { return GgufValue::of(GgufValueType::f32, v); };
   meta["general.architecture"] = GgufValue::of_string(arch);
   meta["general.name"] = GgufValue::of_string(c.name);
-  meta["general.file_type"] = u32(llama_file_type(options.matrix_type));
+  meta["general.file_type"] = u32(options.scheme.llama_ftype);
   meta[arch + ".context_length"] = u32(c.context);
   meta[arch + ".embedding_length"] = u32(c.hidden);
   meta[arch + ".block_count"] = u32(c.layers);
@@ -155,6 +140,9 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   if (!c.eos_ids.empty()) meta["tokenizer.ggml.eos_token_id"] = u32(size_t(c.eos_ids[0]));
 
   const bool permute = family->gguf_permutes_qk && c.rope_layout == RopeLayout::half_split;
+  const bool tied = m.classifier.data == m.embed.data;
+  size_t count = 0;
+  for_each_tensor(m, [&](const TensorEntry&, size_t, const Matrix&) { ++count; });
   std::vector<GgufTensorToWrite> tensors;
   for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
     std::vector<float> values(w.rows * w.cols);
@@ -162,11 +150,16 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     // llama.cpp's converter stores these rows in the adjacent order, for its adjacent-pair RoPE.
     if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
-    DType type = w.rows == 1 ? DType::f32 : options.matrix_type;
-    if (w.cols % dtype_traits(type).block_values != 0) type = DType::f16;
+    const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure);
     GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c), {}};
-    t.bytes.resize(dtype_bytes(type, values.size()));
-    blocks::quantize_row(type, values.data(), values.size(), t.bytes.data());
+    if (options.progress) options.progress(t.name, type, t.shape, tensors.size(), count);
+    const size_t row_bytes = dtype_bytes(type, w.cols);
+    t.bytes.resize(row_bytes * w.rows);
+    auto rows = [&](size_t begin, size_t end) {
+      for (size_t r = begin; r < end; ++r) blocks::quantize_row(type, &values[r * w.cols], w.cols, &t.bytes[r * row_bytes]);
+    };
+    if (options.pool) options.pool->parallel_for(w.rows, rows, 16);
+    else rows(0, w.rows);
     tensors.push_back(std::move(t));
   });
   if (c.rope_scaling) {

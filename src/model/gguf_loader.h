@@ -3,11 +3,15 @@
 // from tokenizer.ggml.*. And the way back: any loaded model as a GGUF file.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
+#include "kernels/thread_pool.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/quant_schemes.h"
 
 namespace larql {
 
@@ -16,14 +20,19 @@ Result<ModelConfig> gguf_model_config(const GgufFile& file, const std::string& s
 Result<Model> load_gguf(const std::string& path);
 
 struct GgufExport {
-  DType matrix_type = DType::bf16;  // for 2-D weights; 1-D ones (norms, biases) stay f32
+  QuantScheme scheme = *find_quant_scheme("bf16");  // the 2-D weights' formats (quant_schemes.h)
   std::optional<std::string> tokenizer_json;  // path; the file's tokenizer metadata
   size_t splits = 1;
+  std::map<std::string, GgufValue> tokenizer_metadata;  // tokenizer.* keys, when not from a tokenizer.json
+  bool pure = false;                                    // no per-tensor rules (quant_schemes.h), only fallbacks
+  ThreadPool* pool = nullptr;                           // quantises each tensor's rows in parallel
+  // Called before each tensor is quantised: its name, format, shape, and index of count.
+  std::function<void(const std::string&, DType, const std::vector<size_t>&, size_t, size_t)> progress;
 };
 
 // Writes `m` as GGUF (llama.cpp's key names and tensor layout, q/k rows permuted for
-// the families llama.cpp permutes). Matrices whose rows do not fit the type's blocks
-// are written f16. Returns the file paths written.
+// the families llama.cpp permutes), each 2-D tensor in the format matrix_type chooses.
+// Returns the file paths written.
 Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& path, const GgufExport& options);
 
 }  // namespace larql

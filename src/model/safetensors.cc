@@ -26,7 +26,10 @@ const char* safetensors_dtype(DType t) {
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
-    case DType::q5_1: break;  // GGML block formats have no safetensors name
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k: break;  // GGML block formats have no safetensors name
   }
   return nullptr;
 }

@@ -26,15 +26,18 @@ Stored random_matrix(DType t, size_t rows, size_t cols, uint32_t seed) {
   Stored s;
   s.bytes.resize(rows * dtype_bytes(t, cols));
   if (dtype_is_blocked(t)) {
-    // Random bytes, then a finite f16 scale (and minimum) in every block.
+    // Random bytes, then finite f16 scales (and minimums) in every block: at 0 (and 2),
+    // or at the end for q6_k.
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : s.bytes) b = uint8_t(byte(rng));
     const size_t block = dtype_traits(t).block_bytes;
-    const bool has_min = blocks::has_min(t);
+    std::vector<size_t> halves{t == DType::q6_k ? blocks::Q6Layout::d : 0};
+    if (blocks::has_min(t)) halves.push_back(2);
+    const float magnitude = blocks::is_kquant(t) ? 0.002f : 0.05f;  // times 6- or 8-bit sub-block scales
     for (size_t at = 0; at < s.bytes.size(); at += block)
-      for (size_t half = 0; half < (has_min ? 2u : 1u); ++half) {
-        const uint16_t h = wire::f32_to_f16(normal(rng) * 0.05f);
-        std::memcpy(&s.bytes[at + 2 * half], &h, 2);
+      for (size_t offset : halves) {
+        const uint16_t h = wire::f32_to_f16(normal(rng) * magnitude);
+        std::memcpy(&s.bytes[at + offset], &h, 2);
       }
     s.m = Matrix{t, rows, cols, s.bytes.data()};
     return s;
@@ -73,8 +76,9 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
   const auto isas = simd_isas();
   for (const auto& format : kDTypes) {
     const DType t = format.type;
-    const std::vector<size_t> shapes = dtype_is_blocked(t) ? std::vector<size_t>{32, 64, 96, 2080}
-                                                           : std::vector<size_t>{1, 7, 16, 31, 33, 100, 2048};
+    const std::vector<size_t> shapes = blocks::is_kquant(t)  ? std::vector<size_t>{256, 512, 2304}
+                                       : dtype_is_blocked(t) ? std::vector<size_t>{32, 64, 96, 2080}
+                                                             : std::vector<size_t>{1, 7, 16, 31, 33, 100, 2048};
     for (size_t cols : shapes) {
       auto w = random_matrix(t, 9, cols, uint32_t(cols));
       for (size_t n : {1u, 2u, 3u, 5u}) {
@@ -106,8 +110,8 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
 }
 
 TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
-  for (DType t : {DType::f32, DType::bf16, DType::q8_0, DType::q5_1}) {
-    const size_t cols = dtype_is_blocked(t) ? 288 : 257;
+  for (DType t : {DType::f32, DType::bf16, DType::q8_0, DType::q5_1, DType::q4_k, DType::q6_k}) {
+    const size_t cols = blocks::is_kquant(t) ? 512 : dtype_is_blocked(t) ? 288 : 257;
     auto w = random_matrix(t, 300, cols, 1);
     const size_t n = 5;
     auto x = random_vector(n * cols, 2);

@@ -75,7 +75,7 @@ TEST_F(Gguf, WhatTheWriterWritesTheReaderReads) {
   std::mt19937 rng(3);
   std::vector<GgufTensorToWrite> tensors;
   for (const auto& d : kDTypes) {
-    GgufTensorToWrite t{"w." + std::string(d.name), d.type, {3, 64}, std::vector<uint8_t>(dtype_bytes(d.type, 3 * 64))};
+    GgufTensorToWrite t{"w." + std::string(d.name), d.type, {3, 256}, std::vector<uint8_t>(dtype_bytes(d.type, 3 * 256))};
     for (auto& b : t.bytes) b = uint8_t(rng());
     tensors.push_back(std::move(t));
   }
@@ -179,14 +179,14 @@ TEST_F(Gguf, MalformedHeadersNameWhatWasWrong) {
   for (size_t i = 0; i + 9 < good.size(); ++i)
     if (good[i] == 1 && std::memcmp(&good[i + 1], "\0\0\0\0\0\0\0t", 8) == 0) at = i + 9;  // after "t"'s length and name
   ASSERT_NE(at, 0u);
-  const uint32_t five_dims = 5, q4k = 12;
+  const uint32_t five_dims = 5, q2k = 10;
   expect(patched(at, &five_dims, 4), "tensor 't' has 5 dimensions");
   const uint64_t zero = 0, far = 1 << 20, misaligned = 4;
   expect(patched(at + 4, &zero, 8), "dimension 0 = 0");
   expect(patched(at + 4 + 8 + 4, &far, 8), "outside the");
   expect(patched(at + 4 + 8 + 4, &misaligned, 8), "not a multiple of the alignment");
   // An unknown tensor type parses (its data is never touched) and is refused on use.
-  EXPECT_EQ(error_of(patched(at + 4 + 8, &q4k, 4)), "(accepted)");
+  EXPECT_EQ(error_of(patched(at + 4 + 8, &q2k, 4)), "(accepted)");
 }
 
 TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
@@ -195,7 +195,7 @@ TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
   ASSERT_TRUE(model.ok()) << model.error().message;
   // By magic, not by name: a GGUF file called .bin loads as GGUF.
   const fs::path path = dir_ / "model.bin";
-  ASSERT_TRUE(export_gguf(*model, path.string(), {DType::q8_0, hf.string() + "/tokenizer.json", 1}).ok());
+  ASSERT_TRUE(export_gguf(*model, path.string(), {*find_quant_scheme("q8_0"), hf.string() + "/tokenizer.json", 1}).ok());
   auto loaded = load_model(path.string());
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   EXPECT_EQ(loaded->layers[1].down.dtype, DType::q8_0);
@@ -232,19 +232,19 @@ TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
   auto model = load_model(hf.string());
   ASSERT_TRUE(model.ok());
   const fs::path path = dir_ / "m.gguf";
-  ASSERT_TRUE(export_gguf(*model, path.string(), {DType::f32, std::nullopt, 1}).ok());
-  // Patch ffn_up's type id to Q4_K (12) in place: its record ends with type, then offset.
+  ASSERT_TRUE(export_gguf(*model, path.string(), {*find_quant_scheme("f32"), std::nullopt, 1}).ok());
+  // Patch ffn_up's type id to Q2_K (10) in place: its record ends with type, then offset.
   auto bytes = read_bytes(path);
   const std::string name = "blk.0.ffn_up.weight";
   auto it = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
   ASSERT_NE(it, bytes.end());
   const size_t type_at = size_t(it - bytes.begin()) + name.size() + 4 + 2 * 8;
-  const uint32_t q4k = 12;
-  std::memcpy(&bytes[type_at], &q4k, 4);
+  const uint32_t q2k = 10;
+  std::memcpy(&bytes[type_at], &q2k, 4);
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   auto loaded = load_model(path.string());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.error().message.find("tensor 'blk.0.ffn_up.weight' is Q4_K"), std::string::npos) << loaded.error().message;
+  EXPECT_NE(loaded.error().message.find("tensor 'blk.0.ffn_up.weight' is Q2_K"), std::string::npos) << loaded.error().message;
 }
 
 TEST_F(Gguf, Llama3RopeScalingBecomesRopeFreqsWithTheSameLogits) {
@@ -257,7 +257,7 @@ TEST_F(Gguf, Llama3RopeScalingBecomesRopeFreqsWithTheSameLogits) {
   std::ofstream(hf / "config.json") << config.dump();
   auto scaled = load_model(hf.string());
   ASSERT_TRUE(scaled.ok()) << scaled.error().message;
-  ASSERT_TRUE(export_gguf(*scaled, (dir_ / "scaled.gguf").string(), {DType::f32, std::nullopt, 1}).ok());
+  ASSERT_TRUE(export_gguf(*scaled, (dir_ / "scaled.gguf").string(), {*find_quant_scheme("f32"), std::nullopt, 1}).ok());
   auto gguf = load_model((dir_ / "scaled.gguf").string());
   ASSERT_TRUE(gguf.ok()) << gguf.error().message;
   ASSERT_NE(gguf->rope_freqs.data, nullptr);

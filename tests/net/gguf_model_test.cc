@@ -34,9 +34,8 @@ class GgufDemo : public ::testing::Test {
     auto hf = load_model(test::kDemo);
     ASSERT_TRUE(hf.ok()) << hf.error().message;
     const std::string tokenizer = test::kDemo + "/tokenizer.json";
-    for (auto [name, type, splits] : {std::tuple{"bf16.gguf", DType::bf16, 1}, {"q8_0.gguf", DType::q8_0, 1},
-                                      {"split.gguf", DType::q8_0, 3}}) {
-      auto w = export_gguf(*hf, (*dir_ / name).string(), {type, tokenizer, size_t(splits)});
+    for (auto [name, type, splits] : {std::tuple{"bf16.gguf", "bf16", 1}, {"q8_0.gguf", "q8_0", 1}, {"split.gguf", "q8_0", 3}}) {
+      auto w = export_gguf(*hf, (*dir_ / name).string(), {*find_quant_scheme(type), tokenizer, size_t(splits)});
       ASSERT_TRUE(w.ok()) << w.error().message;
     }
   }
