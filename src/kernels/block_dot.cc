@@ -28,6 +28,8 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
   q.resize(n * c);
   lane_scale.assign(n * lane_stride, 0.0f);
   lane_group_sum.assign(n * lane_stride, 0.0f);
+  scaled_block_sum.assign(n * blocks, 0.0f);
+  block_scale.assign(n * blocks, 0.0f);
   for (size_t r = 0; r < n; ++r)
     for (size_t b = 0; b < blocks; ++b) {
       const float* v = x + r * c + b * blocks::kValues;
@@ -42,10 +44,15 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
       int8_t* qx = &q[r * c + b * blocks::kValues];
       for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
       const size_t lanes = r * lane_stride + 8 * b;
+      int block_sum = 0;
       for (size_t g = 0; g < 8; ++g) {
+        const int group_sum = qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3];
         lane_scale[lanes + g] = d;
-        lane_group_sum[lanes + g] = float(qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3]);
+        lane_group_sum[lanes + g] = float(group_sum);
+        block_sum += group_sum;
       }
+      scaled_block_sum[r * blocks + b] = d * float(block_sum);
+      block_scale[r * blocks + b] = d;
     }
 }
 

@@ -13,7 +13,11 @@
 //                sx_g = Σ qx over the same values
 //   lanes:       block b adds to lane L = 8·(b mod 2) + g, in this order,
 //                   lane[L] = fma(dw_g·dx, float(p_g), lane[L])
-//                   lane[L] = fma(mw_g·dx, float(sx_g), lane[L])    (formats with a minimum)
+//                   lane[L] = fma(mw_g·dx, float(sx_g), lane[L])    (q4_1, q5_1)
+//   K minimums:  q4_k and q5_k add theirs once per super-block, after its eight blocks:
+//                lane[k] = fma(mw_k, t_k, lane[k]) for its blocks k = 0..7, where mw_k is
+//                block k's minimum (−dmin·m_k, exact) and t_k = dx · Σ qx over the whole
+//                block (one rounding), the activations' scaled block sum
 //   result:      the sixteen lanes reduced by matvec_tiles.h's fixed tree
 //
 // The result depends only on the row and the token's activations, never on the ISA,
@@ -37,12 +41,15 @@ struct QuantizedActivations {
   size_t rows = 0, cols = 0, blocks = 0;  // blocks per row = cols / 32
   size_t lane_stride = 0;                 // floats per row below: 8 per block, blocks rounded up to pairs
   std::vector<int8_t> q;                  // [rows][cols] qx
+  std::vector<float> block_scale;         // [rows][blocks] block b's dx
   std::vector<float> lane_scale;          // [rows][lane_stride] block b's dx at 8b .. 8b+7 (0 past the last block)
   std::vector<float> lane_group_sum;      // [rows][lane_stride] float(sx_g) at 8b + g
+  std::vector<float> scaled_block_sum;    // [rows][blocks] dx · Σ qx over block b (the K minimums' t_b)
 
   void quantize(const float* x, size_t rows, size_t cols);
-  float scale(size_t row, size_t b) const { return lane_scale[row * lane_stride + 8 * b]; }
+  float scale(size_t row, size_t b) const { return block_scale[row * blocks + b]; }
   const float* group_sums(size_t row, size_t b) const { return &lane_group_sum[row * lane_stride + 8 * b]; }
+  const float* block_sums(size_t row, size_t b) const { return &scaled_block_sum[row * blocks + b]; }
 };
 
 }  // namespace larql

@@ -36,12 +36,12 @@ template <DType T>
 LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
   ch.p = row + c * dtype_traits(T).block_bytes;
   if constexpr (T == DType::q6_k) {
-    const float d = blocks::half_at(ch.p + blocks::Q6Layout::d);
+    const float d = _cvtsh_ss(blocks::load_u16(ch.p + blocks::Q6Layout::d));
     for (size_t i = 0; i < 16; ++i) ch.scales[i] = d * float(int8_t(ch.p[blocks::Q6Layout::scales + i]));
   } else if constexpr (blocks::is_kquant(T)) {
     uint8_t sm[16];
     blocks::unpack_scales_mins(ch.p + blocks::k_layout<T>().scales, sm);
-    const float d = blocks::half_at(ch.p), dmin = blocks::half_at(ch.p + 2);
+    const float d = _cvtsh_ss(blocks::load_u16(ch.p)), dmin = _cvtsh_ss(blocks::load_u16(ch.p + 2));
     for (size_t i = 0; i < 8; ++i) {
       ch.scales[i] = d * float(sm[i]);
       ch.scales[8 + i] = -(dmin * float(sm[8 + i]));
@@ -70,7 +70,7 @@ LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
       const __m256i bit = _mm256_set1_epi8(char(1 << k));
       q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(0x10)));
     }
-    return {q, _mm256_set1_ps(ch.scales[k]), _mm256_set1_ps(ch.scales[8 + k])};
+    return {q, _mm256_set1_ps(ch.scales[k]), _mm256_setzero_ps()};  // minimums: once per chunk
   } else {
     __m256 mw = _mm256_setzero_ps();
     if constexpr (blocks::has_min(T)) mw = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::layout<T>().m)));
@@ -112,11 +112,16 @@ LARQL_AVX2 void block_tile(const Tile& t) {
           const __m256 groups = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(pairs, group_order));
           __m256& lane = acc[r][j][half];
           lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), groups, lane);
-          if constexpr (blocks::has_min(T))
+          if constexpr (blocks::has_min(T) && !blocks::is_kquant(T))
             lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
         }
       }
     }
+    if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
+      for (int j = 0; j < NT; ++j) {
+        const __m256 t_k = _mm256_loadu_ps(qa.block_sums(t.t0 + size_t(j), 8 * c));
+        for (int r = 0; r < NR; ++r) acc[r][j][0] = _mm256_fmadd_ps(_mm256_load_ps(chunk[r].scales + 8), t_k, acc[r][j][0]);
+      }
   }
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) {

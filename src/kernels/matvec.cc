@@ -28,6 +28,7 @@ void tile_scalar(const Tile& t) {
 void block_tile_scalar(const Tile& t) {
   const DType type = t.w->dtype;
   const size_t blocks = t.w->cols / 32;
+  const bool kquant = blocks::is_kquant(type);
   for (size_t r = 0; r < t.nr; ++r) {
     const uint8_t* row = t.w->row_ptr(t.r0 + r);
     for (size_t j = 0; j < t.nt; ++j) {
@@ -43,8 +44,14 @@ void block_tile_scalar(const Tile& t) {
           for (size_t i = 4 * g; i < 4 * g + 4; ++i) p += int(w.q[i]) * int(qx[b * 32 + i]);
           float& lane = lanes[8 * (b % 2) + g];
           lane = std::fma(w.scale[g] * dx, float(p), lane);
-          if (blocks::has_min(type)) lane = std::fma(w.min[g] * dx, sx[g], lane);
+          if (blocks::has_min(type) && !kquant) lane = std::fma(w.min[g] * dx, sx[g], lane);
         }
+        // The K-quants' minimums, once per super-block after its eight blocks.
+        if (blocks::has_min(type) && kquant && b % 8 == 7)
+          for (size_t k = 0; k < 8; ++k) {
+            const float mw = blocks::unpack_block(type, row, b - 7 + k).min[0];
+            lanes[k] = std::fma(mw, t.qa->block_sums(token, b - 7)[k], lanes[k]);
+          }
       }
       t.y[token * t.w->rows + t.r0 + r] = reduce16(lanes);
     }
