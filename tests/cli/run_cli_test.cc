@@ -132,6 +132,49 @@ TEST(RunCli, SynthOutputRunsWithItsTokenizer) {
   std::filesystem::remove_all(dir);
 }
 
+// `larql quantize` as llama-quantize is used: a K-quant mix from a model directory says
+// per tensor what it became and runs; a bf16 GGUF is a valid input (its tokenizer goes
+// along); an already quantised file is refused by name.
+TEST(QuantizeCli, WritesTheMixRunsItAndRefusesToQuantiseTwice) {
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_quantize_cli_" + std::to_string(::getpid()));
+  const std::string model = (dir / "model").string(), bf16 = (dir / "bf16.gguf").string(), q4 = (dir / "q4.gguf").string(),
+                    q5 = (dir / "q5.gguf").string();
+  auto r = larql("synth --out " + model + " --hidden 256 --layers 8 --ffn 512 --heads 4 --kv-heads 2 --vocab 300 --seed 9");
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = larql("quantize " + model + " " + q4 + " --type q4_k_m --threads 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  // use_more_bits(i, 8) picks layers 0, 3, 6, 7 for attn_v and ffn_down.
+  for (int layer = 0; layer < 8; ++layer) {
+    const std::string type = layer == 0 || layer == 3 || layer == 6 || layer == 7 ? "q6_k" : "q4_k";
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("blk\\." + std::to_string(layer) + "\\.ffn_down\\.weight +" + type + " +256 x 512")))
+        << layer << "\n" << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("blk\\." + std::to_string(layer) + "\\.attn_v\\.weight +" + type))) << layer;
+  }
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("output\\.weight +q6_k +300 x 256")));  // the classifier
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("token_embd\\.weight +q4_k")));
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("output_norm\\.weight +f32")));
+  r = larql("run " + q4 + " --prompt 'hi' --steps 3 --ignore-eos --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"].size(), 3u);
+
+  r = larql("quantize " + model + " " + bf16 + " --type bf16");
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = larql("quantize " + bf16 + " " + q5 + " --type q5_k_m");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("no tokenizer"), std::string::npos) << r.out;
+  r = larql("tokenize " + q5 + " --text 'ab' --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ids"], (std::vector<int>{'a', 'b'}));
+
+  r = larql("quantize " + q4 + " " + q5 + " --type q6_k");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("is q4_k; quantise from the f32, f16 or bf16 model instead"), std::string::npos) << r.out;
+  r = larql("quantize " + model + " " + q5 + " --type q3_k");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("q3_k"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 // The demo's promises: f32 through the grid gives the local text, and every process it
 // started (two shards, the router) is gone afterwards.
 void expect_grid_matches_local_and_no_process_left(const Output& r) {
