@@ -1,6 +1,7 @@
 #include "cli/quantize_command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -68,14 +69,33 @@ void add_quantize_command(CLI::App& app) {
       std::cerr << "larql quantize: " << o->in << " has no tokenizer; the GGUF file will carry none\n";
     ThreadPool pool(o->threads ? o->threads : std::max(1u, std::thread::hardware_concurrency()));
     options.pool = &pool;
-    options.progress = [](const std::string& name, DType type, const std::vector<size_t>& shape, size_t index, size_t count) {
+    // Per tensor, and per format at the end: the relative RMS error of the written values.
+    struct Totals {
+      size_t values = 0;
+      double squared_error = 0, squared_values = 0;
+    };
+    std::map<std::string, Totals> by_type;
+    auto relative = [](double error, double values) { return values > 0 ? 100 * std::sqrt(error / values) : 0.0; };
+    options.progress = [&](const TensorWritten& t) {
       std::string dims;
-      for (size_t d : shape) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
-      std::fprintf(stderr, "[%4zu/%4zu] %-28s %-5s %s\n", index + 1, count, name.c_str(), std::string(dtype_name(type)).c_str(),
-                   dims.c_str());
+      size_t values = 1;
+      for (size_t d : t.shape) {
+        dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+        values *= d;
+      }
+      const std::string type(dtype_name(t.type));
+      std::fprintf(stderr, "[%4zu/%4zu] %-28s %-5s %-14s rms error %6.3f%%\n", t.index + 1, t.count, t.name.c_str(), type.c_str(),
+                   dims.c_str(), relative(t.squared_error, t.squared_values));
+      Totals& total = by_type[type];
+      total.values += values;
+      total.squared_error += t.squared_error;
+      total.squared_values += t.squared_values;
     };
     auto written = export_gguf(*model, o->out, options);
     if (!written) fail(written.error().message);
+    for (const auto& [type, total] : by_type)
+      std::fprintf(stderr, "larql quantize: %-5s %12zu values, rms error %.3f%% of the values' rms\n", type.c_str(), total.values,
+                   relative(total.squared_error, total.squared_values));
     for (const auto& path : *written) std::cerr << "larql quantize: wrote " << path << "\n";
   });
 }

@@ -152,14 +152,33 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure);
     GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c), {}};
-    if (options.progress) options.progress(t.name, type, t.shape, tensors.size(), count);
     const size_t row_bytes = dtype_bytes(type, w.cols);
     t.bytes.resize(row_bytes * w.rows);
+    // Each row quantised, then read back for the error; sums kept per row so that the
+    // totals do not depend on the thread count.
+    std::vector<double> row_error(w.rows), row_values(w.rows);
     auto rows = [&](size_t begin, size_t end) {
-      for (size_t r = begin; r < end; ++r) blocks::quantize_row(type, &values[r * w.cols], w.cols, &t.bytes[r * row_bytes]);
+      std::vector<float> back(w.cols);
+      for (size_t r = begin; r < end; ++r) {
+        const float* x = &values[r * w.cols];
+        blocks::quantize_row(type, x, w.cols, &t.bytes[r * row_bytes]);
+        dequantize_row(type, &t.bytes[r * row_bytes], w.cols, back.data());
+        for (size_t i = 0; i < w.cols; ++i) {
+          row_error[r] += (double(back[i]) - x[i]) * (double(back[i]) - x[i]);
+          row_values[r] += double(x[i]) * x[i];
+        }
+      }
     };
     if (options.pool) options.pool->parallel_for(w.rows, rows, 16);
     else rows(0, w.rows);
+    if (options.progress) {
+      TensorWritten done{t.name, type, t.shape, tensors.size(), count};
+      for (size_t r = 0; r < w.rows; ++r) {
+        done.squared_error += row_error[r];
+        done.squared_values += row_values[r];
+      }
+      options.progress(done);
+    }
     tensors.push_back(std::move(t));
   });
   if (c.rope_scaling) {

@@ -26,8 +26,17 @@ struct GgufExport {
   std::map<std::string, GgufValue> tokenizer_metadata;  // tokenizer.* keys, when not from a tokenizer.json
   bool pure = false;                                    // no per-tensor rules (quant_schemes.h), only fallbacks
   ThreadPool* pool = nullptr;                           // quantises each tensor's rows in parallel
-  // Called before each tensor is quantised: its name, format, shape, and index of count.
-  std::function<void(const std::string&, DType, const std::vector<size_t>&, size_t, size_t)> progress;
+  std::function<void(const struct TensorWritten&)> progress;  // after each tensor
+};
+
+// What export_gguf did to one tensor.
+struct TensorWritten {
+  std::string name;
+  DType type;
+  std::vector<size_t> shape;
+  size_t index, count;           // this is tensor index + 1 of count
+  double squared_error = 0;      // Σ (written − read)², over the values as written back
+  double squared_values = 0;     // Σ read²
 };
 
 // Writes `m` as GGUF (llama.cpp's key names and tensor layout, q/k rows permuted for
