@@ -73,10 +73,10 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   size_t max_rows = 4, max_tokens = 4;
 #if defined(__x86_64__)
   static const bool vnni = cpu_has_avx512_vnni();  // cpuid is slow (a VM exit): ask once
-  if (isa == MatmulIsa::avx512 && !(blocked && !vnni)) {
-    tile = blocked ? block_tile_vnni : tile_avx512;
+  if (isa == MatmulIsa::avx512) {
+    tile = !blocked ? tile_avx512 : vnni ? block_tile_vnni : block_tile_avx512bw;
     max_rows = n == 1 ? 8 : 4;
-  } else if (isa != MatmulIsa::scalar) {  // AVX-512 without VNNI runs the AVX2 block tiles
+  } else if (isa != MatmulIsa::scalar) {
     tile = blocked ? block_tile_avx2 : tile_avx2;
     max_rows = n == 1 ? 4 : 2;  // sixteen ymm registers hold fewer accumulators
     max_tokens = 2;

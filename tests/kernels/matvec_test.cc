@@ -67,7 +67,8 @@ std::vector<MatmulIsa> simd_isas() {
   else std::printf("NOT CHECKED on this CPU: the avx2 matmul\n");
   if (best_matmul_isa() == MatmulIsa::avx512) isas.push_back(MatmulIsa::avx512);
   else std::printf("NOT CHECKED on this CPU: the avx512 matmul\n");
-  if (!cpu_has_avx512_vnni()) std::printf("NOT CHECKED on this CPU: the avx512 vnni block-format tiles (avx2 ones run instead)\n");
+  if (best_matmul_isa() == MatmulIsa::avx512 && !cpu_has_avx512_vnni())
+    std::printf("NOT CHECKED on this CPU: the avx512 vnni block-format tiles (the avx512bw ones run instead)\n");
   return isas;
 }
 
