@@ -6,6 +6,8 @@ FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map 
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0
+SYNTH_085B_Q4KM := build/models/synth-0.85b-q4_k_m
+SYNTH_085B_Q5KM := build/models/synth-0.85b-q5_k_m
 
 .PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-remote bench-wire synth-085b demo train-demo-model clean
 
@@ -63,12 +65,14 @@ synth-085b: build
 bench-engine: synth-085b
 	build/bench/engine_bench $(SYNTH_085B) --reps 7 --threads 2
 
-# The same shape as BF16 and Q8_0 GGUF files (written once by larql quantize), measured
-# interleaved with the read bandwidth; ratios against the BF16 file.
+# The same shape as BF16, Q4_K_M, Q5_K_M and Q8_0 GGUF files (written once by larql
+# quantize), measured interleaved; ratios against the BF16 file.
 bench-gguf: synth-085b
 	@test -f $(SYNTH_085B).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B).gguf --type bf16
 	@test -f $(SYNTH_085B_Q8).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B_Q8).gguf --type q8_0
-	build/bench/engine_bench $(SYNTH_085B).gguf $(SYNTH_085B_Q8).gguf --reps 5 --threads 2
+	@test -f $(SYNTH_085B_Q4KM).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B_Q4KM).gguf --type q4_k_m
+	@test -f $(SYNTH_085B_Q5KM).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B_Q5KM).gguf --type q5_k_m
+	build/bench/engine_bench $(SYNTH_085B).gguf $(SYNTH_085B_Q4KM).gguf $(SYNTH_085B_Q5KM).gguf $(SYNTH_085B_Q8).gguf --reps 5 --threads 2
 
 # Remote FFN: per-layer round-trip overhead against raw TCP, then decode local vs two shards.
 bench-remote: synth-085b
