@@ -1,8 +1,9 @@
-// AVX2 tiles for block-format weights (block_dot.h's contract): a block's 32 integers and
-// the activations' 32 widened to int16 and multiplied by vpmaddwd (exact: no byte
-// saturation), summed into the eight groups, then the two float steps per lane (with each
-// group's scale: the K-quants' q6_k has two per block). Lanes
-// 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators.
+// AVX2 tiles for block-format weights (block_dot.h's contract): a block's 32 stored
+// integers (unsigned, qw + z) times the activations' 32 by vpmaddubsw and vpmaddwd, which
+// leaves the eight group sums in order (exact: a 16-bit pair sum of w ≤ 63 and |x| ≤ 127
+// cannot saturate; q8_0, signed, goes in as |w| and x with w's sign, |w| ≤ 128), z · Σqx
+// subtracted, then the float steps per lane with each group's scale (q6_k has two per
+// block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -16,8 +17,8 @@
 namespace larql {
 namespace {
 
-// One block of one row as the tiles multiply it: its 32 integers qw (signed) and each
-// group's scale dw_g and minimum mw_g.
+// One block of one row as the tiles multiply it: its 32 stored integers (qw + z; q8_0's
+// signed bytes) and each group's scale dw_g and minimum mw_g.
 struct BlockWeights {
   __m256i q;
   __m256 dw, mw;
@@ -59,7 +60,7 @@ LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
     const __m256i nibbles = _mm256_and_si256(i < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::qh + 32 * half));
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(int(2 * i))), _mm256_set1_epi8(0x03));
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
+    const __m256i q = _mm256_or_si256(nibbles, _mm256_slli_epi16(high, 4));
     const __m256 dw = _mm256_set_m128(_mm_set1_ps(ch.scales[2 * k + 1]), _mm_set1_ps(ch.scales[2 * k]));
     return {q, dw, _mm256_setzero_ps()};
   } else if constexpr (blocks::is_kquant(T)) {
@@ -74,8 +75,24 @@ LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
   } else {
     __m256 mw = _mm256_setzero_ps();
     if constexpr (blocks::has_min(T)) mw = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::layout<T>().m)));
-    return {block_integers<T>(ch.p), _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), mw};
+    return {block_raw_integers<T>(ch.p), _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), mw};
   }
+}
+
+// The integer a format's stored values are offset by (what Σ z·qx corrects).
+template <DType T>
+constexpr int stored_offset() {
+  if constexpr (T == DType::q6_k) return 32;
+  else if constexpr (blocks::is_kquant(T)) return 0;
+  else return zero_point<T>();
+}
+
+// The eight group sums Σ qw·qx of one block, in order.
+template <DType T>
+LARQL_AVX2 inline __m256i group_dots(__m256i w, __m256i x) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (T == DType::q8_0) return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
 }
 
 template <DType T, int NR, int NT>
@@ -88,30 +105,28 @@ LARQL_AVX2 void block_tile(const Tile& t) {
   __m256 acc[NR][NT][2];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
-  const __m256i group_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  constexpr int kOffset = stored_offset<T>();
   for (size_t c = 0; c < chunks; ++c) {
     C chunk[NR];
     for (int r = 0; r < NR; ++r) load_chunk<T>(chunk[r], rows[r], c);
     for (size_t k = 0; k < C::kBlocks; ++k) {
       const size_t b = c * C::kBlocks + k;
       const int half = int(b % 2);
-      __m256i xlo[NT], xhi[NT];
+      __m256i x[NT], offset[NT];
       __m256 dx[NT];
       for (int j = 0; j < NT; ++j) {
         const size_t token = t.t0 + size_t(j);
-        const int8_t* qx = qa.q.data() + token * cols + b * 32;
-        xlo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx)));
-        xhi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qx + 16)));
+        x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
         dx[j] = _mm256_set1_ps(qa.scale(token, b));
+        offset[j] = _mm256_mullo_epi32(_mm256_cvtps_epi32(_mm256_loadu_ps(qa.group_sums(token, b))), _mm256_set1_epi32(kOffset));
       }
       for (int r = 0; r < NR; ++r) {
         const BlockWeights w = block_weights<T>(chunk[r], k);
-        const __m256i wlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w.q)), whi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(w.q, 1));
         for (int j = 0; j < NT; ++j) {
-          const __m256i pairs = _mm256_hadd_epi32(_mm256_madd_epi16(wlo, xlo[j]), _mm256_madd_epi16(whi, xhi[j]));
-          const __m256 groups = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(pairs, group_order));
+          __m256i p = group_dots<T>(w.q, x[j]);
+          if constexpr (kOffset != 0) p = _mm256_sub_epi32(p, offset[j]);
           __m256& lane = acc[r][j][half];
-          lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), groups, lane);
+          lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), _mm256_cvtepi32_ps(p), lane);
           if constexpr (blocks::has_min(T) && !blocks::is_kquant(T))
             lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
         }

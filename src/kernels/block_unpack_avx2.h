@@ -50,14 +50,6 @@ constexpr int zero_point() {
   else return blocks::layout<T>().zero;
 }
 
-// The 32 integers of one block (block_dot.h's qw).
-template <DType T>
-LARQL_AVX2 inline __m256i block_integers(const uint8_t* b) {
-  const __m256i raw = block_raw_integers<T>(b);
-  if constexpr (zero_point<T>() != 0) return _mm256_sub_epi8(raw, _mm256_set1_epi8(char(zero_point<T>())));
-  return raw;
-}
-
 }  // namespace larql
 
 #endif
