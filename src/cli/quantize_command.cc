@@ -54,8 +54,7 @@ void add_quantize_command(CLI::App& app) {
     auto model = load_model(o->in);
     if (!model) fail(model.error().message);
     if (auto q = already_quantised(*model)) fail(o->in + ": " + *q + "; quantise from the f32, f16 or bf16 model instead");
-    GgufExport options{*find_quant_scheme(o->type), std::nullopt, o->splits};
-    options.pure = o->pure;
+    GgufExport options{.scheme = *find_quant_scheme(o->type), .splits = o->splits, .pure = o->pure};
     const auto tokenizer = std::filesystem::path(o->in) / "tokenizer.json";
     if (std::filesystem::is_directory(o->in) && std::filesystem::exists(tokenizer)) {
       options.tokenizer_json = tokenizer.string();

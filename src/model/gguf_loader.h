@@ -21,12 +21,12 @@ Result<Model> load_gguf(const std::string& path);
 
 struct GgufExport {
   QuantScheme scheme = *find_quant_scheme("bf16");  // the 2-D weights' formats (quant_schemes.h)
-  std::optional<std::string> tokenizer_json;  // path; the file's tokenizer metadata
+  std::optional<std::string> tokenizer_json{};  // path; the file's tokenizer metadata
   size_t splits = 1;
-  std::map<std::string, GgufValue> tokenizer_metadata;  // tokenizer.* keys, when not from a tokenizer.json
+  std::map<std::string, GgufValue> tokenizer_metadata{};  // tokenizer.* keys, when not from a tokenizer.json
   bool pure = false;                                    // no per-tensor rules (quant_schemes.h), only fallbacks
   ThreadPool* pool = nullptr;                           // quantises each tensor's rows in parallel
-  std::function<void(const struct TensorWritten&)> progress;  // after each tensor
+  std::function<void(const struct TensorWritten&)> progress{};  // after each tensor
 };
 
 // What export_gguf did to one tensor.

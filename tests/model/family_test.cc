@@ -198,7 +198,7 @@ TEST_F(Families, Qwen2AndQwen3AsF32GgufAreBitIdenticalToTheirCheckpoints) {
     auto hf = load_model(dir.string());
     ASSERT_TRUE(hf.ok()) << hf.error().message;
     const std::string gguf_path = (dir / "model.gguf").string();
-    auto written = export_gguf(*hf, gguf_path, {*find_quant_scheme("f32"), std::nullopt, 1});
+    auto written = export_gguf(*hf, gguf_path, {.scheme = *find_quant_scheme("f32"), .splits = 1});
     ASSERT_TRUE(written.ok()) << written.error().message;
     auto gguf = load_model(gguf_path);
     ASSERT_TRUE(gguf.ok()) << gguf.error().message;

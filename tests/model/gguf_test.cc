@@ -195,7 +195,7 @@ TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
   ASSERT_TRUE(model.ok()) << model.error().message;
   // By magic, not by name: a GGUF file called .bin loads as GGUF.
   const fs::path path = dir_ / "model.bin";
-  ASSERT_TRUE(export_gguf(*model, path.string(), {*find_quant_scheme("q8_0"), hf.string() + "/tokenizer.json", 1}).ok());
+  ASSERT_TRUE(export_gguf(*model, path.string(), {.scheme = *find_quant_scheme("q8_0"), .tokenizer_json = hf.string() + "/tokenizer.json", .splits = 1}).ok());
   auto loaded = load_model(path.string());
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   EXPECT_EQ(loaded->layers[1].down.dtype, DType::q8_0);
@@ -232,7 +232,7 @@ TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
   auto model = load_model(hf.string());
   ASSERT_TRUE(model.ok());
   const fs::path path = dir_ / "m.gguf";
-  ASSERT_TRUE(export_gguf(*model, path.string(), {*find_quant_scheme("f32"), std::nullopt, 1}).ok());
+  ASSERT_TRUE(export_gguf(*model, path.string(), {.scheme = *find_quant_scheme("f32"), .splits = 1}).ok());
   // Patch ffn_up's type id to Q2_K (10) in place: its record ends with type, then offset.
   auto bytes = read_bytes(path);
   const std::string name = "blk.0.ffn_up.weight";
@@ -257,7 +257,7 @@ TEST_F(Gguf, Llama3RopeScalingBecomesRopeFreqsWithTheSameLogits) {
   std::ofstream(hf / "config.json") << config.dump();
   auto scaled = load_model(hf.string());
   ASSERT_TRUE(scaled.ok()) << scaled.error().message;
-  ASSERT_TRUE(export_gguf(*scaled, (dir_ / "scaled.gguf").string(), {*find_quant_scheme("f32"), std::nullopt, 1}).ok());
+  ASSERT_TRUE(export_gguf(*scaled, (dir_ / "scaled.gguf").string(), {.scheme = *find_quant_scheme("f32"), .splits = 1}).ok());
   auto gguf = load_model((dir_ / "scaled.gguf").string());
   ASSERT_TRUE(gguf.ok()) << gguf.error().message;
   ASSERT_NE(gguf->rope_freqs.data, nullptr);

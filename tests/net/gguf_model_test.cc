@@ -36,7 +36,7 @@ class GgufDemo : public ::testing::Test {
     const std::string tokenizer = test::kDemo + "/tokenizer.json";
     for (auto [name, type, splits] : {std::tuple{"bf16.gguf", "bf16", 1}, {"q8_0.gguf", "q8_0", 1}, {"split.gguf", "q8_0", 3},
                                       {"q6_k.gguf", "q6_k", 1}, {"q4_k_m.gguf", "q4_k_m", 1}}) {
-      auto w = export_gguf(*hf, (*dir_ / name).string(), {*find_quant_scheme(type), tokenizer, size_t(splits)});
+      auto w = export_gguf(*hf, (*dir_ / name).string(), {.scheme = *find_quant_scheme(type), .tokenizer_json = tokenizer, .splits = size_t(splits)});
       ASSERT_TRUE(w.ok()) << w.error().message;
     }
   }
