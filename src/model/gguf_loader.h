@@ -19,16 +19,6 @@ Result<ModelConfig> gguf_model_config(const GgufFile& file, const std::string& s
 
 Result<Model> load_gguf(const std::string& path);
 
-struct GgufExport {
-  QuantScheme scheme = *find_quant_scheme("bf16");  // the 2-D weights' formats (quant_schemes.h)
-  std::optional<std::string> tokenizer_json{};  // path; the file's tokenizer metadata
-  size_t splits = 1;
-  std::map<std::string, GgufValue> tokenizer_metadata{};  // tokenizer.* keys, when not from a tokenizer.json
-  bool pure = false;                                    // no per-tensor rules (quant_schemes.h), only fallbacks
-  ThreadPool* pool = nullptr;                           // quantises each tensor's rows in parallel
-  std::function<void(const struct TensorWritten&)> progress{};  // after each tensor
-};
-
 // What export_gguf did to one tensor.
 struct TensorWritten {
   std::string name;
@@ -37,6 +27,16 @@ struct TensorWritten {
   size_t index, count;           // this is tensor index + 1 of count
   double squared_error = 0;      // Σ (written − read)², over the values as written back
   double squared_values = 0;     // Σ read²
+};
+
+struct GgufExport {
+  QuantScheme scheme = *find_quant_scheme("bf16");  // the 2-D weights' formats (quant_schemes.h)
+  std::optional<std::string> tokenizer_json{};  // path; the file's tokenizer metadata
+  size_t splits = 1;
+  std::map<std::string, GgufValue> tokenizer_metadata{};  // tokenizer.* keys, when not from a tokenizer.json
+  bool pure = false;                                    // no per-tensor rules (quant_schemes.h), only fallbacks
+  ThreadPool* pool = nullptr;                           // quantises each tensor's rows in parallel
+  std::function<void(const TensorWritten&)> progress{};  // after each tensor
 };
 
 // Writes `m` as GGUF (llama.cpp's key names and tensor layout, q/k rows permuted for
