@@ -61,9 +61,10 @@ UnpackedBlock unpack_block(DType t, const uint8_t* row, size_t b) {
     } else {
       const uint8_t* block = row + b * dtype_traits(T).block_bytes;
       for (size_t j = 0; j < kValues; ++j) u.q[j] = int8_t(block_integer<T>(block, j));
+      const float scale = half_at(block), min = block_min<T>(block);
       for (size_t g = 0; g < 8; ++g) {
-        u.scale[g] = half_at(block);
-        u.min[g] = block_min<T>(block);
+        u.scale[g] = scale;
+        u.min[g] = min;
       }
     }
   });

@@ -35,8 +35,10 @@ void block_tile_scalar(const Tile& t) {
       const size_t token = t.t0 + j;
       const int8_t* qx = t.qa->q.data() + token * t.w->cols;
       float lanes[16] = {};
+      float k_mins[8];  // the current super-block's minimums (K-quants)
       for (size_t b = 0; b < blocks; ++b) {
         const blocks::UnpackedBlock w = blocks::unpack_block(type, row, b);
+        k_mins[b % 8] = w.min[0];
         const float dx = t.qa->scale(token, b);
         const float* sx = t.qa->group_sums(token, b);
         for (size_t g = 0; g < 8; ++g) {
@@ -48,10 +50,7 @@ void block_tile_scalar(const Tile& t) {
         }
         // The K-quants' minimums, once per super-block after its eight blocks.
         if (blocks::has_min(type) && kquant && b % 8 == 7)
-          for (size_t k = 0; k < 8; ++k) {
-            const float mw = blocks::unpack_block(type, row, b - 7 + k).min[0];
-            lanes[k] = std::fma(mw, t.qa->block_sums(token, b - 7)[k], lanes[k]);
-          }
+          for (size_t k = 0; k < 8; ++k) lanes[k] = std::fma(k_mins[k], t.qa->block_sums(token, b - 7)[k], lanes[k]);
       }
       t.y[token * t.w->rows + t.r0 + r] = reduce16(lanes);
     }
