@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/model_notes.h"
 #include "eval/wire_bench.h"
 #include "model/loader.h"
 
@@ -27,6 +28,7 @@ int run_bench(const Options& o) {
   };
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  print_model_notes(*model, "larql bench");
   WireBenchOptions w;
   w.steps = o.steps;
   w.k = o.assert_topk.value_or(5);

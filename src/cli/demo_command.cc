@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/model_notes.h"
 #include "eval/wire_bench.h"
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
@@ -106,6 +107,7 @@ int run_demo(const Options& o) {
   say("loading " + model_path + " ...");
   auto model = load_model(model_path);
   if (!model) return say(model.error().message), 2;
+  print_model_notes(*model, "larql demo");
   auto tok = load_tokenizer_for(*model, model_path, o.tokenizer);
   if (!tok) return say(tok.error().message), 2;
   const std::vector<int> prompt = *tok ? (*tok)->encode(o.prompt) : std::vector<int>{1};

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/ffn_options.h"
+#include "cli/model_notes.h"
 #include "eval/perplexity.h"
 #include "model/loader.h"
 #include "wire/wire_config.h"
@@ -33,6 +34,7 @@ int fail(const std::string& message) {
 int run(const Options& o) {
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  print_model_notes(*model, "larql perplexity");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
   if (!*tokenizer) return fail(o.model + " carries no tokenizer; give one with --tokenizer");

@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "cli/model_notes.h"
 #include "model/gguf_loader.h"
 #include "model/loader.h"
 #include "model/quant_schemes.h"
@@ -53,6 +54,7 @@ void add_quantize_command(CLI::App& app) {
     };
     auto model = load_model(o->in);
     if (!model) fail(model.error().message);
+    print_model_notes(*model, "larql quantize");
     if (auto q = already_quantised(*model)) fail(o->in + ": " + *q + "; quantise from the f32, f16 or bf16 model instead");
     GgufExport options{.scheme = *find_quant_scheme(o->type), .splits = o->splits, .pure = o->pure};
     const auto tokenizer = std::filesystem::path(o->in) / "tokenizer.json";

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/ffn_options.h"
+#include "cli/model_notes.h"
 #include "infer/generate.h"
 #include "model/loader.h"
 #include "net/remote_ffn.h"
@@ -43,6 +44,7 @@ int run(const RunOptions& o) {
   const auto load_start = Clock::now();
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  print_model_notes(*model, "larql run");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();

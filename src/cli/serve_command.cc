@@ -1,6 +1,7 @@
 #include "cli/serve_command.h"
 
 #include "cli/http_options.h"
+#include "cli/model_notes.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -38,6 +39,7 @@ int serve(ServeOptions o) {
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  print_model_notes(*model, "larql serve");
   auto encodings = wire::server_encodings(o.wire, model->config.hidden, wire::process_env());
   if (!encodings) return fail(encodings.error().message);
   LayerRange owned{0, uint32_t(model->config.layers - 1)};

@@ -32,20 +32,29 @@ void add_bias(float* rows, size_t n, const Matrix& bias) {
 Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) : model_(model), ffn_(ffn), pool_(pool) {
   const ModelConfig& c = model.config;
   // As run.c computes it: 1 / theta^(2i / head_dim), in float.
-  for (size_t i = 0; i < c.head_dim / 2; ++i) {
-    float f = 1.0f / std::pow(c.rope_theta, float(2 * i) / float(c.head_dim));
-    if (c.rope_scaling) f = scale_llama3(f, *c.rope_scaling);
-    if (model.rope_freqs.data) f /= load_as_f32(model.rope_freqs.dtype, model.rope_freqs.data, i);  // GGUF's form of it
-    inv_freq_.push_back(f);
+  for (const LayerConfig& layer : c.layer_configs) {
+    std::vector<float>& inv_freq = inv_freq_.emplace_back();
+    for (size_t i = 0; i < c.head_dim / 2; ++i) {
+      float f = 1.0f / std::pow(layer.rope.theta, float(2 * i) / float(c.head_dim));
+      if (layer.rope.llama3) f = scale_llama3(f, *layer.rope.llama3);
+      f /= layer.rope.linear_factor;
+      if (model.rope_freqs.data) f /= load_as_f32(model.rope_freqs.dtype, model.rope_freqs.data, i);  // GGUF's form of llama3
+      inv_freq.push_back(f);
+    }
   }
   key_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
   value_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
 }
 
-void Transformer::rope(float* v, size_t heads, size_t pos) const {
+void Transformer::norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const {
+  const ModelConfig& c = model_.config;
+  for (size_t r = 0; r < rows; ++r) rmsnorm(out + r * n, x + r * n, weight, n, c.norm_eps, c.norm_weight_offset);
+}
+
+void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const {
   const size_t hd = model_.config.head_dim, half = hd / 2;
   for (size_t i = 0; i < half; ++i) {
-    const float angle = float(pos) * inv_freq_[i];
+    const float angle = float(pos) * inv_freq[i];
     const float cos = std::cos(angle), sin = std::sin(angle);
     for (size_t h = 0; h < heads; ++h) {
       float* head = v + h * hd;
@@ -66,24 +75,29 @@ void Transformer::attention(size_t layer, size_t n, size_t pos) {
   scores_.resize(n * c.heads * span);
   const float* keys = key_cache_.data() + layer * c.context * kv_dim;
   const float* values = value_cache_.data() + layer * c.context * kv_dim;
-  const float inv_sqrt = 1.0f / std::sqrt(float(hd));
+  const float scale = c.score_scale();
+  const LayerConfig& lc = c.layer_configs[layer];
   pool_.parallel_for(n * c.heads, [&](size_t begin, size_t end) {
     for (size_t job = begin; job < end; ++job) {
       const size_t t = job / c.heads, h = job % c.heads, kvh = h / group;
       const float* q = q_.data() + t * c.q_dim() + h * hd;
       float* att = scores_.data() + job * span;
-      const size_t seen = pos + t + 1;  // causal: positions 0 .. pos + t
+      // Causal: positions up to pos + t; a sliding layer sees only the last `window` of them.
+      const size_t end_pos = pos + t + 1;
+      const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
+      const size_t seen = end_pos - first;
       for (size_t j = 0; j < seen; ++j) {
-        const float* k = keys + j * kv_dim + kvh * hd;
+        const float* k = keys + (first + j) * kv_dim + kvh * hd;
         float s = 0;
         for (size_t i = 0; i < hd; ++i) s += q[i] * k[i];
-        att[j] = s * inv_sqrt;
+        att[j] = s * scale;
       }
+      if (c.attention_softcap > 0) softcap(att, seen, c.attention_softcap);
       softmax(att, seen);
       float* out = att_out_.data() + t * c.q_dim() + h * hd;
       std::memset(out, 0, hd * sizeof(float));
       for (size_t j = 0; j < seen; ++j) {
-        const float* v = values + j * kv_dim + kvh * hd;
+        const float* v = values + (first + j) * kv_dim + kvh * hd;
         for (size_t i = 0; i < hd; ++i) out[i] += att[j] * v[i];
       }
     }
@@ -115,10 +129,12 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
   v_.resize(n * c.kv_dim());
 
   for (size_t t = 0; t < n; ++t) dequantize_row(model_.embed.dtype, model_.embed.row_ptr(tokens[t]), D, &x_[t * D]);
+  if (c.embedding_scale != 1.0f)
+    for (float& v : x_) v *= c.embedding_scale;
 
   for (size_t l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layers[l];
-    for (size_t t = 0; t < n; ++t) rmsnorm(&xb_[t * D], &x_[t * D], w.attn_norm, D, c.norm_eps);
+    norm_rows(xb_.data(), x_.data(), n, w.attn_norm, D);
     matmul(w.wq, xb_.data(), n, q_.data(), pool_);
     matmul(w.wk, xb_.data(), n, k_.data(), pool_);
     matmul(w.wv, xb_.data(), n, v_.data(), pool_);
@@ -126,30 +142,34 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
     add_bias(k_.data(), n, w.bk);
     add_bias(v_.data(), n, w.bv);
     if (c.qk_norm) {
-      for (size_t r = 0; r < n * c.heads; ++r) rmsnorm(&q_[r * c.head_dim], &q_[r * c.head_dim], w.q_norm, c.head_dim, c.norm_eps);
-      for (size_t r = 0; r < n * c.kv_heads; ++r) rmsnorm(&k_[r * c.head_dim], &k_[r * c.head_dim], w.k_norm, c.head_dim, c.norm_eps);
+      norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, c.head_dim);
+      norm_rows(k_.data(), k_.data(), n * c.kv_heads, w.k_norm, c.head_dim);
     }
     float* key_rows = key_cache_.data() + (l * c.context + pos) * c.kv_dim();
     float* value_rows = value_cache_.data() + (l * c.context + pos) * c.kv_dim();
     for (size_t t = 0; t < n; ++t) {
-      rope(&q_[t * c.q_dim()], c.heads, pos + t);
-      rope(&k_[t * c.kv_dim()], c.kv_heads, pos + t);
+      rope(&q_[t * c.q_dim()], c.heads, pos + t, inv_freq_[l]);
+      rope(&k_[t * c.kv_dim()], c.kv_heads, pos + t, inv_freq_[l]);
     }
     std::memcpy(key_rows, k_.data(), n * c.kv_dim() * sizeof(float));
     std::memcpy(value_rows, v_.data(), n * c.kv_dim() * sizeof(float));
     attention(l, n, pos);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
+    if (w.attn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.attn_out_norm, D);
     for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
 
-    for (size_t t = 0; t < n; ++t) rmsnorm(&xb_[t * D], &x_[t * D], w.ffn_norm, D, c.norm_eps);
+    // The seam: the FFN's own norms stay here, so a shard computes only the MLP.
+    norm_rows(xb_.data(), x_.data(), n, w.ffn_norm, D);
     if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
+    if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
     for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
   }
 
   const size_t rows = n - first;
-  for (size_t t = 0; t < rows; ++t) rmsnorm(&xb_[t * D], &x_[(first + t) * D], model_.final_norm, D, c.norm_eps);
+  norm_rows(xb_.data(), &x_[first * D], rows, model_.final_norm, D);
   logits.resize(rows * c.vocab);
   matmul(model_.classifier, xb_.data(), rows, logits.data(), pool_);
+  if (c.final_softcap > 0) softcap(logits.data(), logits.size(), c.final_softcap);
   return Ok{};
 }
 

@@ -26,12 +26,13 @@ class Transformer {
 
  private:
   void attention(size_t layer, size_t n, size_t pos);
-  void rope(float* v, size_t heads, size_t pos) const;
+  void rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const;
+  void norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const;
 
   const Model& model_;
   FfnBackend& ffn_;
   ThreadPool& pool_;
-  std::vector<float> inv_freq_;           // per rotated pair of a head
+  std::vector<std::vector<float>> inv_freq_;  // [layer][rotated pair of a head]
   std::vector<float> key_cache_, value_cache_;  // [layer][context][kv_dim]
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, scores_;

@@ -5,12 +5,16 @@
 
 namespace larql {
 
-void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps) {
+void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps, float weight_offset) {
   float ss = 0;
   for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
   ss = ss / static_cast<float>(n) + eps;
   const float inv = 1.0f / std::sqrt(ss);
-  for (size_t i = 0; i < n; ++i) out[i] = load_as_f32(weight.dtype, weight.data, i) * (inv * x[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = (weight_offset + load_as_f32(weight.dtype, weight.data, i)) * (inv * x[i]);
+}
+
+void softcap(float* x, size_t n, float cap) {
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 void softmax(float* x, size_t n) {

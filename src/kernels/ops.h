@@ -7,8 +7,12 @@
 
 namespace larql {
 
-// out = weight ⊙ x / sqrt(mean(x²) + eps). `weight` is a vector of any stored type.
-void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps);
+// out = (weight_offset + weight) ⊙ x / sqrt(mean(x²) + eps). `weight` is a vector of any
+// stored type; out may be x.
+void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps, float weight_offset = 0.0f);
+
+// x = cap · tanh(x / cap), Gemma's soft cap on attention scores and logits.
+void softcap(float* x, size_t n, float cap);
 
 // In-place softmax over n values.
 void softmax(float* x, size_t n);

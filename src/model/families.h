@@ -3,7 +3,13 @@
 // general.architecture is `gguf_arch` (llama.cpp writes Mistral as "llama").
 #pragma once
 
+#include <cstddef>
+#include <iterator>
+#include <string>
 #include <string_view>
+
+#include "kernels/ops.h"
+#include "model/model.h"
 
 namespace larql {
 
@@ -14,13 +20,21 @@ struct Family {
   bool qk_norm;         // RMSNorm on each head of q and k
   // llama.cpp's converter permutes this family's q/k rows for adjacent-pair RoPE
   bool gguf_permutes_qk;
+  NormPlacement norms;
+  Activation activation;        // when the config does not name one
+  float hf_norm_weight_offset;  // HF files store norm weights minus this (GGUF files do not)
+  bool scaled_embedding;        // embeddings × √hidden
+  // Sliding-window layers: every layer but the last of each period of this many (0: none).
+  size_t sliding_period;
 };
 
 inline constexpr Family kFamilies[] = {
-    {"llama", "llama", false, false, true},
-    {"mistral", "llama", false, false, true},
-    {"qwen2", "qwen2", true, false, false},
-    {"qwen3", "qwen3", false, true, false},
+    {"llama", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0},
+    {"mistral", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0},
+    {"qwen2", "qwen2", true, false, false, NormPlacement::pre, Activation::silu, 0, false, 0},
+    {"qwen3", "qwen3", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0},
+    {"gemma2", "gemma2", false, false, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 2},
+    {"gemma3_text", "gemma3", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 6},
 };
 
 inline const Family* find_family(std::string_view name) {
@@ -33,6 +47,23 @@ inline const Family* find_gguf_family(std::string_view arch) {
   for (const auto& f : kFamilies)
     if (f.gguf_arch == arch) return &f;
   return nullptr;
+}
+
+// "llama, mistral, ..." for error messages.
+inline std::string family_names(bool gguf) {
+  std::string out;
+  for (size_t i = 0; i < std::size(kFamilies); ++i) {
+    auto name = [&](size_t k) { return gguf ? kFamilies[k].gguf_arch : kFamilies[k].name; };
+    bool repeated = false;
+    for (size_t k = 0; k < i; ++k) repeated |= name(k) == name(i);
+    if (!repeated) out += (out.empty() ? "" : ", ") + std::string(name(i));
+  }
+  return out;
+}
+
+// Gemma's layer pattern: layer i is full when (i + 1) is a multiple of the period.
+inline AttentionKind periodic_attention_kind(size_t layer, size_t period) {
+  return period == 0 || (layer + 1) % period == 0 ? AttentionKind::full : AttentionKind::sliding;
 }
 
 }  // namespace larql

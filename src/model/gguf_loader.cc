@@ -1,5 +1,6 @@
 #include "model/gguf_loader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -18,12 +19,13 @@ namespace {
 // Llama 3's frequency scaling as llama.cpp's converter writes it: one divisor per rotated
 // pair (the rope_freqs tensor), instead of rope_scaling in the config.
 std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
-  const Llama3RopeScaling& s = *c.rope_scaling;
+  const Llama3RopeScaling& s = *c.layer_configs.at(0).rope.llama3;
+  const float theta = c.layer_configs.at(0).rope.theta;
   const double low_freq_wavelen = s.original_max_position / s.low_freq_factor;
   const double high_freq_wavelen = s.original_max_position / s.high_freq_factor;
   std::vector<float> out;
   for (size_t i = 0; i < c.head_dim / 2; ++i) {
-    const double freq = 1.0 / std::pow(double(c.rope_theta), double(2 * i) / double(c.head_dim));
+    const double freq = 1.0 / std::pow(double(theta), double(2 * i) / double(c.head_dim));
     const double wavelen = 2 * M_PI / freq;
     if (wavelen < high_freq_wavelen) out.push_back(1.0f);
     else if (wavelen > low_freq_wavelen) out.push_back(s.factor);
@@ -35,6 +37,96 @@ std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
   return out;
 }
 
+// Which layers slide: `<arch>.attention.sliding_window_pattern` as a per-layer bool array
+// (true: sliding) or a period, else the family's period (llama.cpp's defaults).
+Status layer_kinds(const GgufFile& f, const std::string& arch, const Family& family, ModelConfig& c, const RopeSpec& full,
+                   const RopeSpec& sliding) {
+  std::vector<AttentionKind> kinds(c.layers);
+  const GgufValue* pattern = f.find(arch + ".attention.sliding_window_pattern");
+  if (pattern && pattern->type == GgufValueType::array) {
+    if (pattern->integers.size() != c.layers)
+      return make_error(ErrorCode::invalid_argument, arch + ".attention.sliding_window_pattern has " +
+                                                         std::to_string(pattern->integers.size()) + " entries for " +
+                                                         std::to_string(c.layers) + " layers");
+    for (size_t l = 0; l < c.layers; ++l) kinds[l] = pattern->integers[l] ? AttentionKind::sliding : AttentionKind::full;
+  } else {
+    const size_t period = pattern && pattern->integer > 0 ? size_t(pattern->integer) : family.sliding_period;
+    for (size_t l = 0; l < c.layers; ++l) kinds[l] = periodic_attention_kind(l, period);
+  }
+  size_t window = 0;
+  if (std::count(kinds.begin(), kinds.end(), AttentionKind::sliding) > 0) {
+    const GgufValue* v = f.number(arch + ".attention.sliding_window");
+    if (!v || v->integer <= 0)
+      return make_error(ErrorCode::invalid_argument, arch + ".attention.sliding_window must be a positive integer");
+    window = size_t(v->integer);
+  }
+  for (size_t l = 0; l < c.layers; ++l)
+    c.layer_configs.push_back(kinds[l] == AttentionKind::sliding ? LayerConfig{AttentionKind::sliding, window, sliding}
+                                                                 : LayerConfig{AttentionKind::full, 0, full});
+  return Ok{};
+}
+
+// llama.cpp's scale for Gemma's attention scores, which GGUF files do not store (HF's
+// query_pre_attn_scalar): (hidden / heads)^-0.5 for the 27B models (46 or 62 layers),
+// head_dim^-0.5 otherwise. `<arch>.attention.scale`, which larql writes when a checkpoint
+// breaks that rule, wins.
+size_t llama_cpp_gemma_scalar(const Family& family, const ModelConfig& c) {
+  const bool is_27b = (family.name == "gemma2" && c.layers == 46) || (family.name == "gemma3_text" && c.layers == 62);
+  return is_27b ? c.hidden / c.heads : c.head_dim;
+}
+
+Status gemma_attention(const GgufFile& f, const std::string& arch, const Family& family, ModelConfig& c) {
+  if (family.norms != NormPlacement::sandwich) return Ok{};
+  c.attention_scale = 1.0f / std::sqrt(float(llama_cpp_gemma_scalar(family, c)));
+  if (const GgufValue* v = f.number(arch + ".attention.scale")) {
+    if (!(v->real > 0)) return make_error(ErrorCode::invalid_argument, arch + ".attention.scale must be positive");
+    c.attention_scale = float(v->real);
+  }
+  return Ok{};
+}
+
+// What llama.cpp reads of the layer configs and of Gemma's attention: RoPE bases (full and
+// sliding), linear scaling, the window and its pattern, softcaps, and the score scale when
+// llama.cpp's rule would not give it. Refuses what a GGUF reader could not get back.
+Status put_layer_metadata(const Model& m, const Family& family, const std::string& arch, std::map<std::string, GgufValue>& meta) {
+  const ModelConfig& c = m.config;
+  auto u32 = [](size_t v) { return GgufValue::of(GgufValueType::u32, double(v)); };
+  auto f32 = [](double v) { return GgufValue::of(GgufValueType::f32, v); };
+  auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, "export_gguf: " + what); };
+  const LayerConfig* full = nullptr;
+  const LayerConfig* sliding = nullptr;
+  for (const LayerConfig& l : c.layer_configs) {
+    const LayerConfig*& first = l.attention == AttentionKind::full ? full : sliding;
+    if (!first) first = &l;
+    if (l.rope.theta != first->rope.theta || l.rope.linear_factor != first->rope.linear_factor || l.window != first->window)
+      return fail("layers of one attention kind with different RoPE or windows cannot be written to GGUF");
+  }
+  const LayerConfig& base = full ? *full : *sliding;
+  meta[arch + ".rope.freq_base"] = f32(base.rope.theta);
+  if (base.rope.linear_factor != 1.0f) {
+    meta[arch + ".rope.scaling.type"] = GgufValue::of_string("linear");
+    meta[arch + ".rope.scaling.factor"] = f32(base.rope.linear_factor);
+  }
+  if (sliding) {
+    if (family.sliding_period == 0) return fail(arch + " has no sliding-window layers in llama.cpp");
+    if (sliding->rope.linear_factor != 1.0f) return fail("llama.cpp does not scale RoPE on sliding-window layers");
+    meta[arch + ".rope.freq_base_swa"] = f32(sliding->rope.theta);
+    meta[arch + ".attention.sliding_window"] = u32(sliding->window);
+    bool periodic = true;
+    std::vector<double> pattern;
+    for (size_t l = 0; l < c.layers; ++l) {
+      periodic &= c.layer_configs[l].attention == periodic_attention_kind(l, family.sliding_period);
+      pattern.push_back(c.layer_configs[l].attention == AttentionKind::sliding);
+    }
+    if (!periodic) meta[arch + ".attention.sliding_window_pattern"] = GgufValue::of_array(GgufValueType::boolean, pattern);
+  }
+  if (c.attention_softcap > 0) meta[arch + ".attn_logit_softcapping"] = f32(c.attention_softcap);
+  if (c.final_softcap > 0) meta[arch + ".final_logit_softcapping"] = f32(c.final_softcap);
+  if (family.norms == NormPlacement::sandwich && c.score_scale() != 1.0f / std::sqrt(float(llama_cpp_gemma_scalar(family, c))))
+    meta[arch + ".attention.scale"] = f32(c.score_scale());
+  return Ok{};
+}
+
 }  // namespace
 
 Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& source) {
@@ -43,7 +135,7 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (!arch_value || arch_value->type != GgufValueType::string) return fail("general.architecture is missing");
   const std::string arch = arch_value->text;
   const Family* family = find_gguf_family(arch);
-  if (!family) return fail("architecture '" + arch + "' is not supported; expected llama, qwen2 or qwen3");
+  if (!family) return fail("architecture '" + arch + "' is not supported; expected " + family_names(true));
 
   auto number = [&](const std::string& key) { return f.number(arch + "." + key); };
   auto need = [&](const std::string& key, size_t& out) -> Status {
@@ -69,12 +161,30 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (c.heads % c.kv_heads != 0 || c.head_dim == 0 || c.head_dim % 2 != 0)
     return fail("head_count must be a multiple of head_count_kv, and the head size even and positive");
   if (const GgufValue* v = number("attention.layer_norm_rms_epsilon")) c.norm_eps = float(v->real);
-  if (const GgufValue* v = number("rope.freq_base")) c.rope_theta = float(v->real);
-  if (const GgufValue* v = f.find(arch + ".rope.scaling.type"); v && v->text != "none" && !v->text.empty())
-    return fail(arch + ".rope.scaling.type '" + v->text + "' is not supported (Llama 3's rope_freqs tensor is)");
   c.rope_layout = family->gguf_permutes_qk ? RopeLayout::adjacent_pairs : RopeLayout::half_split;
   c.attention_bias = family->attention_bias;
   c.qk_norm = family->qk_norm;
+  c.norm_placement = family->norms;
+  c.activation = family->activation;  // GGUF files store norm weights as used: no offset
+  if (family->scaled_embedding) c.embedding_scale = std::sqrt(float(c.hidden));  // llama.cpp: exact, unrounded
+  if (auto s = gemma_attention(f, arch, *family, c); !s) return fail(s.error().message);
+  if (const GgufValue* v = number("attn_logit_softcapping")) c.attention_softcap = float(v->real);
+  if (const GgufValue* v = number("final_logit_softcapping")) c.final_softcap = float(v->real);
+
+  // RoPE: freq_base on full layers (with linear scaling, if any), freq_base_swa on sliding ones.
+  RopeSpec full{.theta = 10000.0f};
+  if (const GgufValue* v = number("rope.freq_base")) full.theta = float(v->real);
+  if (const GgufValue* v = f.find(arch + ".rope.scaling.type"); v && v->text != "none" && !v->text.empty()) {
+    const GgufValue* factor = number("rope.scaling.factor");
+    if (v->text != "linear" || !factor || !(factor->real > 0))
+      return fail(arch + ".rope.scaling.type '" + v->text + "' is not supported; expected linear with a positive " + arch +
+                  ".rope.scaling.factor (Llama 3's scaling comes as the rope_freqs tensor)");
+    full.linear_factor = float(factor->real);
+  }
+  // llama.cpp: Gemma 3's sliding layers use base 10000 unscaled unless the file says otherwise.
+  RopeSpec sliding{.theta = family->name == "gemma3_text" ? 10000.0f : full.theta};
+  if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
+  if (auto s = layer_kinds(f, arch, *family, c, full, sliding); !s) return fail(s.error().message);
   auto id = [&](const char* key) { return int(f.integer_or(key, -1)); };
   c.bos_id = id("tokenizer.ggml.bos_token_id");
   if (int eos = id("tokenizer.ggml.eos_token_id"); eos >= 0) c.eos_ids.push_back(eos);
@@ -133,7 +243,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   meta[arch + ".attention.key_length"] = u32(c.head_dim);
   meta[arch + ".attention.value_length"] = u32(c.head_dim);
   meta[arch + ".rope.dimension_count"] = u32(c.head_dim);
-  meta[arch + ".rope.freq_base"] = f32(c.rope_theta);
+  if (auto s = put_layer_metadata(m, *family, arch, meta); !s) return s.error();
   meta[arch + ".attention.layer_norm_rms_epsilon"] = f32(c.norm_eps);
   meta[arch + ".vocab_size"] = u32(c.vocab);
   if (c.bos_id >= 0) meta["tokenizer.ggml.bos_token_id"] = u32(size_t(c.bos_id));
@@ -147,6 +257,9 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
     std::vector<float> values(w.rows * w.cols);
     for (size_t r = 0; r < w.rows; ++r) dequantize_row(w.dtype, w.row_ptr(r), w.cols, &values[r * w.cols]);
+    // GGUF stores norm weights as used (llama.cpp's converter adds HF Gemma's +1).
+    if (is_norm_weight(e) && c.norm_weight_offset != 0)
+      for (float& v : values) v += c.norm_weight_offset;
     // llama.cpp's converter stores these rows in the adjacent order, for its adjacent-pair RoPE.
     if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
@@ -181,7 +294,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     }
     tensors.push_back(std::move(t));
   });
-  if (c.rope_scaling) {
+  if (c.layer_configs.at(0).rope.llama3) {
     const std::vector<float> divisors = llama3_rope_divisors(c);
     GgufTensorToWrite t{"rope_freqs.weight", DType::f32, {divisors.size()}, std::vector<uint8_t>(divisors.size() * 4)};
     std::memcpy(t.bytes.data(), divisors.data(), t.bytes.size());

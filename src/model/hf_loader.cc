@@ -1,5 +1,7 @@
 #include "model/hf_loader.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,28 +36,73 @@ std::vector<int> ids_of(const json& v) {
   return out;
 }
 
+// What transformers' configuration classes assume for keys a config.json leaves out
+// (Gemma 3's multimodal checkpoints list only what differs from these).
+const json& config_defaults(std::string_view family) {
+  static const json none = json::object();
+  static const json gemma2 = {{"vocab_size", 256000}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+                              {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+                              {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"},
+                              {"max_position_embeddings", 8192}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
+                              {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
+                              {"final_logit_softcapping", 30.0}, {"attn_logit_softcapping", 50.0},
+                              {"bos_token_id", 2}, {"eos_token_id", 1}};
+  static const json gemma3 = {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+                              {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+                              {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"},
+                              {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0},
+                              {"query_pre_attn_scalar", 256}, {"sliding_window", 4096}, {"rope_local_base_freq", 10000.0},
+                              {"sliding_window_pattern", 6}, {"bos_token_id", 2}, {"eos_token_id", 1}};
+  if (family == "gemma2") return gemma2;
+  if (family == "gemma3_text") return gemma3;
+  return none;
+}
+
+// A multimodal checkpoint's text model: Gemma3ForConditionalGeneration keeps it in text_config.
+json text_config_of(const json& j) {
+  if (!j.contains("text_config") || !j["text_config"].is_object()) return j;
+  json text = j["text_config"];
+  if (!text.contains("model_type") && j.value("model_type", std::string()) == "gemma3") text["model_type"] = "gemma3_text";
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    if (!text.contains(key) && j.contains(key)) text[key] = j[key];
+  return text;
+}
+
+// v as the element format t stores it (f32, f16 or bf16: safetensors' formats).
+float round_to(DType t, float v) {
+  if (t == DType::f16) return wire::f16_to_f32(wire::f32_to_f16(v));
+  if (t == DType::bf16) return bf16_to_f32(f32_to_bf16(v));
+  return v;
+}
+
+float optional_float(const json& j, const char* key, float fallback) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<float>() : fallback;
+}
+
 }  // namespace
 
 Result<ModelConfig> read_hf_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
   auto doc = read_json(path);
   if (!doc) return doc.error();
-  const json& j = *doc;
+  json j = text_config_of(*doc);
   auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, path.string() + ": " + what); };
-  auto need = [&](const char* key, size_t& out) -> Status {
-    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<size_t>() == 0)
-      return fail(std::string("field '") + key + "' must be a positive integer");
-    out = j[key].get<size_t>();
-    return Ok{};
-  };
 
   ModelConfig c;
   c.name = fs::path(dir).filename().string();
   if (c.name.empty()) c.name = fs::path(dir).parent_path().filename().string();
   c.family = j.value("model_type", std::string());
   const Family* family = find_family(c.family);
-  if (!family)
-    return fail("model_type '" + c.family + "' is not supported; expected llama, mistral, qwen2 or qwen3");
+  if (!family) return fail("model_type '" + c.family + "' is not supported; expected " + family_names(false) + " (or gemma3)");
+  for (const auto& [key, value] : config_defaults(c.family).items())
+    if (!j.contains(key) || j[key].is_null()) j[key] = value;
+
+  auto need = [&](const char* key, size_t& out) -> Status {
+    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<size_t>() == 0)
+      return fail(std::string("field '") + key + "' must be a positive integer");
+    out = j[key].get<size_t>();
+    return Ok{};
+  };
   for (auto [key, out] : {std::pair{"hidden_size", &c.hidden}, {"intermediate_size", &c.ffn},
                           {"num_hidden_layers", &c.layers}, {"num_attention_heads", &c.heads}, {"vocab_size", &c.vocab},
                           {"max_position_embeddings", &c.context}})
@@ -69,22 +116,70 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   if (c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0)
     return fail("num_attention_heads must be a multiple of num_key_value_heads, and head_dim even");
   c.norm_eps = j.value("rms_norm_eps", 1e-6f);
-  c.rope_theta = j.value("rope_theta", 10000.0f);
+  c.norm_placement = family->norms;
+  c.norm_weight_offset = family->hf_norm_weight_offset;
   c.rope_layout = RopeLayout::half_split;
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const json& rs = j["rope_scaling"];
-    const std::string type = rs.value("rope_type", rs.value("type", std::string()));
-    if (type != "llama3") return fail("rope_scaling type '" + type + "' is not supported; expected llama3 (or none)");
-    c.rope_scaling = Llama3RopeScaling{rs.value("factor", 8.0f), rs.value("low_freq_factor", 1.0f),
-                                       rs.value("high_freq_factor", 4.0f),
-                                       rs.value("original_max_position_embeddings", 8192.0f)};
+
+  // Which layers slide: layer_types (newer files) or a period (older ones, or the family's).
+  std::vector<AttentionKind> kinds(c.layers, AttentionKind::full);
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    const json& types = j["layer_types"];
+    if (types.size() != c.layers) return fail("layer_types has " + std::to_string(types.size()) + " entries for " + std::to_string(c.layers) + " layers");
+    for (size_t l = 0; l < c.layers; ++l) {
+      const std::string type = types[l].is_string() ? types[l].get<std::string>() : "";
+      if (type == "sliding_attention") kinds[l] = AttentionKind::sliding;
+      else if (type != "full_attention") return fail("layer_types[" + std::to_string(l) + "] is '" + type + "'; expected sliding_attention or full_attention");
+    }
+  } else {
+    const size_t period = j.contains("sliding_window_pattern") && j["sliding_window_pattern"].is_number_unsigned()
+                              ? j["sliding_window_pattern"].get<size_t>()
+                              : family->sliding_period;
+    for (size_t l = 0; l < c.layers; ++l) kinds[l] = periodic_attention_kind(l, period);
   }
-  const std::string act = j.value("hidden_act", std::string("silu"));
+  size_t window = 0;
+  if (std::count(kinds.begin(), kinds.end(), AttentionKind::sliding) > 0)
+    if (auto s = need("sliding_window", window); !s) return s.error();
+
+  // RoPE per layer kind: rope_parameters per kind (transformers v5), or rope_theta and
+  // rope_scaling for full layers with rope_local_base_freq for sliding ones.
+  auto parse_rope = [&](const json& params, float theta) -> Result<RopeSpec> {
+    RopeSpec rope{.theta = optional_float(params, "rope_theta", theta)};
+    const std::string type = params.is_object() ? params.value("rope_type", params.value("type", std::string("default"))) : "default";
+    if (type == "linear") rope.linear_factor = optional_float(params, "factor", 1.0f);
+    else if (type == "llama3")
+      rope.llama3 = Llama3RopeScaling{optional_float(params, "factor", 8.0f), optional_float(params, "low_freq_factor", 1.0f),
+                                      optional_float(params, "high_freq_factor", 4.0f),
+                                      optional_float(params, "original_max_position_embeddings", 8192.0f)};
+    else if (type != "default") return fail("rope type '" + type + "' is not supported; expected default, linear or llama3");
+    return rope;
+  };
+  const float theta = optional_float(j, "rope_theta", 10000.0f);
+  const json no_scaling = json::object();
+  const json& params = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"] : no_scaling;
+  const bool per_kind = params.contains("full_attention") || params.contains("sliding_attention");
+  const json& scaling = j.contains("rope_scaling") && j["rope_scaling"].is_object() ? j["rope_scaling"] : params;
+  auto full_rope = parse_rope(per_kind ? params.value("full_attention", no_scaling) : scaling, theta);
+  if (!full_rope) return full_rope.error();
+  auto sliding_rope = parse_rope(per_kind ? params.value("sliding_attention", no_scaling) : no_scaling,
+                                 optional_float(j, "rope_local_base_freq", theta));
+  if (!sliding_rope) return sliding_rope.error();
+  for (size_t l = 0; l < c.layers; ++l)
+    c.layer_configs.push_back(kinds[l] == AttentionKind::sliding ? LayerConfig{AttentionKind::sliding, window, *sliding_rope}
+                                                                 : LayerConfig{AttentionKind::full, 0, *full_rope});
+
+  const std::string act = j.value("hidden_activation", j.value("hidden_act", std::string(family->activation == Activation::silu ? "silu" : "gelu_pytorch_tanh")));
   if (act == "silu") c.activation = Activation::silu;
   else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") c.activation = Activation::gelu_tanh;
   else return fail("hidden_act '" + act + "' is not supported; expected silu or gelu_pytorch_tanh");
   c.attention_bias = j.value("attention_bias", family->attention_bias);
   c.qk_norm = family->qk_norm;
+  if (j.contains("query_pre_attn_scalar") && j["query_pre_attn_scalar"].is_number()) {
+    const double scalar = j["query_pre_attn_scalar"].get<double>();
+    if (!(scalar > 0)) return fail("query_pre_attn_scalar must be positive");
+    c.attention_scale = float(std::pow(scalar, -0.5));
+  }
+  c.attention_softcap = optional_float(j, "attn_logit_softcapping", 0.0f);
+  c.final_softcap = optional_float(j, "final_logit_softcapping", 0.0f);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int>();
   if (j.contains("eos_token_id")) c.eos_ids = ids_of(j["eos_token_id"]);
   // generation_config.json, where present, is what generation should use.
@@ -128,8 +223,34 @@ Result<Model> load_hf_directory(const std::string& dir) {
     m.files.push_back(st->file);
   }
 
+  // The text model's prefix: "model." in causal-LM files; multimodal ones nest it as
+  // "language_model.model." (original Gemma 3 files) or "model.language_model." (re-saved).
+  std::string prefix = "model.";
+  for (const char* candidate : {"model.", "language_model.model.", "model.language_model."})
+    if (tensors.count(std::string(candidate) + "embed_tokens.weight")) prefix = candidate;
+  const std::string head_prefix = prefix == "language_model.model." ? "language_model." : "";
+  auto stored_name = [&](const std::string& name) {
+    if (name.starts_with("model.")) return prefix + name.substr(6);
+    return head_prefix + name;  // lm_head.weight
+  };
+  // The vocabulary is the embedding's row count (Gemma 3's config counts padding rows).
+  if (auto e = tensors.find(stored_name("model.embed_tokens.weight")); e != tensors.end() && e->second.first.shape.size() == 2) {
+    m.config.vocab = e->second.first.shape[0];
+    // HF Gemma rounds √hidden to the embedding's dtype before multiplying.
+    if (find_family(m.config.family)->scaled_embedding) {
+      const float scale = float(std::sqrt(double(m.config.hidden)));
+      m.config.embedding_scale = round_to(e->second.first.dtype, scale);
+    }
+  }
+  size_t unused = 0;
+  for (const auto& [name, info] : tensors)
+    if (!name.starts_with(prefix) && !name.starts_with(head_prefix + "lm_head.")) ++unused;
+  if (unused > 0)
+    m.notes.push_back("skipped " + std::to_string(unused) + " tensors outside the text model (" + prefix +
+                      "*), e.g. a vision tower: larql runs the text decoder only");
+
   auto status = assemble_model(m, CheckpointFormat::hf, dir, [&](const std::string& name) -> std::optional<FoundTensor> {
-    auto it = tensors.find(name);
+    auto it = tensors.find(stored_name(name));
     if (it == tensors.end()) return std::nullopt;
     return FoundTensor{it->second.first.dtype, {}, it->second.first.shape, it->second.first.data, it->second.second};
   });

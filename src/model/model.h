@@ -2,6 +2,7 @@
 // and views of its weights, in place in the memory-mapped files.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +28,33 @@ struct Llama3RopeScaling {
   float original_max_position = 8192;
 };
 
+// Where a block's RMSNorms sit. Llama's HF name `post_attention_layernorm` is the norm
+// before the FFN; Gemma's is the norm on attention's output: LayerWeights names roles, not
+// file names, and the tensor table maps each family's names onto them.
+enum class NormPlacement {
+  pre,       // Llama, Qwen:  x += attn(norm(x));        x += ffn(norm(x))
+  sandwich,  // Gemma 2/3:    x += norm(attn(norm(x)));  x += norm(ffn(norm(x)))
+};
+
+enum class AttentionKind {
+  full,     // every earlier position
+  sliding,  // the last `window` positions, the query's own included
+};
+
+struct RopeSpec {
+  float theta = 10000.0f;
+  float linear_factor = 1.0f;  // rope_type "linear": positions divided by it
+  std::optional<Llama3RopeScaling> llama3;
+};
+
+// What may differ from one layer to the next (Gemma interleaves sliding and full layers,
+// each with its own RoPE).
+struct LayerConfig {
+  AttentionKind attention = AttentionKind::full;
+  size_t window = 0;  // sliding layers only
+  RopeSpec rope;
+};
+
 struct ModelConfig {
   std::string name;                // file or directory name, for logs and /v1/stats
   std::string family = "llama";    // config.json model_type; "llama" for llama2.c files
@@ -39,26 +67,37 @@ struct ModelConfig {
   size_t vocab = 0;
   size_t context = 0;              // maximum positions
   float norm_eps = 1e-5f;
-  float rope_theta = 10000.0f;
+  // RMSNorm multiplies by (norm_weight_offset + w): HF Gemma 2/3 files store w − 1.
+  float norm_weight_offset = 0.0f;
+  NormPlacement norm_placement = NormPlacement::pre;
   RopeLayout rope_layout = RopeLayout::adjacent_pairs;
-  std::optional<Llama3RopeScaling> rope_scaling;
+  std::vector<LayerConfig> layer_configs;  // one per layer
   Activation activation = Activation::silu;
+  float embedding_scale = 1.0f;    // Gemma: √hidden (HF rounds it to the embedding's dtype)
+  float attention_scale = 0.0f;    // scores = q·k × this; 0: 1/√head_dim
+  float attention_softcap = 0.0f;  // Gemma 2: scores = cap·tanh(scores / cap) before the mask; 0: none
+  float final_softcap = 0.0f;      // Gemma 2: logits = cap·tanh(logits / cap); 0: none
   bool qk_norm = false;            // Qwen3: RMSNorm on each head of q and k
   bool attention_bias = false;     // Qwen2: biases on q, k, v
   int bos_id = -1;                 // -1: none
   std::vector<int> eos_ids;        // generation stops at any of these
 
   size_t q_dim() const { return heads * head_dim; }
+  float score_scale() const { return attention_scale > 0 ? attention_scale : 1.0f / std::sqrt(float(head_dim)); }
+  // Every layer full attention with the same RoPE (Llama, Qwen).
+  void set_uniform_layers(const RopeSpec& rope) { layer_configs.assign(layers, LayerConfig{AttentionKind::full, 0, rope}); }
   size_t kv_dim() const { return kv_heads * head_dim; }
 };
 
 struct LayerWeights {
-  Matrix attn_norm;
+  Matrix attn_norm;          // before attention
   Matrix wq, wk, wv, wo;
   Matrix bq, bk, bv;         // empty unless attention_bias
   Matrix q_norm, k_norm;     // empty unless qk_norm
-  Matrix ffn_norm;
+  Matrix attn_out_norm;      // sandwich: on attention's output, before the residual add
+  Matrix ffn_norm;           // before the FFN (the client applies it, never the shard)
   Matrix gate, up, down;     // gate/up: [ffn][hidden], down: [hidden][ffn]
+  Matrix ffn_out_norm;       // sandwich: on the FFN's output (client side too)
 };
 
 struct Model {
@@ -69,6 +108,7 @@ struct Model {
   Matrix classifier;         // [vocab][hidden]; the embedding itself when tied
   Matrix rope_freqs;         // [head_dim / 2] GGUF's Llama 3 frequency divisors; empty otherwise
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
+  std::vector<std::string> notes;  // what the loader skipped or assumed, for the commands to print
 };
 
 }  // namespace larql

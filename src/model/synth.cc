@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/families.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
 
@@ -79,39 +80,24 @@ std::vector<std::pair<size_t, float>> massive_coordinates(const SynthSpec& s) {
   return out;
 }
 
-Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
-  namespace fs = std::filesystem;
-  if (s.hidden % s.heads != 0 || s.heads % s.kv_heads != 0 || (s.hidden / s.heads) % 2 != 0 || s.vocab < 256)
-    return make_error(ErrorCode::invalid_argument,
-                      "synth: hidden must be a multiple of heads with an even head size, heads a multiple of "
-                      "kv-heads, and vocab at least 256");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return make_error(ErrorCode::invalid_argument, "cannot create " + dir + ": " + ec.message());
-  const size_t head_dim = s.hidden / s.heads;
+namespace {
+
+// config.json for the spec's family, and the ModelConfig its tensors follow.
+Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) {
+  const Family* family = find_family(s.family == "gemma3" ? "gemma3_text" : s.family);
+  if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3"))
+    return make_error(ErrorCode::invalid_argument, "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3");
+  const size_t head_dim = s.head_dim ? s.head_dim : s.hidden / s.heads;
   const int eos = int(s.vocab - 1);
-  nlohmann::json config{{"model_type", "llama"},       {"architectures", {"LlamaForCausalLM"}},
+  nlohmann::json config{{"model_type", family->name},
                         {"hidden_size", s.hidden},      {"intermediate_size", s.ffn},
                         {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
-                        {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab},
-                        {"max_position_embeddings", s.context}, {"rms_norm_eps", 1e-5},
-                        {"rope_theta", 10000.0},        {"hidden_act", "silu"},
-                        {"tie_word_embeddings", false}, {"eos_token_id", eos},
+                        {"num_key_value_heads", s.kv_heads}, {"head_dim", head_dim}, {"vocab_size", s.vocab},
+                        {"max_position_embeddings", s.context}, {"eos_token_id", eos},
                         {"torch_dtype", s.dtype == DType::bf16 ? "bfloat16" : s.dtype == DType::f16 ? "float16" : "float32"},
                         {"larql_synthetic", {{"seed", s.seed}, {"massive_activations", s.massive_activations}}}};
-  std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
-  std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", eos}}.dump(2) << "\n";
-  std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
-
-  struct Planned {
-    TensorSpec spec;
-    size_t fan_in;  // 0: a norm weight (all ones)
-  };
-  std::vector<Planned> plan;
-  auto add = [&](std::string name, std::vector<size_t> shape, size_t fan_in) {
-    plan.push_back({{std::move(name), s.dtype, std::move(shape)}, fan_in});
-  };
   ModelConfig c;
+  c.family = family->name;
   c.hidden = s.hidden;
   c.ffn = s.ffn;
   c.layers = s.layers;
@@ -119,12 +105,75 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   c.kv_heads = s.kv_heads;
   c.head_dim = head_dim;
   c.vocab = s.vocab;
+  c.qk_norm = family->qk_norm;
+  c.norm_placement = family->norms;
+  if (s.family == "llama") {
+    config.update({{"architectures", {"LlamaForCausalLM"}}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
+                   {"hidden_act", "silu"}, {"tie_word_embeddings", false}});
+    return std::pair{config, c};
+  }
+  const bool gemma2 = s.family == "gemma2";
+  const size_t window = s.sliding_window ? s.sliding_window : gemma2 ? 4096 : 1024;
+  const float attention_cap = s.attention_softcap.value_or(gemma2 ? 50.0f : 0.0f);
+  const float final_cap = s.final_softcap.value_or(gemma2 ? 30.0f : 0.0f);
+  nlohmann::json layer_types = nlohmann::json::array();
+  for (size_t l = 0; l < s.layers; ++l)
+    layer_types.push_back(periodic_attention_kind(l, family->sliding_period) == AttentionKind::sliding ? "sliding_attention"
+                                                                                                        : "full_attention");
+  config.update({{"architectures", {gemma2 ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"}},
+                 {"rms_norm_eps", 1e-6},
+                 {"hidden_activation", "gelu_pytorch_tanh"},
+                 {"query_pre_attn_scalar", head_dim},
+                 {"sliding_window", window},
+                 {"layer_types", layer_types},
+                 {"attn_logit_softcapping", attention_cap > 0 ? nlohmann::json(attention_cap) : nlohmann::json()},
+                 {"final_logit_softcapping", final_cap > 0 ? nlohmann::json(final_cap) : nlohmann::json()},
+                 {"tie_word_embeddings", true},
+                 {"bos_token_id", 2}});
+  if (gemma2) config["rope_theta"] = 10000.0;
+  else
+    config.update({{"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                   {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}});
+  return std::pair{config, c};
+}
+
+}  // namespace
+
+Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
+  namespace fs = std::filesystem;
+  const size_t head_dim = s.head_dim ? s.head_dim : s.hidden / s.heads;
+  if ((!s.head_dim && s.hidden % s.heads != 0) || s.heads % s.kv_heads != 0 || head_dim % 2 != 0 || s.vocab < 256)
+    return make_error(ErrorCode::invalid_argument,
+                      "synth: the head size (--head-dim, or hidden / heads) must be a whole even number, heads a "
+                      "multiple of kv-heads, and vocab at least 256");
+  auto planned = synth_config(s);
+  if (!planned) return planned.error();
+  const auto& [config, c] = *planned;
+  const bool gemma = c.norm_placement == NormPlacement::sandwich;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(ErrorCode::invalid_argument, "cannot create " + dir + ": " + ec.message());
+  std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", config["eos_token_id"]}}.dump(2) << "\n";
+  std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
+
+  enum class Fill { ones, around_zero, fan_in };
+  struct Planned {
+    TensorSpec spec;
+    Fill fill;
+    size_t fan_in;
+  };
+  std::vector<Planned> plan;
   for (const TensorEntry& e : kTensorEntries) {
     if (e.hf.empty() || !tensor_applies(e, c)) continue;
+    if (gemma && e.model_member == &Model::classifier) continue;  // tied
     const auto shape = tensor_shape(e, c);
-    // Norm weights are ones; the embedding is N(0, 1)-like; matrices scale with their fan-in.
-    const size_t fan_in = shape.size() == 1 ? 0 : e.model_member == &Model::embed ? 1 : shape.back();
-    for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l) add(tensor_name(e, CheckpointFormat::hf, l), shape, fan_in);
+    // Norm weights are ones (Gemma: w − 1, random around 0); the embedding is N(0, 1)-like
+    // (Gemma: N(0, 1/hidden), as √hidden scales it back); matrices scale with their fan-in.
+    const Fill fill = shape.size() > 1 ? Fill::fan_in : gemma ? Fill::around_zero : Fill::ones;
+    const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1) : shape.back();
+    for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l)
+      plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), s.dtype, shape}, fill, fan_in});
   }
 
   std::vector<TensorSpec> specs;
@@ -132,8 +181,10 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   return write_safetensors((fs::path(dir) / "model.safetensors").string(), specs, [&](size_t i) {
     const auto& p = plan[i];
     const size_t count = p.spec.bytes() / dtype_bytes(s.dtype, 1);
-    std::vector<float> values = p.fan_in == 0 ? std::vector<float>(count, 1.0f)
-                                              : random_values(count, p.fan_in, s.seed ^ name_hash(p.spec.name));
+    const uint64_t seed = s.seed ^ name_hash(p.spec.name);
+    std::vector<float> values = p.fill == Fill::ones          ? std::vector<float>(count, 1.0f)
+                                : p.fill == Fill::around_zero ? random_values(count, 12, seed)  // ±0.5
+                                                              : random_values(count, p.fan_in, seed);
     if (p.spec.name.ends_with("mlp.down_proj.weight"))  // row h of [hidden, ffn] makes output coordinate h
       for (const auto& [h, factor] : massive_coordinates(s))
         for (size_t j = 0; j < s.ffn; ++j) values[h * s.ffn + j] *= factor;

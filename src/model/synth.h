@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,11 +14,21 @@
 namespace larql {
 
 struct SynthSpec {
+  // llama, gemma2 or gemma3 (Gemma 3's text model): the config.json written, the tensors,
+  // and for Gemma its sandwich norms (stored as w − 1, random around 0), tied classifier,
+  // interleaved sliding and full layers and softcaps.
+  std::string family = "llama";
   size_t hidden = 256;
   size_t layers = 2;
   size_t ffn = 688;
   size_t heads = 4;
   size_t kv_heads = 4;
+  size_t head_dim = 0;  // 0: hidden / heads
+  // Gemma: keys a sliding layer sees; 0: the family's (4096 for Gemma 2, 1024 for Gemma 3)
+  size_t sliding_window = 0;
+  // Gemma: soft caps on attention scores and on logits; unset: the family's (Gemma 2:
+  // 50 and 30; Gemma 3: none). 0 writes none.
+  std::optional<float> attention_softcap, final_softcap;
   size_t vocab = 512;
   size_t context = 2048;
   DType dtype = DType::bf16;
@@ -32,7 +43,9 @@ struct SynthSpec {
 std::vector<std::pair<size_t, float>> massive_coordinates(const SynthSpec& spec);
 
 // Writes config.json, generation_config.json, model.safetensors and a byte-level
-// tokenizer.json (256 byte tokens, the rest unused) into `dir`.
+// tokenizer.json (256 byte tokens, the rest unused) into `dir`. Gemma 3's layout is the
+// 4B–27B one: a full layer after every five sliding ones, linear RoPE scaling ×8 on full
+// layers only.
 Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& spec);
 
 }  // namespace larql

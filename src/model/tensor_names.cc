@@ -41,12 +41,15 @@ bool tensor_applies(const TensorEntry& e, const ModelConfig& c) {
     case TensorPresence::optional: return true;
     case TensorPresence::if_attention_bias: return c.attention_bias;
     case TensorPresence::if_qk_norm: return c.qk_norm;
+    case TensorPresence::if_pre_norms: return c.norm_placement == NormPlacement::pre;
+    case TensorPresence::if_sandwich_norms: return c.norm_placement == NormPlacement::sandwich;
   }
   return false;
 }
 
 void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&, size_t layer, const Matrix&)>& fn) {
   for (const TensorEntry& e : kTensorEntries) {
+    if (!tensor_applies(e, m.config)) continue;
     if (e.model_member == &Model::classifier && m.classifier.data == m.embed.data) continue;
     for (size_t l = 0; l < (is_per_layer(e) ? m.layers.size() : 1); ++l) {
       const Matrix& matrix = is_per_layer(e) ? m.layers[l].*e.layer_member : m.*e.model_member;

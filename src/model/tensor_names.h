@@ -22,6 +22,8 @@ enum class TensorPresence {
   required,
   if_attention_bias,
   if_qk_norm,
+  if_pre_norms,       // NormPlacement::pre only
+  if_sandwich_norms,  // NormPlacement::sandwich only
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
 };
 
@@ -49,13 +51,25 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"self_attn.v_proj.bias", "attn_v.bias", nullptr, &LayerWeights::bv, TensorShape::kv, TensorPresence::if_attention_bias},
     {"self_attn.q_norm.weight", "attn_q_norm.weight", nullptr, &LayerWeights::q_norm, TensorShape::head_dim, TensorPresence::if_qk_norm},
     {"self_attn.k_norm.weight", "attn_k_norm.weight", nullptr, &LayerWeights::k_norm, TensorShape::head_dim, TensorPresence::if_qk_norm},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", nullptr, &LayerWeights::ffn_norm, TensorShape::hidden, TensorPresence::required},
+    // HF's `post_attention_layernorm` is a different norm in each placement: on attention's
+    // output in Gemma's sandwich, before the FFN in Llama's. Two rows, one per placement.
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", nullptr, &LayerWeights::attn_out_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", nullptr, &LayerWeights::ffn_norm, TensorShape::hidden, TensorPresence::if_pre_norms},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight", nullptr, &LayerWeights::ffn_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
     {"mlp.gate_proj.weight", "ffn_gate.weight", nullptr, &LayerWeights::gate, TensorShape::ffn_by_hidden, TensorPresence::required},
     {"mlp.up_proj.weight", "ffn_up.weight", nullptr, &LayerWeights::up, TensorShape::ffn_by_hidden, TensorPresence::required},
     {"mlp.down_proj.weight", "ffn_down.weight", nullptr, &LayerWeights::down, TensorShape::hidden_by_ffn, TensorPresence::required},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", nullptr, &LayerWeights::ffn_out_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
 };
 
 inline bool is_per_layer(const TensorEntry& e) { return e.layer_member != nullptr; }
+// RMSNorm weights: the ones HF Gemma 2/3 files store as w − 1.
+inline bool is_norm_weight(const TensorEntry& e) {
+  return e.model_member == &Model::final_norm || e.layer_member == &LayerWeights::attn_norm ||
+         e.layer_member == &LayerWeights::q_norm || e.layer_member == &LayerWeights::k_norm ||
+         e.layer_member == &LayerWeights::attn_out_norm || e.layer_member == &LayerWeights::ffn_norm ||
+         e.layer_member == &LayerWeights::ffn_out_norm;
+}
 inline bool is_ffn_weight(const TensorEntry& e) {
   return e.layer_member == &LayerWeights::gate || e.layer_member == &LayerWeights::up || e.layer_member == &LayerWeights::down;
 }
@@ -70,7 +84,8 @@ std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c);
 // Whether a model with config `c` has this tensor at all (optional ones may still be absent).
 bool tensor_applies(const TensorEntry& e, const ModelConfig& c);
 
-// Calls fn for every tensor m holds, in table order (a tied classifier is skipped).
+// Calls fn for every tensor m holds, in table order (a tied classifier is skipped), each
+// once, under the table row that applies to m's configuration.
 void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&, size_t layer, const Matrix&)>& fn);
 
 // A tensor as a reader found it in a file.

@@ -32,7 +32,7 @@ inline void write_hf_checkpoint(const Model& m, const std::filesystem::path& dir
                         {"intermediate_size", c.ffn},     {"num_hidden_layers", c.layers},
                         {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads},
                         {"vocab_size", c.vocab},          {"max_position_embeddings", c.context},
-                        {"rms_norm_eps", c.norm_eps},     {"rope_theta", c.rope_theta},
+                        {"rms_norm_eps", c.norm_eps},     {"rope_theta", c.layer_configs.at(0).rope.theta},
                         {"hidden_act", "silu"},           {"tie_word_embeddings", m.classifier.data == m.embed.data},
                         {"bos_token_id", 1},              {"eos_token_id", 1}};
   std::ofstream(dir / "config.json") << config.dump(2);

@@ -1,0 +1,222 @@
+// Gemma 2 and Gemma 3 against a PyTorch reference that follows transformers' modeling code
+// (tools/gemma_reference.py), on tiny f32 checkpoints committed with its outputs: logits at
+// every position of a sequence longer than the sliding window, prefill and token by token,
+// and greedy ids; from the Hugging Face files and from a GGUF of the same weights written
+// the way llama.cpp's converter writes Gemma (norms + 1, no q/k permutation, no lm_head).
+// Also: the other spellings of the config and of the multimodal checkpoint's names, and
+// the embedding scale HF rounds to the checkpoint's dtype.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "infer/local_ffn.h"
+#include "infer/transformer.h"
+#include "model/gguf_loader.h"
+#include "model/loader.h"
+#include "model/quant_schemes.h"
+#include "model/safetensors.h"
+#include "model/synth.h"
+#include "support/gemma_fixtures.h"
+#include "support/greedy.h"
+
+namespace larql {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class Gemma : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("larql_gemma_" + std::to_string(::getpid()) + "_" + GetParam());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// Logits at every position: one prefill, or one token at a time through the KV cache.
+std::vector<std::vector<float>> all_logits(const Model& m, const std::vector<int>& tokens, bool prefill) {
+  ThreadPool pool(2);
+  LocalFfn ffn(m, pool);
+  Transformer t(m, ffn, pool);
+  std::vector<std::vector<float>> out;
+  std::vector<float> l;
+  if (prefill) {
+    EXPECT_TRUE(t.forward_logits(tokens, 0, 0, l).ok());
+    for (size_t p = 0; p < tokens.size(); ++p) out.emplace_back(l.begin() + p * m.config.vocab, l.begin() + (p + 1) * m.config.vocab);
+    return out;
+  }
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    EXPECT_TRUE(t.forward({&tokens[p], 1}, p, l).ok());
+    out.push_back(l);
+  }
+  return out;
+}
+
+std::vector<int> greedy(const Model& m, const std::vector<int>& tokens, size_t steps) {
+  ThreadPool pool(2);
+  LocalFfn ffn(m, pool);
+  std::vector<std::vector<float>> logits;
+  return test::greedy_with_logits(m, ffn, tokens, steps, &logits, 2);
+}
+
+void expect_matches_reference(const Model& m, const test::GemmaReference& ref, const std::string& what) {
+  const double prefill = test::expect_logits_match(ref.logits, all_logits(m, ref.tokens, true), what + " prefill");
+  const double stepped = test::expect_logits_match(ref.logits, all_logits(m, ref.tokens, false), what + " token by token");
+  EXPECT_EQ(greedy(m, ref.tokens, ref.greedy.size()), ref.greedy) << what;
+  std::printf("%s: max |logit - reference| / logit range = %.2e (prefill), %.2e (token by token)\n", what.c_str(), prefill,
+              stepped);
+}
+
+TEST_P(Gemma, HuggingFaceCheckpointMatchesThePyTorchReference) {
+  auto model = load_model(test::gemma_fixture(GetParam()).string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_EQ(model->config.norm_placement, NormPlacement::sandwich);
+  EXPECT_EQ(model->config.norm_weight_offset, 1.0f);
+  EXPECT_EQ(model->classifier.data, model->embed.data) << "Gemma ties the classifier to the embedding";
+  expect_matches_reference(*model, test::gemma_reference(GetParam()), GetParam() + " HF");
+}
+
+TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
+  auto hf = load_model(test::gemma_fixture(GetParam()).string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const fs::path path = dir_ / "model.gguf";
+  auto written = export_gguf(*hf, path.string(), {.scheme = *find_quant_scheme("f32"), .splits = 1});
+  ASSERT_TRUE(written.ok()) << written.error().message;
+
+  auto file = read_gguf(path.string());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  EXPECT_EQ(file->tensors.count("output.weight"), 0u) << "tied: no classifier tensor, as llama.cpp's converter writes";
+  // Norms carry the +1 in the file, as converted by llama.cpp; q/k rows are not permuted.
+  const GgufTensor& norm = file->tensors.at("blk.0.attn_norm.weight");
+  const float* stored = reinterpret_cast<const float*>(norm.data);
+  EXPECT_EQ(stored[3], 1.0f + load_as_f32(hf->layers[0].attn_norm.dtype, hf->layers[0].attn_norm.data, 3));
+  EXPECT_EQ(0, std::memcmp(file->tensors.at("blk.0.attn_q.weight").data, hf->layers[0].wq.data, hf->layers[0].wq.bytes()));
+
+  auto gguf = load_model(path.string());
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  EXPECT_EQ(gguf->config.norm_weight_offset, 0.0f);
+  EXPECT_EQ(gguf->config.score_scale(), hf->config.score_scale());
+  ASSERT_EQ(gguf->config.layer_configs.size(), hf->config.layer_configs.size());
+  for (size_t l = 0; l < hf->config.layers; ++l) {
+    EXPECT_EQ(gguf->config.layer_configs[l].attention, hf->config.layer_configs[l].attention) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].window, hf->config.layer_configs[l].window) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].rope.theta, hf->config.layer_configs[l].rope.theta) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].rope.linear_factor, hf->config.layer_configs[l].rope.linear_factor) << l;
+  }
+  expect_matches_reference(*gguf, test::gemma_reference(GetParam()), GetParam() + " GGUF");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Gemma, ::testing::Values("gemma2", "gemma3"));
+
+// A checkpoint in memory to rewrite under other names and config spellings.
+struct Rewritten {
+  json config;
+  std::vector<TensorToWrite> tensors;
+};
+
+Rewritten read_fixture(const std::string& family, const std::string& prefix) {
+  Rewritten r;
+  std::ifstream(test::gemma_fixture(family) / "config.json") >> r.config;
+  auto file = read_safetensors((test::gemma_fixture(family) / "model.safetensors").string());
+  EXPECT_TRUE(file.ok());
+  for (const auto& [name, t] : file->tensors)
+    r.tensors.push_back({prefix + name.substr(std::string("model.").size()), t.dtype, t.shape,
+                         std::vector<uint8_t>(t.data, t.data + t.bytes)});
+  return r;
+}
+
+void write(const Rewritten& r, const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << r.config.dump(2);
+  ASSERT_TRUE(write_safetensors((dir / "model.safetensors").string(), r.tensors).ok());
+}
+
+TEST(GemmaMultimodal, Gemma3ForConditionalGenerationRunsItsTextModelUnderEitherPrefix) {
+  const fs::path dir_ = fs::temp_directory_path() / ("larql_gemma_multimodal_" + std::to_string(::getpid()));
+  for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+    Rewritten r = read_fixture("gemma3", prefix);
+    r.config.erase("model_type");
+    r.config = json{{"model_type", "gemma3"}, {"architectures", {"Gemma3ForConditionalGeneration"}}, {"text_config", r.config},
+                    {"vision_config", {{"hidden_size", 8}}}};
+    r.tensors.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", DType::f32, {8, 8},
+                         std::vector<uint8_t>(8 * 8 * 4)});
+    // Multimodal embeddings carry padding rows past the tokenizer's vocabulary.
+    for (auto& t : r.tensors)
+      if (t.name.ends_with("embed_tokens.weight")) {
+        t.shape[0] += 64;
+        t.bytes.resize(t.bytes.size() + 64 * t.shape[1] * 4);
+      }
+    const fs::path dir = dir_ / prefix;
+    write(r, dir);
+    auto model = load_model(dir.string());
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    EXPECT_EQ(model->config.vocab, 256u + 64u) << "the vocabulary is the embedding's row count";
+    ASSERT_EQ(model->notes.size(), 1u);
+    EXPECT_NE(model->notes[0].find("skipped 1 tensors outside the text model"), std::string::npos) << model->notes[0];
+    test::GemmaReference ref = test::gemma_reference("gemma3");
+    for (auto& row : ref.logits) row.resize(row.size() + 64, 0.0f);  // zero rows: logit 0 on the padding ids
+    const auto got = all_logits(*model, ref.tokens, true);
+    test::expect_logits_match(ref.logits, got, prefix);
+  }
+  fs::remove_all(dir_);
+}
+
+TEST_P(Gemma, OlderAndNewerConfigSpellingsGiveTheSameModel) {
+  Rewritten r = read_fixture(GetParam(), "model.");
+  json& c = r.config;
+  const json layer_types = c["layer_types"];
+  c.erase("layer_types");
+  if (GetParam() == "gemma2") {
+    // Older Gemma 2 files: no layer_types, even layers slide (the family's default).
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  } else {
+    // transformers v5: rope_parameters per layer type; older v4: sliding_window_pattern.
+    c["sliding_window_pattern"] = 6;
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1000000.0}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+    for (const char* key : {"rope_theta", "rope_scaling", "rope_local_base_freq"}) c.erase(key);
+  }
+  write(r, dir_ / "respelled");
+  auto original = load_model(test::gemma_fixture(GetParam()).string());
+  auto respelled = load_model((dir_ / "respelled").string());
+  ASSERT_TRUE(original.ok() && respelled.ok()) << (respelled.ok() ? "" : respelled.error().message);
+  for (size_t l = 0; l < original->config.layers; ++l) {
+    const LayerConfig &a = original->config.layer_configs[l], &b = respelled->config.layer_configs[l];
+    EXPECT_EQ(a.attention, b.attention) << l;
+    EXPECT_EQ(layer_types[l] == "sliding_attention", a.attention == AttentionKind::sliding) << l;
+    EXPECT_EQ(a.window, b.window) << l;
+    EXPECT_EQ(a.rope.theta, b.rope.theta) << l;
+    EXPECT_EQ(a.rope.linear_factor, b.rope.linear_factor) << l;
+  }
+  test::expect_logits_match(test::gemma_reference(GetParam()).logits,
+                            all_logits(*respelled, test::gemma_reference(GetParam()).tokens, true), "respelled");
+}
+
+TEST(GemmaEmbedding, HuggingFaceRoundsTheScaleToTheCheckpointDtypeAndGgufDoesNot) {
+  // √1152 = 33.941…: bf16 keeps 34, f16 33.94 (as HF's embed_scale.to(dtype)); GGUF: exact.
+  const fs::path dir = fs::temp_directory_path() / ("larql_gemma_scale_" + std::to_string(::getpid()));
+  for (auto [dtype, expected] : {std::pair{DType::bf16, 34.0f}, {DType::f16, 33.9375f}, {DType::f32, float(std::sqrt(1152.0))}}) {
+    ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), {.family = "gemma3", .hidden = 1152, .layers = 1, .ffn = 32, .heads = 1,
+                                                          .kv_heads = 1, .head_dim = 32, .vocab = 256, .context = 8, .dtype = dtype})
+                    .ok());
+    auto model = load_model(dir.string());
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    EXPECT_EQ(model->config.embedding_scale, expected) << dtype_name(dtype);
+    if (dtype == DType::bf16) {
+      ASSERT_TRUE(export_gguf(*model, (dir / "m.gguf").string(), {.scheme = *find_quant_scheme("f32"), .splits = 1}).ok());
+      auto gguf = load_model((dir / "m.gguf").string());
+      ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+      EXPECT_EQ(gguf->config.embedding_scale, std::sqrt(1152.0f));
+    }
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace larql
