@@ -13,15 +13,18 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "infer/generate.h"
 #include "infer/local_ffn.h"
 #include "infer/transformer.h"
 #include "model/gguf_loader.h"
+#include "model/hf_tokenizer.h"
 #include "model/loader.h"
 #include "model/quant_schemes.h"
 #include "model/safetensors.h"
 #include "model/synth.h"
 #include "support/gemma_fixtures.h"
 #include "support/greedy.h"
+#include "support/js_tokenizers.h"
 
 namespace larql {
 namespace {
@@ -216,6 +219,38 @@ TEST(GemmaEmbedding, HuggingFaceRoundsTheScaleToTheCheckpointDtypeAndGgufDoesNot
     }
     fs::remove_all(dir);
   }
+}
+
+TEST(GemmaGeneration, StopsAtEveryIdOfGenerationConfigsEosList) {
+  // Gemma's generation_config lists several (e.g. [1, 106]: <eos> and <end_of_turn>).
+  auto model = load_model(test::gemma_fixture("gemma3").string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const test::GemmaReference ref = test::gemma_reference("gemma3");
+  ThreadPool pool(1);
+  LocalFfn ffn(*model, pool);
+  for (size_t stop_at : {3, 5}) {  // as the second entry of the list, then as the first
+    const int id = ref.greedy[stop_at];
+    ASSERT_EQ(std::find(ref.greedy.begin(), ref.greedy.begin() + stop_at, id), ref.greedy.begin() + stop_at) << "a first occurrence";
+    model->config.eos_ids = stop_at == 3 ? std::vector<int>{1, id} : std::vector<int>{id, 1};
+    Transformer t(*model, ffn, pool);
+    auto result = generate(t, ref.tokens, {.max_new_tokens = 8}, [](int) {});
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    EXPECT_EQ(result->stop, StopReason::eos);
+    EXPECT_EQ(result->generated, std::vector<int>(ref.greedy.begin(), ref.greedy.begin() + stop_at)) << "the end token itself is not part of the output";
+  }
+}
+
+TEST(GemmaTokenizer, Gemma3TokenizerJsonAddsBosOnceAndKeepsTurnMarkersWhole) {
+  const auto path = test::js_tokenizer_json("gemma3");
+  ASSERT_TRUE(fs::exists(path)) << path << " is missing: scripts/install-js-tokenizers.sh installs it (make test runs it)";
+  auto tok = HfTokenizer::load(path.string());
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  const auto ids = (*tok)->encode("<start_of_turn>user\nHello<end_of_turn>\n");
+  ASSERT_GE(ids.size(), 4u);
+  EXPECT_EQ(ids[0], 2) << "<bos>";
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 1);
+  EXPECT_EQ(ids[1], 105) << "<start_of_turn> is one token";
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 106), 1) << "<end_of_turn> is one token";
 }
 
 }  // namespace
