@@ -8,8 +8,9 @@ SYNTH_085B := build/models/synth-0.85b-bf16
 SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0
 SYNTH_085B_Q4KM := build/models/synth-0.85b-q4_k_m
 SYNTH_085B_Q5KM := build/models/synth-0.85b-q5_k_m
+SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-remote bench-wire synth-085b demo train-demo-model clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-remote bench-gemma bench-wire synth-085b demo train-demo-model clean
 
 all: build
 
@@ -79,6 +80,14 @@ bench-remote: synth-085b
 	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin cross
 	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin same
 	python3 bench/remote_decode_bench.py $(SYNTH_085B) --reps 5 --steps 32 --threads 2
+
+# The shape users will grid: Gemma 3 27B's widths (hidden 5376, FFN 21504, 32 heads of 128,
+# 16 KV heads, vocabulary 262144) with 4 layers, bf16 (written once, 6.1 GB). Decode local
+# versus two shards, per-layer FFN time on a shard, shard RSS per owned layer.
+bench-gemma: build
+	@test -f $(SYNTH_G3_27B)/model.safetensors || build/larql synth --family gemma3 --out $(SYNTH_G3_27B) --hidden 5376 \
+	  --ffn 21504 --heads 32 --kv-heads 16 --head-dim 128 --layers 4 --vocab 262144 --context 4096 --dtype bf16 --seed 1
+	python3 bench/remote_decode_bench.py $(SYNTH_G3_27B) --reps 3 --steps 16 --threads 2
 
 # Accuracy of f16, q8 and i8 against f32, teacher-forced (10 prompts × 100 steps per model).
 bench-wire: build

@@ -68,6 +68,7 @@ def main():
     spec = f"0-{half - 1}={shards[0][1]},{half}-{n - 1}={shards[1][1]}"
     try:
         results = {k: [] for k in ("local", "f32", "f16", "i8")}
+        layer_ms = {k: [] for k in results if k != "local"}
         ids = {}
         for rep in range(a.reps + 1):  # rep 0 warms the page cache and is dropped
             for kind in results:
@@ -76,6 +77,8 @@ def main():
                 ids.setdefault(kind, d["generated_ids"])
                 if rep:
                     results[kind].append(d["tokens_per_second"])
+                    if kind in layer_ms and d.get("remote_calls"):
+                        layer_ms[kind].append(d["server_ms"] / d["remote_calls"])
                     print(f"rep {rep} {kind:5s} {d['tokens_per_second']:6.2f} tok/s", flush=True)
         # Resident memory: each half-shard after serving every one of its layers, a shard
         # serving the whole model after the same, and the client itself, local versus remote.
@@ -89,9 +92,15 @@ def main():
         for kind, values in results.items():
             m = statistics.median(values)
             print(f"{kind:6s} {m:15.2f} {m / local:8.2f}  {ids[kind] == ids['local']}")
+        print("\nFFN time per layer call on a shard (server-reported, median; the first call of each run is the prompt's):")
+        for kind, values in layer_ms.items():
+            print(f"  {kind:6s} {statistics.median(values):8.2f} ms")
         print("\nresident memory after serving every owned layer (VmRSS):")
+        rss = []
         for (proc, url), name in zip(shards, [f"shard 0-{half - 1}", f"shard {half}-{n - 1}", f"shard 0-{n - 1} (whole)"]):
-            print(f"  {name:22s} {rss_mb(proc.pid):8.0f} MB")
+            rss.append(rss_mb(proc.pid))
+            print(f"  {name:22s} {rss[-1]:8.0f} MB")
+        print(f"  per owned layer ((whole - first half) / {n - half}): {(rss[2] - rss[0]) / (n - half):.0f} MB")
         print(f"client peak RSS: local {local_client['max_rss_bytes'] / 2**20:.0f} MB, "
               f"remote {remote_client['max_rss_bytes'] / 2**20:.0f} MB (no FFN weights read)")
     finally:
