@@ -42,8 +42,8 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) 
       inv_freq.push_back(f);
     }
   }
-  key_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
-  value_cache_.assign(c.layers * c.context * c.kv_dim(), 0.0f);
+  key_cache_.resize(c.layers);
+  value_cache_.resize(c.layers);
 }
 
 void Transformer::norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const {
@@ -73,8 +73,8 @@ void Transformer::attention(size_t layer, size_t n, size_t pos) {
   const size_t hd = c.head_dim, kv_dim = c.kv_dim(), group = c.heads / c.kv_heads;
   const size_t span = pos + n;  // the longest history any of these positions sees
   scores_.resize(n * c.heads * span);
-  const float* keys = key_cache_.data() + layer * c.context * kv_dim;
-  const float* values = value_cache_.data() + layer * c.context * kv_dim;
+  const float* keys = key_cache_[layer].data();
+  const float* values = value_cache_[layer].data();
   const float scale = c.score_scale();
   const LayerConfig& lc = c.layer_configs[layer];
   pool_.parallel_for(n * c.heads, [&](size_t begin, size_t end) {
@@ -145,8 +145,14 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
       norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, c.head_dim);
       norm_rows(k_.data(), k_.data(), n * c.kv_heads, w.k_norm, c.head_dim);
     }
-    float* key_rows = key_cache_.data() + (l * c.context + pos) * c.kv_dim();
-    float* value_rows = value_cache_.data() + (l * c.context + pos) * c.kv_dim();
+    // The cache grows with the positions used, not the model's whole context (131072
+    // positions of a 62-layer Gemma 3 would be 133 GB of f32).
+    if (key_cache_[l].size() < (pos + n) * c.kv_dim()) {
+      key_cache_[l].resize((pos + n) * c.kv_dim());
+      value_cache_[l].resize((pos + n) * c.kv_dim());
+    }
+    float* key_rows = key_cache_[l].data() + pos * c.kv_dim();
+    float* value_rows = value_cache_[l].data() + pos * c.kv_dim();
     for (size_t t = 0; t < n; ++t) {
       rope(&q_[t * c.q_dim()], c.heads, pos + t, inv_freq_[l]);
       rope(&k_[t * c.kv_dim()], c.kv_heads, pos + t, inv_freq_[l]);

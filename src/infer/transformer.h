@@ -33,7 +33,7 @@ class Transformer {
   FfnBackend& ffn_;
   ThreadPool& pool_;
   std::vector<std::vector<float>> inv_freq_;  // [layer][rotated pair of a head]
-  std::vector<float> key_cache_, value_cache_;  // [layer][context][kv_dim]
+  std::vector<std::vector<float>> key_cache_, value_cache_;  // [layer][position][kv_dim], grown on use
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, scores_;
 };
