@@ -9,6 +9,7 @@ SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0
 SYNTH_085B_Q4KM := build/models/synth-0.85b-q4_k_m
 SYNTH_085B_Q5KM := build/models/synth-0.85b-q5_k_m
 SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
+SYNTH_G4_31B := build/models/synth-gemma4-31b-width-4l
 
 .PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-remote bench-gemma bench-wire synth-085b demo train-demo-model clean
 
@@ -81,13 +82,18 @@ bench-remote: synth-085b
 	build/bench/roundtrip_bench --hidden 4096 --calls 2000 --reps 5 --pin same
 	python3 bench/remote_decode_bench.py $(SYNTH_085B) --reps 5 --steps 32 --threads 2
 
-# The shape users will grid: Gemma 3 27B's widths (hidden 5376, FFN 21504, 32 heads of 128,
-# 16 KV heads, vocabulary 262144) with 4 layers, bf16 (written once, 6.1 GB). Decode local
-# versus two shards, per-layer FFN time on a shard, shard RSS per owned layer.
+# The shapes users will grid: Gemma 3 27B's widths (hidden 5376, FFN 21504, 32 heads of 128,
+# 16 KV heads, vocabulary 262144) and Gemma 4 31B's (the same, with heads of 256 on sliding
+# layers and 512 with 4 KV heads on full ones), 4 layers each, bf16 (written once, ~6 GB
+# each). Decode local versus two shards, per-layer FFN time on a shard, shard RSS per layer.
 bench-gemma: build
 	@test -f $(SYNTH_G3_27B)/model.safetensors || build/larql synth --family gemma3 --out $(SYNTH_G3_27B) --hidden 5376 \
 	  --ffn 21504 --heads 32 --kv-heads 16 --head-dim 128 --layers 4 --vocab 262144 --context 4096 --dtype bf16 --seed 1
+	@test -f $(SYNTH_G4_31B)/model.safetensors || build/larql synth --family gemma4 --out $(SYNTH_G4_31B) --hidden 5376 \
+	  --ffn 21504 --heads 32 --kv-heads 16 --head-dim 256 --global-head-dim 512 --global-kv-heads 4 --layers 4 \
+	  --vocab 262144 --context 4096 --dtype bf16 --seed 1
 	python3 bench/remote_decode_bench.py $(SYNTH_G3_27B) --reps 3 --steps 16 --threads 2
+	python3 bench/remote_decode_bench.py $(SYNTH_G4_31B) --reps 3 --steps 16 --threads 2
 
 # Accuracy of f16, q8 and i8 against f32, teacher-forced (10 prompts × 100 steps per model).
 bench-wire: build

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Reference forward pass for Gemma 2 and Gemma 3 (text) checkpoints, in PyTorch.
+"""Reference forward pass for Gemma 2, Gemma 3 and Gemma 4 (dense text) checkpoints, in PyTorch.
 
-Follows transformers' modeling_gemma2.py and modeling_gemma3.py (eager attention) step by
-step, without transformers itself (not packaged in Debian): Gemma RMSNorm with (1 + w) in
-f32, embeddings x sqrt(hidden) rounded to the embedding's dtype, the norm sandwich, q/k
-norms (Gemma 3), rotate-half RoPE with each layer type's base and scaling, attention-score
-softcap before the mask (Gemma 2), sliding windows that count the query's own position,
-GeGLU with gelu(approximate="tanh"), the tied classifier and the final-logit softcap.
+Follows transformers' modeling_gemma2.py, modeling_gemma3.py and modeling_gemma4.py (eager
+attention) step by step, without transformers itself (not packaged in Debian): RMSNorm in
+f32 with (1 + w) for Gemma 2/3 and w for Gemma 4, embeddings x sqrt(hidden) rounded to the
+embedding's dtype, the norm sandwich, q/k norms (Gemma 3/4), rotate-half RoPE with each
+layer type's base and scaling (Gemma 4's full layers: proportional), attention-score softcap
+before the mask (Gemma 2), sliding windows that count the query's own position, GeGLU with
+gelu(approximate="tanh"), the tied classifier and the final-logit softcap. Gemma 4 also:
+full layers with their own head size and KV heads, values that are the raw keys
+(attention_k_eq_v), v_norm without weight, scores unscaled, layer_scalar on each layer.
 
 Usage: gemma_reference.py CHECKPOINT_DIR --tokens 2,5,9,... [--greedy N] > reference.json
 Writes {"tokens", "logits": [position][vocab], "greedy": [ids]}; greedy continues the
@@ -42,8 +45,8 @@ def read_safetensors(path):
 def text_config(path):
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
-    if "text_config" in config:  # Gemma3ForConditionalGeneration
-        config = dict(config["text_config"], model_type=config["text_config"].get("model_type", "gemma3_text"))
+    if "text_config" in config:  # Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration
+        config = dict(config["text_config"], model_type=config["text_config"].get("model_type", config["model_type"] + "_text"))
     return config
 
 
@@ -57,19 +60,22 @@ def layer_types(config):
 
 
 def rope_parameters(config):
-    """(theta, linear factor) per layer type, from either spelling of the config."""
+    """(theta, linear factor, proportional fraction or None) per layer type, from either
+    spelling of the config."""
     if "rope_parameters" in config and "full_attention" in config["rope_parameters"]:
         out = {}
         for kind, p in config["rope_parameters"].items():
-            out[kind] = (p["rope_theta"], p.get("factor", 1.0) if p.get("rope_type") == "linear" else 1.0)
+            kind_of = p.get("rope_type", "default")
+            factor = p.get("factor", 1.0) if kind_of in ("linear", "proportional") else 1.0
+            out[kind] = (p["rope_theta"], factor, p.get("partial_rotary_factor", 1.0) if kind_of == "proportional" else None)
         return out
     scaling = config.get("rope_scaling") or {}
     factor = scaling.get("factor", 1.0) if scaling.get("rope_type", scaling.get("type")) == "linear" else 1.0
-    full = (config.get("rope_theta", 10000.0), factor)
+    full = (config.get("rope_theta", 10000.0), factor, None)
     if config["model_type"] == "gemma2":
         return {"full_attention": full, "sliding_attention": full}
     # Gemma3RotaryEmbedding for local layers is built with rope_type "default"
-    return {"full_attention": full, "sliding_attention": (config.get("rope_local_base_freq", 10000.0), 1.0)}
+    return {"full_attention": full, "sliding_attention": (config.get("rope_local_base_freq", 10000.0), 1.0, None)}
 
 
 class Gemma:
@@ -83,24 +89,44 @@ class Gemma:
                       if p + "embed_tokens.weight" in tensors)
         self.w = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
         self.lm_head = tensors.get("lm_head.weight", tensors.get("language_model.lm_head.weight"))
-        self.gemma3 = config["model_type"] != "gemma2"
+        self.gemma3 = config["model_type"] != "gemma2"  # q/k norms
+        self.gemma4 = config["model_type"] == "gemma4_text"
         self.eps = config.get("rms_norm_eps", 1e-6)
         self.heads = config["num_attention_heads"]
-        self.kv_heads = config["num_key_value_heads"]
-        self.head_dim = config["head_dim"]
-        self.scaling = config["query_pre_attn_scalar"] ** -0.5
         self.types = layer_types(config)
         self.rope = rope_parameters(config)
+        # Gemma4TextAttention.__init__: scaling 1.0; full layers take global_head_dim, and
+        # with attention_k_eq_v the global KV heads and no v_proj
+        self.scaling = 1.0 if self.gemma4 else config["query_pre_attn_scalar"] ** -0.5
 
-    def norm(self, x, weight):  # Gemma2RMSNorm / Gemma3RMSNorm
+    def head_dim(self, l):
+        if self.gemma4 and self.types[l] == "full_attention" and self.config.get("global_head_dim"):
+            return self.config["global_head_dim"]
+        return self.config["head_dim"]
+
+    def k_eq_v(self, l):
+        return self.gemma4 and self.types[l] == "full_attention" and self.config.get("attention_k_eq_v", False)
+
+    def kv_heads(self, l):
+        return self.config["num_global_key_value_heads"] if self.k_eq_v(l) else self.config["num_key_value_heads"]
+
+    def norm(self, x, weight):
+        if self.gemma4:  # Gemma4RMSNorm: x * pow(mean(x^2) + eps, -0.5) * w (no +1; no weight: v_norm)
+            out = x.float() * torch.pow(x.float().pow(2).mean(-1, keepdim=True) + self.eps, -0.5)
+            return (out if weight is None else out * weight.float()).type_as(x)
+        # Gemma2RMSNorm / Gemma3RMSNorm
         out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
         return (out * (1.0 + weight.float())).type_as(x)
 
-    def rotary(self, positions, kind):
-        theta, factor = self.rope[kind]
-        dim = self.head_dim
-        inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-        inv_freq = inv_freq / factor  # rope_type "linear"
+    def rotary(self, positions, kind, dim):
+        theta, factor, proportional = self.rope[kind]
+        if proportional is None:
+            inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        else:  # _compute_proportional_rope_parameters: the head's full size in the exponent
+            rope_angles = int(proportional * dim // 2)
+            inv_freq = 1.0 / (theta ** (torch.arange(0, 2 * rope_angles, 2, dtype=torch.int64).float() / dim))
+            inv_freq = torch.cat((inv_freq, torch.zeros(dim // 2 - rope_angles, dtype=torch.float32)))
+        inv_freq = inv_freq / factor  # rope_type "linear" (and proportional's factor)
         freqs = (inv_freq[:, None].float() @ positions[None, :].float()).transpose(0, 1)
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
@@ -113,16 +139,20 @@ class Gemma:
     def attention(self, l, h, positions):
         w = lambda name: self.w[f"layers.{l}.self_attn.{name}"]
         T = h.shape[0]
-        q = (h @ w("q_proj.weight").T).view(T, self.heads, self.head_dim).transpose(0, 1)
-        k = (h @ w("k_proj.weight").T).view(T, self.kv_heads, self.head_dim).transpose(0, 1)
-        v = (h @ w("v_proj.weight").T).view(T, self.kv_heads, self.head_dim).transpose(0, 1)
+        hd, kvh = self.head_dim(l), self.kv_heads(l)
+        q = (h @ w("q_proj.weight").T).view(T, self.heads, hd).transpose(0, 1)
+        k = (h @ w("k_proj.weight").T).view(T, kvh, hd).transpose(0, 1)
+        # Gemma 4 K=V layers: the values are the raw key projection, before k_norm
+        v = k if self.k_eq_v(l) else (h @ w("v_proj.weight").T).view(T, kvh, hd).transpose(0, 1)
         if self.gemma3:
             q = self.norm(q, w("q_norm.weight"))
             k = self.norm(k, w("k_norm.weight"))
-        cos, sin = self.rotary(positions, self.types[l])
+        if self.gemma4:
+            v = self.norm(v, None)
+        cos, sin = self.rotary(positions, self.types[l], hd)
         q = q * cos + self.rotate_half(q) * sin
         k = k * cos + self.rotate_half(k) * sin
-        group = self.heads // self.kv_heads
+        group = self.heads // kvh
         k = k.repeat_interleave(group, dim=0)
         v = v.repeat_interleave(group, dim=0)
         scores = (q @ k.transpose(1, 2)) * self.scaling
@@ -136,7 +166,7 @@ class Gemma:
             allowed = allowed & (j > i - self.config["sliding_window"])
         scores = scores + torch.where(allowed, 0.0, torch.finfo(scores.dtype).min)
         p = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        out = (p @ v).transpose(0, 1).reshape(T, self.heads * self.head_dim)
+        out = (p @ v).transpose(0, 1).reshape(T, self.heads * hd)
         return out @ w("o_proj.weight").T
 
     def mlp(self, l, x):
@@ -158,6 +188,8 @@ class Gemma:
             residual = x
             h = self.mlp(l, self.norm(x, n("pre_feedforward_layernorm")))
             x = residual + self.norm(h, n("post_feedforward_layernorm"))
+            if self.gemma4:
+                x = x * self.w[f"layers.{l}.layer_scalar"]
         x = self.norm(x, self.w["norm.weight"])
         logits = x @ (self.lm_head if self.lm_head is not None else embed).T
         cap = self.config.get("final_logit_softcapping")

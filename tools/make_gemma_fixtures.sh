@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates tests/data/gemma/: two tiny f32 Gemma checkpoints written by `larql synth`
+# Regenerates tests/data/gemma/: three tiny f32 Gemma checkpoints written by `larql synth`
 # and what tools/gemma_reference.py (PyTorch) computes for them. The tests compare larql
 # against these files; run this only when the fixtures must change, and commit the result.
 #   tools/make_gemma_fixtures.sh [path/to/larql]      (needs scripts/install-train-deps.sh)
@@ -22,7 +22,13 @@ PY
 # Gemma 3: full layer 5 between sliding ones, linear RoPE scaling on it, a sequence three
 # windows long.
 "$larql" synth --family gemma3 --out "$out/gemma3" "${shape[@]}" --ffn 64 --layers 8 --seed 3
+# Gemma 4 (dense): full layers 5 and 7 (the last is always full) with heads of 32 instead
+# of 16, one KV head instead of two, values = keys, proportional RoPE on 4 of their 16
+# pairs; a small final cap so that it matters.
+"$larql" synth --family gemma4 --out "$out/gemma4" --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --global-head-dim 32 \
+    --global-kv-heads 1 --vocab 256 --context 64 --dtype f32 --sliding-window 4 --ffn 64 --layers 8 --final-softcap 3 --seed 4
 
 /usr/bin/python3 tools/gemma_reference.py "$out/gemma2" --tokens 2,5,6,7,40,41,42,43,100,7 --greedy 8 > "$out/gemma2/reference.json"
 /usr/bin/python3 tools/gemma_reference.py "$out/gemma3" --tokens 2,5,6,7,40,41,42,43,100,7,8,9 --greedy 8 > "$out/gemma3/reference.json"
+/usr/bin/python3 tools/gemma_reference.py "$out/gemma4" --tokens 2,5,6,7,40,41,42,43,100,7,8,9 --greedy 8 > "$out/gemma4/reference.json"
 du -sh "$out"/*

@@ -12,8 +12,8 @@ void add_synth_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a synthetic (random-weight) Hugging Face checkpoint for speed tests");
   cmd->add_option("--out", *out, "output directory")->required();
-  cmd->add_option("--family", spec->family, "llama, gemma2 or gemma3 (Gemma 3's text model)")
-      ->check(CLI::IsMember({"llama", "gemma2", "gemma3"}))
+  cmd->add_option("--family", spec->family, "llama, gemma2, gemma3 or gemma4 (dense; the Gemma text models)")
+      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4"}))
       ->capture_default_str();
   cmd->add_option("--hidden", spec->hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--layers", spec->layers, "number of layers")->capture_default_str()->check(CLI::PositiveNumber);
@@ -21,11 +21,15 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--heads", spec->heads, "attention heads")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--kv-heads", spec->kv_heads, "key/value heads")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--head-dim", spec->head_dim, "head size (default: hidden / heads)")->check(CLI::PositiveNumber);
+  cmd->add_option("--global-head-dim", spec->global_head_dim, "Gemma 4: head size of full layers (default: 2 x head size)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--global-kv-heads", spec->global_kv_heads, "Gemma 4: KV heads of full layers (default: kv-heads / 4)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--sliding-window", spec->sliding_window, "Gemma: keys a sliding layer sees (default: 4096 / 1024)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--attention-softcap", spec->attention_softcap, "Gemma: cap on attention scores, 0 for none (default: 50 / none)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--final-softcap", spec->final_softcap, "Gemma: cap on logits, 0 for none (default: 30 / none)")
+  cmd->add_option("--final-softcap", spec->final_softcap, "Gemma: cap on logits, 0 for none (default: 30 / none / 30)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab", spec->vocab, "vocabulary size (at least 256)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--context", spec->context, "maximum positions")->capture_default_str()->check(CLI::PositiveNumber);

@@ -31,14 +31,18 @@ void add_bias(float* rows, size_t n, const Matrix& bias) {
 
 Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) : model_(model), ffn_(ffn), pool_(pool) {
   const ModelConfig& c = model.config;
-  // As run.c computes it: 1 / theta^(2i / head_dim), in float.
+  // As run.c computes it: 1 / theta^(2i / head_dim), in float. Proportional RoPE keeps the
+  // full head size in the exponent and leaves the pairs past rotated_pairs unturned.
   for (const LayerConfig& layer : c.layer_configs) {
     std::vector<float>& inv_freq = inv_freq_.emplace_back();
-    for (size_t i = 0; i < c.head_dim / 2; ++i) {
-      float f = 1.0f / std::pow(layer.rope.theta, float(2 * i) / float(c.head_dim));
+    for (size_t i = 0; i < layer.head_dim / 2; ++i) {
+      float f = 1.0f / std::pow(layer.rope.theta, float(2 * i) / float(layer.head_dim));
       if (layer.rope.llama3) f = scale_llama3(f, *layer.rope.llama3);
       f /= layer.rope.linear_factor;
-      if (model.rope_freqs.data) f /= load_as_f32(model.rope_freqs.dtype, model.rope_freqs.data, i);  // GGUF's form of llama3
+      if (layer.rope.rotated_pairs && i >= layer.rope.rotated_pairs) f = 0;
+      // GGUF's form of Llama 3's scaling and of Gemma 4's proportional RoPE
+      if (model.rope_freqs.data && layer.rope.freq_factors && i < model.rope_freqs.cols)
+        f /= load_as_f32(model.rope_freqs.dtype, model.rope_freqs.data, i);
       inv_freq.push_back(f);
     }
   }
@@ -52,7 +56,7 @@ void Transformer::norm_rows(float* out, const float* x, size_t rows, const Matri
 }
 
 void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const {
-  const size_t hd = model_.config.head_dim, half = hd / 2;
+  const size_t half = inv_freq.size(), hd = 2 * half;
   for (size_t i = 0; i < half; ++i) {
     const float angle = float(pos) * inv_freq[i];
     const float cos = std::cos(angle), sin = std::sin(angle);
@@ -70,17 +74,17 @@ void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<flo
 
 void Transformer::attention(size_t layer, size_t n, size_t pos) {
   const ModelConfig& c = model_.config;
-  const size_t hd = c.head_dim, kv_dim = c.kv_dim(), group = c.heads / c.kv_heads;
+  const LayerConfig& lc = c.layer(layer);
+  const size_t hd = lc.head_dim, q_dim = c.q_dim(layer), kv_dim = c.kv_dim(layer), group = c.heads / lc.kv_heads;
   const size_t span = pos + n;  // the longest history any of these positions sees
   scores_.resize(n * c.heads * span);
   const float* keys = key_cache_[layer].data();
   const float* values = value_cache_[layer].data();
-  const float scale = c.score_scale();
-  const LayerConfig& lc = c.layer_configs[layer];
+  const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(float(hd));
   pool_.parallel_for(n * c.heads, [&](size_t begin, size_t end) {
     for (size_t job = begin; job < end; ++job) {
       const size_t t = job / c.heads, h = job % c.heads, kvh = h / group;
-      const float* q = q_.data() + t * c.q_dim() + h * hd;
+      const float* q = q_.data() + t * q_dim + h * hd;
       float* att = scores_.data() + job * span;
       // Causal: positions up to pos + t; a sliding layer sees only the last `window` of them.
       const size_t end_pos = pos + t + 1;
@@ -94,7 +98,7 @@ void Transformer::attention(size_t layer, size_t n, size_t pos) {
       }
       if (c.attention_softcap > 0) softcap(att, seen, c.attention_softcap);
       softmax(att, seen);
-      float* out = att_out_.data() + t * c.q_dim() + h * hd;
+      float* out = att_out_.data() + t * q_dim + h * hd;
       std::memset(out, 0, hd * sizeof(float));
       for (size_t j = 0; j < seen; ++j) {
         const float* v = values + (first + j) * kv_dim + kvh * hd;
@@ -123,10 +127,6 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
   x_.resize(n * D);
   xb_.resize(n * D);
   proj_.resize(n * D);
-  q_.resize(n * c.q_dim());
-  att_out_.resize(n * c.q_dim());
-  k_.resize(n * c.kv_dim());
-  v_.resize(n * c.kv_dim());
 
   for (size_t t = 0; t < n; ++t) dequantize_row(model_.embed.dtype, model_.embed.row_ptr(tokens[t]), D, &x_[t * D]);
   if (c.embedding_scale != 1.0f)
@@ -134,31 +134,37 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
 
   for (size_t l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layers[l];
+    const LayerConfig& lc = c.layer(l);
+    const size_t Q = c.q_dim(l), KV = c.kv_dim(l), hd = lc.head_dim;
+    if (q_.size() < n * Q) q_.resize(n * Q), att_out_.resize(n * Q);
+    if (k_.size() < n * KV) k_.resize(n * KV), v_.resize(n * KV);
     norm_rows(xb_.data(), x_.data(), n, w.attn_norm, D);
     matmul(w.wq, xb_.data(), n, q_.data(), pool_);
     matmul(w.wk, xb_.data(), n, k_.data(), pool_);
-    matmul(w.wv, xb_.data(), n, v_.data(), pool_);
+    if (lc.values_are_keys) std::memcpy(v_.data(), k_.data(), n * KV * sizeof(float));  // before k_norm and RoPE
+    else matmul(w.wv, xb_.data(), n, v_.data(), pool_);
     add_bias(q_.data(), n, w.bq);
     add_bias(k_.data(), n, w.bk);
     add_bias(v_.data(), n, w.bv);
     if (c.qk_norm) {
-      norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, c.head_dim);
-      norm_rows(k_.data(), k_.data(), n * c.kv_heads, w.k_norm, c.head_dim);
+      norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, hd);
+      norm_rows(k_.data(), k_.data(), n * lc.kv_heads, w.k_norm, hd);
     }
+    if (c.value_norm) norm_rows(v_.data(), v_.data(), n * lc.kv_heads, Matrix{}, hd);
     // The cache grows with the positions used, not the model's whole context (131072
     // positions of a 62-layer Gemma 3 would be 133 GB of f32).
-    if (key_cache_[l].size() < (pos + n) * c.kv_dim()) {
-      key_cache_[l].resize((pos + n) * c.kv_dim());
-      value_cache_[l].resize((pos + n) * c.kv_dim());
+    if (key_cache_[l].size() < (pos + n) * KV) {
+      key_cache_[l].resize((pos + n) * KV);
+      value_cache_[l].resize((pos + n) * KV);
     }
-    float* key_rows = key_cache_[l].data() + pos * c.kv_dim();
-    float* value_rows = value_cache_[l].data() + pos * c.kv_dim();
+    float* key_rows = key_cache_[l].data() + pos * KV;
+    float* value_rows = value_cache_[l].data() + pos * KV;
     for (size_t t = 0; t < n; ++t) {
-      rope(&q_[t * c.q_dim()], c.heads, pos + t, inv_freq_[l]);
-      rope(&k_[t * c.kv_dim()], c.kv_heads, pos + t, inv_freq_[l]);
+      rope(&q_[t * Q], c.heads, pos + t, inv_freq_[l]);
+      rope(&k_[t * KV], lc.kv_heads, pos + t, inv_freq_[l]);
     }
-    std::memcpy(key_rows, k_.data(), n * c.kv_dim() * sizeof(float));
-    std::memcpy(value_rows, v_.data(), n * c.kv_dim() * sizeof(float));
+    std::memcpy(key_rows, k_.data(), n * KV * sizeof(float));
+    std::memcpy(value_rows, v_.data(), n * KV * sizeof(float));
     attention(l, n, pos);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
     if (w.attn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.attn_out_norm, D);
@@ -169,6 +175,10 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
     if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
     for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
+    if (w.output_scale.data) {  // Gemma 4: the whole hidden state, residual included
+      const float scalar = load_as_f32(w.output_scale.dtype, w.output_scale.data, 0);
+      for (size_t i = 0; i < n * D; ++i) x_[i] *= scalar;
+    }
   }
 
   const size_t rows = n - first;

@@ -10,6 +10,10 @@ void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float e
   for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
   ss = ss / static_cast<float>(n) + eps;
   const float inv = 1.0f / std::sqrt(ss);
+  if (!weight.data) {  // a norm without weight (Gemma 4's v_norm)
+    for (size_t i = 0; i < n; ++i) out[i] = inv * x[i];
+    return;
+  }
   for (size_t i = 0; i < n; ++i) out[i] = (weight_offset + load_as_f32(weight.dtype, weight.data, i)) * (inv * x[i]);
 }
 

@@ -8,7 +8,7 @@
 namespace larql {
 
 // out = (weight_offset + weight) ⊙ x / sqrt(mean(x²) + eps). `weight` is a vector of any
-// stored type; out may be x.
+// stored type, or empty for a norm without weight (then out = x / rms); out may be x.
 void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps, float weight_offset = 0.0f);
 
 // x = cap · tanh(x / cap), Gemma's soft cap on attention scores and logits.

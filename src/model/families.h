@@ -26,6 +26,9 @@ struct Family {
   bool scaled_embedding;        // embeddings × √hidden
   // Sliding-window layers: every layer but the last of each period of this many (0: none).
   size_t sliding_period;
+  // Gemma 4: attention scores unscaled (1.0), RMSNorm without weight on v, a scalar per
+  // layer on its output; its GGUF files list the sliding layers as a bool array.
+  bool gemma4_attention = false;
 };
 
 inline constexpr Family kFamilies[] = {
@@ -35,6 +38,7 @@ inline constexpr Family kFamilies[] = {
     {"qwen3", "qwen3", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0},
     {"gemma2", "gemma2", false, false, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 2},
     {"gemma3_text", "gemma3", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 6},
+    {"gemma4_text", "gemma4", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 0, true, 6, true},
 };
 
 inline const Family* find_family(std::string_view name) {

@@ -40,7 +40,7 @@ std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
 // Which layers slide: `<arch>.attention.sliding_window_pattern` as a per-layer bool array
 // (true: sliding) or a period, else the family's period (llama.cpp's defaults).
 Status layer_kinds(const GgufFile& f, const std::string& arch, const Family& family, ModelConfig& c, const RopeSpec& full,
-                   const RopeSpec& sliding) {
+                   const RopeSpec& sliding, const std::vector<size_t>& kv_heads, size_t full_head_dim) {
   std::vector<AttentionKind> kinds(c.layers);
   const GgufValue* pattern = f.find(arch + ".attention.sliding_window_pattern");
   if (pattern && pattern->type == GgufValueType::array) {
@@ -60,9 +60,13 @@ Status layer_kinds(const GgufFile& f, const std::string& arch, const Family& fam
       return make_error(ErrorCode::invalid_argument, arch + ".attention.sliding_window must be a positive integer");
     window = size_t(v->integer);
   }
-  for (size_t l = 0; l < c.layers; ++l)
-    c.layer_configs.push_back(kinds[l] == AttentionKind::sliding ? LayerConfig{AttentionKind::sliding, window, sliding}
-                                                                 : LayerConfig{AttentionKind::full, 0, full});
+  for (size_t l = 0; l < c.layers; ++l) {
+    const bool slides = kinds[l] == AttentionKind::sliding;
+    // Gemma 4's K=V layers have no attn_v tensor (llama.cpp then uses K).
+    const bool values_are_keys = family.gemma4_attention && !slides && !f.tensors.count("blk." + std::to_string(l) + ".attn_v.weight");
+    c.layer_configs.push_back(LayerConfig{kinds[l], slides ? window : 0, slides ? sliding : full, slides ? c.head_dim : full_head_dim,
+                                          kv_heads[l], values_are_keys});
+  }
   return Ok{};
 }
 
@@ -76,6 +80,12 @@ size_t llama_cpp_gemma_scalar(const Family& family, const ModelConfig& c) {
 }
 
 Status gemma_attention(const GgufFile& f, const std::string& arch, const Family& family, ModelConfig& c) {
+  if (family.gemma4_attention) {
+    c.attention_scale = 1.0f;
+    c.value_norm = true;
+    c.layer_scalar = true;
+    return Ok{};
+  }
   if (family.norms != NormPlacement::sandwich) return Ok{};
   c.attention_scale = 1.0f / std::sqrt(float(llama_cpp_gemma_scalar(family, c)));
   if (const GgufValue* v = f.number(arch + ".attention.scale")) {
@@ -98,9 +108,24 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
   for (const LayerConfig& l : c.layer_configs) {
     const LayerConfig*& first = l.attention == AttentionKind::full ? full : sliding;
     if (!first) first = &l;
-    if (l.rope.theta != first->rope.theta || l.rope.linear_factor != first->rope.linear_factor || l.window != first->window)
-      return fail("layers of one attention kind with different RoPE or windows cannot be written to GGUF");
+    if (l.rope.theta != first->rope.theta || l.rope.linear_factor != first->rope.linear_factor || l.window != first->window ||
+        l.rope.rotated_pairs != first->rope.rotated_pairs || l.head_dim != first->head_dim)
+      return fail("layers of one attention kind with different RoPE, windows or head sizes cannot be written to GGUF");
   }
+  if (sliding && sliding->rope.rotated_pairs) return fail("llama.cpp has no partial RoPE on sliding-window layers");
+  if (full && full->rope.rotated_pairs && !family.gemma4_attention) return fail(arch + " has no proportional RoPE in llama.cpp");
+  // Head sizes and KV heads: Gemma 4's full layers differ (key_length) from its sliding ones
+  // (key_length_swa); KV heads become one entry per layer when they differ.
+  if (full && sliding && full->head_dim != sliding->head_dim) {
+    for (const char* key : {".attention.key_length", ".attention.value_length", ".rope.dimension_count"}) {
+      meta[arch + key] = u32(full->head_dim);
+      meta[arch + key + std::string("_swa")] = u32(sliding->head_dim);
+    }
+  }
+  std::vector<double> kv_heads;
+  for (const LayerConfig& l : c.layer_configs) kv_heads.push_back(double(l.kv_heads));
+  if (std::any_of(kv_heads.begin(), kv_heads.end(), [&](double k) { return k != kv_heads[0]; }))
+    meta[arch + ".attention.head_count_kv"] = GgufValue::of_array(GgufValueType::u32, kv_heads);
   const LayerConfig& base = full ? *full : *sliding;
   meta[arch + ".rope.freq_base"] = f32(base.rope.theta);
   if (base.rope.linear_factor != 1.0f) {
@@ -118,11 +143,13 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
       periodic &= c.layer_configs[l].attention == periodic_attention_kind(l, family.sliding_period);
       pattern.push_back(c.layer_configs[l].attention == AttentionKind::sliding);
     }
-    if (!periodic) meta[arch + ".attention.sliding_window_pattern"] = GgufValue::of_array(GgufValueType::boolean, pattern);
+    if (!periodic || family.gemma4_attention)
+      meta[arch + ".attention.sliding_window_pattern"] = GgufValue::of_array(GgufValueType::boolean, pattern);
   }
   if (c.attention_softcap > 0) meta[arch + ".attn_logit_softcapping"] = f32(c.attention_softcap);
   if (c.final_softcap > 0) meta[arch + ".final_logit_softcapping"] = f32(c.final_softcap);
-  if (family.norms == NormPlacement::sandwich && c.score_scale() != 1.0f / std::sqrt(float(llama_cpp_gemma_scalar(family, c))))
+  if (family.norms == NormPlacement::sandwich && !family.gemma4_attention &&
+      c.score_scale() != 1.0f / std::sqrt(float(llama_cpp_gemma_scalar(family, c))))
     meta[arch + ".attention.scale"] = f32(c.score_scale());
   return Ok{};
 }
@@ -152,13 +179,28 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   for (auto [key, out] : {std::pair{"embedding_length", &c.hidden}, {"block_count", &c.layers},
                           {"feed_forward_length", &c.ffn}, {"attention.head_count", &c.heads}, {"context_length", &c.context}})
     if (auto s = need(key, *out); !s) return s.error();
+  // KV heads: one number, or one per layer (Gemma 4's full layers have fewer).
   c.kv_heads = c.heads;
-  if (number("attention.head_count_kv"))
+  std::vector<size_t> kv_heads;
+  if (const GgufValue* v = f.find(arch + ".attention.head_count_kv"); v && v->type == GgufValueType::array) {
+    if (v->integers.size() != c.layers) return fail(arch + ".attention.head_count_kv has " + std::to_string(v->integers.size()) + " entries for " + std::to_string(c.layers) + " layers");
+    for (int64_t n : v->integers) {
+      if (n <= 0 || c.heads % size_t(n) != 0) return fail(arch + ".attention.head_count_kv has an entry that does not divide head_count");
+      kv_heads.push_back(size_t(n));
+    }
+    c.kv_heads = kv_heads[0];
+  } else if (number("attention.head_count_kv")) {
     if (auto s = need("attention.head_count_kv", c.kv_heads); !s) return s.error();
+  }
+  if (kv_heads.empty()) kv_heads.assign(c.layers, c.kv_heads);
+  // Head size: key_length (Gemma 4: of full layers, key_length_swa of sliding ones).
   c.head_dim = c.hidden / c.heads;
   if (number("attention.key_length"))
     if (auto s = need("attention.key_length", c.head_dim); !s) return s.error();
-  if (c.heads % c.kv_heads != 0 || c.head_dim == 0 || c.head_dim % 2 != 0)
+  const size_t full_head_dim = c.head_dim;
+  if (number("attention.key_length_swa"))
+    if (auto s = need("attention.key_length_swa", c.head_dim); !s) return s.error();
+  if (c.heads % c.kv_heads != 0 || c.head_dim == 0 || c.head_dim % 2 != 0 || full_head_dim % 2 != 0)
     return fail("head_count must be a multiple of head_count_kv, and the head size even and positive");
   if (const GgufValue* v = number("attention.layer_norm_rms_epsilon")) c.norm_eps = float(v->real);
   c.rope_layout = family->gguf_permutes_qk ? RopeLayout::adjacent_pairs : RopeLayout::half_split;
@@ -184,7 +226,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   // llama.cpp: Gemma 3's sliding layers use base 10000 unscaled unless the file says otherwise.
   RopeSpec sliding{.theta = family->name == "gemma3_text" ? 10000.0f : full.theta};
   if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
-  if (auto s = layer_kinds(f, arch, *family, c, full, sliding); !s) return fail(s.error().message);
+  sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
+  if (auto s = layer_kinds(f, arch, *family, c, full, sliding, kv_heads, full_head_dim); !s) return fail(s.error().message);
   auto id = [&](const char* key) { return int(f.integer_or(key, -1)); };
   c.bos_id = id("tokenizer.ggml.bos_token_id");
   if (int eos = id("tokenizer.ggml.eos_token_id"); eos >= 0) c.eos_ids.push_back(eos);
@@ -264,7 +307,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure);
-    GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c), {}};
+    GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c, layer), {}};
     const size_t row_bytes = dtype_bytes(type, w.cols);
     t.bytes.resize(row_bytes * w.rows);
     // Each row quantised, then read back for the error; sums kept per row so that the
@@ -294,8 +337,14 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     }
     tensors.push_back(std::move(t));
   });
-  if (c.layer_configs.at(0).rope.llama3) {
-    const std::vector<float> divisors = llama3_rope_divisors(c);
+  // rope_freqs: Llama 3's frequency divisors, or Gemma 4's proportional RoPE as llama.cpp's
+  // converter writes it (1 for the pairs that turn, 1e30 for the rest: their angle ≈ 0).
+  std::vector<float> divisors;
+  if (c.layer_configs.at(0).rope.llama3) divisors = llama3_rope_divisors(c);
+  for (const LayerConfig& l : c.layer_configs)
+    if (l.rope.rotated_pairs && divisors.empty())
+      for (size_t i = 0; i < l.head_dim / 2; ++i) divisors.push_back(i < l.rope.rotated_pairs ? 1.0f : 1e30f);
+  if (!divisors.empty()) {
     GgufTensorToWrite t{"rope_freqs.weight", DType::f32, {divisors.size()}, std::vector<uint8_t>(divisors.size() * 4)};
     std::memcpy(t.bytes.data(), divisors.data(), t.bytes.size());
     tensors.push_back(std::move(t));

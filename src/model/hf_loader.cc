@@ -53,8 +53,11 @@ const json& config_defaults(std::string_view family) {
                               {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0},
                               {"query_pre_attn_scalar", 256}, {"sliding_window", 4096}, {"rope_local_base_freq", 10000.0},
                               {"sliding_window_pattern", 6}, {"bos_token_id", 2}, {"eos_token_id", 1}};
+  static const json gemma4 = {{"hidden_activation", "gelu_pytorch_tanh"}, {"rms_norm_eps", 1e-6}, {"bos_token_id", 2},
+                              {"eos_token_id", 1}, {"attention_k_eq_v", false}};
   if (family == "gemma2") return gemma2;
   if (family == "gemma3_text") return gemma3;
+  if (family == "gemma4_text") return gemma4;
   return none;
 }
 
@@ -62,7 +65,8 @@ const json& config_defaults(std::string_view family) {
 json text_config_of(const json& j) {
   if (!j.contains("text_config") || !j["text_config"].is_object()) return j;
   json text = j["text_config"];
-  if (!text.contains("model_type") && j.value("model_type", std::string()) == "gemma3") text["model_type"] = "gemma3_text";
+  const std::string outer = j.value("model_type", std::string());
+  if (!text.contains("model_type") && (outer == "gemma3" || outer == "gemma4")) text["model_type"] = outer + "_text";
   for (const char* key : {"bos_token_id", "eos_token_id"})
     if (!text.contains(key) && j.contains(key)) text[key] = j[key];
   return text;
@@ -142,15 +146,22 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
 
   // RoPE per layer kind: rope_parameters per kind (transformers v5), or rope_theta and
   // rope_scaling for full layers with rope_local_base_freq for sliding ones.
-  auto parse_rope = [&](const json& params, float theta) -> Result<RopeSpec> {
+  // Gemma 4's "proportional" RoPE turns partial_rotary_factor of each head's pairs; which
+  // pairs is known once the layer's head size is (proportional_fraction, resolved below).
+  float full_fraction = 0, sliding_fraction = 0;
+  auto parse_rope = [&](const json& params, float theta, float& proportional_fraction) -> Result<RopeSpec> {
     RopeSpec rope{.theta = optional_float(params, "rope_theta", theta)};
     const std::string type = params.is_object() ? params.value("rope_type", params.value("type", std::string("default"))) : "default";
     if (type == "linear") rope.linear_factor = optional_float(params, "factor", 1.0f);
+    else if (type == "proportional") {
+      proportional_fraction = optional_float(params, "partial_rotary_factor", 1.0f);
+      rope.linear_factor = optional_float(params, "factor", 1.0f);
+    }
     else if (type == "llama3")
       rope.llama3 = Llama3RopeScaling{optional_float(params, "factor", 8.0f), optional_float(params, "low_freq_factor", 1.0f),
                                       optional_float(params, "high_freq_factor", 4.0f),
                                       optional_float(params, "original_max_position_embeddings", 8192.0f)};
-    else if (type != "default") return fail("rope type '" + type + "' is not supported; expected default, linear or llama3");
+    else if (type != "default") return fail("rope type '" + type + "' is not supported; expected default, linear, proportional or llama3");
     return rope;
   };
   const float theta = optional_float(j, "rope_theta", 10000.0f);
@@ -158,14 +169,33 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   const json& params = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"] : no_scaling;
   const bool per_kind = params.contains("full_attention") || params.contains("sliding_attention");
   const json& scaling = j.contains("rope_scaling") && j["rope_scaling"].is_object() ? j["rope_scaling"] : params;
-  auto full_rope = parse_rope(per_kind ? params.value("full_attention", no_scaling) : scaling, theta);
+  auto full_rope = parse_rope(per_kind ? params.value("full_attention", no_scaling) : scaling, theta, full_fraction);
   if (!full_rope) return full_rope.error();
   auto sliding_rope = parse_rope(per_kind ? params.value("sliding_attention", no_scaling) : no_scaling,
-                                 optional_float(j, "rope_local_base_freq", theta));
+                                 optional_float(j, "rope_local_base_freq", theta), sliding_fraction);
   if (!sliding_rope) return sliding_rope.error();
-  for (size_t l = 0; l < c.layers; ++l)
-    c.layer_configs.push_back(kinds[l] == AttentionKind::sliding ? LayerConfig{AttentionKind::sliding, window, *sliding_rope}
-                                                                 : LayerConfig{AttentionKind::full, 0, *full_rope});
+
+  // Gemma 4's full layers: their own head size, and with attention_k_eq_v their own KV
+  // heads and values that are their keys.
+  size_t full_head_dim = c.head_dim, full_kv_heads = c.kv_heads;
+  const bool values_are_keys = j.value("attention_k_eq_v", false);
+  if (j.contains("global_head_dim") && !j["global_head_dim"].is_null())
+    if (auto s = need("global_head_dim", full_head_dim); !s) return s.error();
+  if (values_are_keys)
+    if (auto s = need("num_global_key_value_heads", full_kv_heads); !s) return s.error();
+  if (c.heads % full_kv_heads != 0 || full_head_dim % 2 != 0)
+    return fail("num_attention_heads must be a multiple of num_global_key_value_heads, and global_head_dim even");
+  for (const char* key : {"hidden_size_per_layer_input", "num_kv_shared_layers"})
+    if (j.value(key, 0) != 0) return fail(std::string(key) + " is not 0: Gemma 4's per-layer embeddings and KV sharing (the E models) are not supported yet");
+  if (j.value("enable_moe_block", false)) return fail("enable_moe_block: Gemma 4's mixture of experts is not supported yet");
+  for (size_t l = 0; l < c.layers; ++l) {
+    const bool sliding = kinds[l] == AttentionKind::sliding;
+    LayerConfig lc{kinds[l], sliding ? window : 0, sliding ? *sliding_rope : *full_rope, sliding ? c.head_dim : full_head_dim,
+                   sliding ? c.kv_heads : full_kv_heads, !sliding && values_are_keys};
+    if (const float fraction = sliding ? sliding_fraction : full_fraction; fraction > 0)
+      lc.rope.rotated_pairs = size_t(fraction * float(lc.head_dim) / 2);
+    c.layer_configs.push_back(lc);
+  }
 
   const std::string act = j.value("hidden_activation", j.value("hidden_act", std::string(family->activation == Activation::silu ? "silu" : "gelu_pytorch_tanh")));
   if (act == "silu") c.activation = Activation::silu;
@@ -177,6 +207,11 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
     const double scalar = j["query_pre_attn_scalar"].get<double>();
     if (!(scalar > 0)) return fail("query_pre_attn_scalar must be positive");
     c.attention_scale = float(std::pow(scalar, -0.5));
+  }
+  if (family->gemma4_attention) {
+    c.attention_scale = 1.0f;
+    c.value_norm = true;
+    c.layer_scalar = true;
   }
   c.attention_softcap = optional_float(j, "attn_logit_softcapping", 0.0f);
   c.final_softcap = optional_float(j, "final_logit_softcapping", 0.0f);

@@ -2,6 +2,7 @@
 // and views of its weights, in place in the memory-mapped files.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -45,14 +46,22 @@ struct RopeSpec {
   float theta = 10000.0f;
   float linear_factor = 1.0f;  // rope_type "linear": positions divided by it
   std::optional<Llama3RopeScaling> llama3;
+  // rope_type "proportional" (Gemma 4's full layers): only the first `rotated_pairs` pairs
+  // turn, with frequencies of the full head size; the rest stay put. 0: every pair turns.
+  size_t rotated_pairs = 0;
+  bool freq_factors = true;  // divided by the model's rope_freqs tensor, where it has one
 };
 
-// What may differ from one layer to the next (Gemma interleaves sliding and full layers,
-// each with its own RoPE).
+// What may differ from one layer to the next: Gemma interleaves sliding and full layers,
+// each with its own RoPE; Gemma 4's full layers also have larger heads, fewer KV heads and
+// values that are their keys.
 struct LayerConfig {
   AttentionKind attention = AttentionKind::full;
   size_t window = 0;  // sliding layers only
   RopeSpec rope;
+  size_t head_dim = 0;             // 0 until the loader's fill_layer_defaults: the model's
+  size_t kv_heads = 0;             // likewise
+  bool values_are_keys = false;    // Gemma 4 "attention_k_eq_v": no v_proj, V = k_proj(x) before k_norm
 };
 
 struct ModelConfig {
@@ -77,6 +86,8 @@ struct ModelConfig {
   float attention_scale = 0.0f;    // scores = q·k × this; 0: 1/√head_dim
   float attention_softcap = 0.0f;  // Gemma 2: scores = cap·tanh(scores / cap) before the mask; 0: none
   float final_softcap = 0.0f;      // Gemma 2: logits = cap·tanh(logits / cap); 0: none
+  bool value_norm = false;         // Gemma 4: RMSNorm without weight on each head of v
+  bool layer_scalar = false;       // Gemma 4: each layer's output × its layer_scalar
   bool qk_norm = false;            // Qwen3: RMSNorm on each head of q and k
   bool attention_bias = false;     // Qwen2: biases on q, k, v
   int bos_id = -1;                 // -1: none
@@ -85,7 +96,24 @@ struct ModelConfig {
   size_t q_dim() const { return heads * head_dim; }
   float score_scale() const { return attention_scale > 0 ? attention_scale : 1.0f / std::sqrt(float(head_dim)); }
   // Every layer full attention with the same RoPE (Llama, Qwen).
-  void set_uniform_layers(const RopeSpec& rope) { layer_configs.assign(layers, LayerConfig{AttentionKind::full, 0, rope}); }
+  void set_uniform_layers(const RopeSpec& rope) {
+    layer_configs.assign(layers, LayerConfig{AttentionKind::full, 0, rope, head_dim, kv_heads});
+  }
+  // Layers that did not say take the model's head size and KV heads.
+  void fill_layer_defaults() {
+    for (LayerConfig& l : layer_configs) {
+      if (!l.head_dim) l.head_dim = head_dim;
+      if (!l.kv_heads) l.kv_heads = kv_heads;
+    }
+  }
+  const LayerConfig& layer(size_t l) const { return layer_configs.at(l); }
+  size_t q_dim(size_t l) const { return heads * layer(l).head_dim; }
+  size_t kv_dim(size_t l) const { return layer(l).kv_heads * layer(l).head_dim; }
+  size_t max_head_dim() const {
+    size_t m = head_dim;
+    for (const LayerConfig& l : layer_configs) m = std::max(m, l.head_dim);
+    return m;
+  }
   size_t kv_dim() const { return kv_heads * head_dim; }
 };
 
@@ -98,6 +126,7 @@ struct LayerWeights {
   Matrix ffn_norm;           // before the FFN (the client applies it, never the shard)
   Matrix gate, up, down;     // gate/up: [ffn][hidden], down: [hidden][ffn]
   Matrix ffn_out_norm;       // sandwich: on the FFN's output (client side too)
+  Matrix output_scale;       // Gemma 4 layer_scalar: one value multiplying the layer's output
 };
 
 struct Model {
@@ -106,7 +135,7 @@ struct Model {
   std::vector<LayerWeights> layers;
   Matrix final_norm;
   Matrix classifier;         // [vocab][hidden]; the embedding itself when tied
-  Matrix rope_freqs;         // [head_dim / 2] GGUF's Llama 3 frequency divisors; empty otherwise
+  Matrix rope_freqs;         // [max head_dim / 2] GGUF's frequency divisors (Llama 3, Gemma 4); empty otherwise
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
   std::vector<std::string> notes;  // what the loader skipped or assumed, for the commands to print
 };

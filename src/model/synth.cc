@@ -84,9 +84,10 @@ namespace {
 
 // config.json for the spec's family, and the ModelConfig its tensors follow.
 Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) {
-  const Family* family = find_family(s.family == "gemma3" ? "gemma3_text" : s.family);
-  if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3"))
-    return make_error(ErrorCode::invalid_argument, "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3");
+  const bool gemma4 = s.family == "gemma4";
+  const Family* family = find_family(s.family == "gemma3" || gemma4 ? s.family + "_text" : s.family);
+  if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3" && !gemma4))
+    return make_error(ErrorCode::invalid_argument, "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4");
   const size_t head_dim = s.head_dim ? s.head_dim : s.hidden / s.heads;
   const int eos = int(s.vocab - 1);
   nlohmann::json config{{"model_type", family->name},
@@ -115,21 +116,39 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   const bool gemma2 = s.family == "gemma2";
   const size_t window = s.sliding_window ? s.sliding_window : gemma2 ? 4096 : 1024;
   const float attention_cap = s.attention_softcap.value_or(gemma2 ? 50.0f : 0.0f);
-  const float final_cap = s.final_softcap.value_or(gemma2 ? 30.0f : 0.0f);
+  const float final_cap = s.final_softcap.value_or(gemma2 || gemma4 ? 30.0f : 0.0f);
+  // Gemma 4's full layers: twice the head size, a quarter of the KV heads, values = keys.
+  const size_t full_head_dim = gemma4 ? (s.global_head_dim ? s.global_head_dim : 2 * head_dim) : head_dim;
+  const size_t full_kv_heads = gemma4 ? (s.global_kv_heads ? s.global_kv_heads : std::max<size_t>(1, s.kv_heads / 4)) : s.kv_heads;
+  if (s.heads % full_kv_heads != 0 || full_head_dim % 2 != 0)
+    return make_error(ErrorCode::invalid_argument, "synth: heads must be a multiple of --global-kv-heads, and --global-head-dim even");
   nlohmann::json layer_types = nlohmann::json::array();
-  for (size_t l = 0; l < s.layers; ++l)
-    layer_types.push_back(periodic_attention_kind(l, family->sliding_period) == AttentionKind::sliding ? "sliding_attention"
-                                                                                                        : "full_attention");
-  config.update({{"architectures", {gemma2 ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"}},
+  for (size_t l = 0; l < s.layers; ++l) {
+    // Gemma 4 makes its last layer full whatever the period.
+    const bool full = periodic_attention_kind(l, family->sliding_period) == AttentionKind::full || (gemma4 && l + 1 == s.layers);
+    layer_types.push_back(full ? "full_attention" : "sliding_attention");
+    c.layer_configs.push_back(LayerConfig{full ? AttentionKind::full : AttentionKind::sliding, full ? 0 : window, {},
+                                          full ? full_head_dim : head_dim, full ? full_kv_heads : s.kv_heads, full && gemma4});
+  }
+  c.layer_scalar = family->gemma4_attention;
+  config.update({{"architectures", {gemma2 ? "Gemma2ForCausalLM" : gemma4 ? "Gemma4ForCausalLM" : "Gemma3ForCausalLM"}},
                  {"rms_norm_eps", 1e-6},
                  {"hidden_activation", "gelu_pytorch_tanh"},
-                 {"query_pre_attn_scalar", head_dim},
                  {"sliding_window", window},
                  {"layer_types", layer_types},
                  {"attn_logit_softcapping", attention_cap > 0 ? nlohmann::json(attention_cap) : nlohmann::json()},
                  {"final_logit_softcapping", final_cap > 0 ? nlohmann::json(final_cap) : nlohmann::json()},
                  {"tie_word_embeddings", true},
                  {"bos_token_id", 2}});
+  if (gemma4) {
+    config.update({{"global_head_dim", full_head_dim}, {"num_global_key_value_heads", full_kv_heads}, {"attention_k_eq_v", true},
+                   {"hidden_size_per_layer_input", 0}, {"num_kv_shared_layers", 0}, {"enable_moe_block", false},
+                   {"rope_parameters", {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                                        {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25},
+                                                            {"rope_theta", 1000000.0}}}}}});
+    return std::pair{config, c};
+  }
+  config["query_pre_attn_scalar"] = head_dim;
   if (gemma2) config["rope_theta"] = 10000.0;
   else
     config.update({{"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
@@ -150,6 +169,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   if (!planned) return planned.error();
   const auto& [config, c] = *planned;
   const bool gemma = c.norm_placement == NormPlacement::sandwich;
+  const bool gemma4 = c.layer_scalar;  // its norms are stored as used, around 1
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(ErrorCode::invalid_argument, "cannot create " + dir + ": " + ec.message());
@@ -157,7 +177,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", config["eos_token_id"]}}.dump(2) << "\n";
   std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
 
-  enum class Fill { ones, around_zero, fan_in };
+  enum class Fill { ones, around_zero, around_one, fan_in };
   struct Planned {
     TensorSpec spec;
     Fill fill;
@@ -165,15 +185,18 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   };
   std::vector<Planned> plan;
   for (const TensorEntry& e : kTensorEntries) {
-    if (e.hf.empty() || !tensor_applies(e, c)) continue;
+    if (e.hf.empty()) continue;
     if (gemma && e.model_member == &Model::classifier) continue;  // tied
-    const auto shape = tensor_shape(e, c);
-    // Norm weights are ones (Gemma: w − 1, random around 0); the embedding is N(0, 1)-like
-    // (Gemma: N(0, 1/hidden), as √hidden scales it back); matrices scale with their fan-in.
-    const Fill fill = shape.size() > 1 ? Fill::fan_in : gemma ? Fill::around_zero : Fill::ones;
-    const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1) : shape.back();
-    for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l)
+    for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l) {
+      if (!tensor_applies(e, c, l)) continue;
+      const auto shape = tensor_shape(e, c, l);
+      // Norm weights are ones (Gemma 2/3: w − 1, random around 0; Gemma 4: random around
+      // 1, as its layer scalars); the embedding is N(0, 1)-like (Gemma: N(0, 1/hidden), as
+      // √hidden scales it back); matrices scale with their fan-in.
+      const Fill fill = shape.size() > 1 ? Fill::fan_in : gemma4 ? Fill::around_one : gemma ? Fill::around_zero : Fill::ones;
+      const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1) : shape.back();
       plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), s.dtype, shape}, fill, fan_in});
+    }
   }
 
   std::vector<TensorSpec> specs;
@@ -182,9 +205,11 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
     const auto& p = plan[i];
     const size_t count = p.spec.bytes() / dtype_bytes(s.dtype, 1);
     const uint64_t seed = s.seed ^ name_hash(p.spec.name);
-    std::vector<float> values = p.fill == Fill::ones          ? std::vector<float>(count, 1.0f)
-                                : p.fill == Fill::around_zero ? random_values(count, 12, seed)  // ±0.5
-                                                              : random_values(count, p.fan_in, seed);
+    std::vector<float> values = p.fill == Fill::ones ? std::vector<float>(count, 1.0f)
+                                : p.fill == Fill::fan_in ? random_values(count, p.fan_in, seed)
+                                                         : random_values(count, 12, seed);  // ±0.5
+    if (p.fill == Fill::around_one)
+      for (float& v : values) v += 1.0f;
     if (p.spec.name.ends_with("mlp.down_proj.weight"))  // row h of [hidden, ffn] makes output coordinate h
       for (const auto& [h, factor] : massive_coordinates(s))
         for (size_t j = 0; j < s.ffn; ++j) values[h * s.ffn + j] *= factor;

@@ -14,9 +14,10 @@
 namespace larql {
 
 struct SynthSpec {
-  // llama, gemma2 or gemma3 (Gemma 3's text model): the config.json written, the tensors,
-  // and for Gemma its sandwich norms (stored as w − 1, random around 0), tied classifier,
-  // interleaved sliding and full layers and softcaps.
+  // llama, gemma2, gemma3 or gemma4 (their text models): the config.json written, the
+  // tensors, and for Gemma its sandwich norms (Gemma 2/3 store w − 1), tied classifier,
+  // interleaved sliding and full layers and softcaps; Gemma 4's full layers with larger
+  // heads, fewer KV heads, values = keys and proportional RoPE, and its layer scalars.
   std::string family = "llama";
   size_t hidden = 256;
   size_t layers = 2;
@@ -24,10 +25,12 @@ struct SynthSpec {
   size_t heads = 4;
   size_t kv_heads = 4;
   size_t head_dim = 0;  // 0: hidden / heads
+  size_t global_head_dim = 0;  // Gemma 4's full layers; 0: 2 × head_dim
+  size_t global_kv_heads = 0;  // Gemma 4's full layers; 0: kv_heads / 4 (at least 1)
   // Gemma: keys a sliding layer sees; 0: the family's (4096 for Gemma 2, 1024 for Gemma 3)
   size_t sliding_window = 0;
   // Gemma: soft caps on attention scores and on logits; unset: the family's (Gemma 2:
-  // 50 and 30; Gemma 3: none). 0 writes none.
+  // 50 and 30; Gemma 3: none; Gemma 4: none and 30). 0 writes none.
   std::optional<float> attention_softcap, final_softcap;
   size_t vocab = 512;
   size_t context = 2048;

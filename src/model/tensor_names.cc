@@ -18,24 +18,28 @@ std::string tensor_name(const TensorEntry& e, CheckpointFormat format, size_t la
   return prefix + std::to_string(layer) + "." + std::string(base);
 }
 
-std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c) {
+std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c, size_t layer) {
+  const bool per_layer = is_per_layer(e) && layer < c.layer_configs.size();
+  const size_t head_dim = per_layer ? c.layer(layer).head_dim : c.head_dim;
+  const size_t q = per_layer ? c.q_dim(layer) : c.q_dim(), kv = per_layer ? c.kv_dim(layer) : c.kv_dim();
   switch (e.shape) {
     case TensorShape::vocab_by_hidden: return {c.vocab, c.hidden};
     case TensorShape::hidden: return {c.hidden};
-    case TensorShape::q_by_hidden: return {c.q_dim(), c.hidden};
-    case TensorShape::kv_by_hidden: return {c.kv_dim(), c.hidden};
-    case TensorShape::hidden_by_q: return {c.hidden, c.q_dim()};
-    case TensorShape::q: return {c.q_dim()};
-    case TensorShape::kv: return {c.kv_dim()};
-    case TensorShape::head_dim: return {c.head_dim};
-    case TensorShape::half_head_dim: return {c.head_dim / 2};
+    case TensorShape::q_by_hidden: return {q, c.hidden};
+    case TensorShape::kv_by_hidden: return {kv, c.hidden};
+    case TensorShape::hidden_by_q: return {c.hidden, q};
+    case TensorShape::q: return {q};
+    case TensorShape::kv: return {kv};
+    case TensorShape::head_dim: return {head_dim};
+    case TensorShape::half_max_head_dim: return {c.max_head_dim() / 2};
     case TensorShape::ffn_by_hidden: return {c.ffn, c.hidden};
     case TensorShape::hidden_by_ffn: return {c.hidden, c.ffn};
+    case TensorShape::one: return {1};
   }
   return {};
 }
 
-bool tensor_applies(const TensorEntry& e, const ModelConfig& c) {
+bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer) {
   switch (e.presence) {
     case TensorPresence::required:
     case TensorPresence::optional: return true;
@@ -43,15 +47,17 @@ bool tensor_applies(const TensorEntry& e, const ModelConfig& c) {
     case TensorPresence::if_qk_norm: return c.qk_norm;
     case TensorPresence::if_pre_norms: return c.norm_placement == NormPlacement::pre;
     case TensorPresence::if_sandwich_norms: return c.norm_placement == NormPlacement::sandwich;
+    case TensorPresence::if_own_values: return layer >= c.layer_configs.size() || !c.layer(layer).values_are_keys;
+    case TensorPresence::if_layer_scalar: return c.layer_scalar;
   }
   return false;
 }
 
 void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&, size_t layer, const Matrix&)>& fn) {
   for (const TensorEntry& e : kTensorEntries) {
-    if (!tensor_applies(e, m.config)) continue;
     if (e.model_member == &Model::classifier && m.classifier.data == m.embed.data) continue;
     for (size_t l = 0; l < (is_per_layer(e) ? m.layers.size() : 1); ++l) {
+      if (!tensor_applies(e, m.config, l)) continue;
       const Matrix& matrix = is_per_layer(e) ? m.layers[l].*e.layer_member : m.*e.model_member;
       if (matrix.data) fn(e, l, matrix);
     }
@@ -63,9 +69,9 @@ Status assemble_model(Model& m, CheckpointFormat format, const std::string& sour
   const ModelConfig& c = m.config;
   m.layers.assign(c.layers, LayerWeights{});
   for (const TensorEntry& e : kTensorEntries) {
-    if (!tensor_applies(e, c)) continue;
-    const std::vector<size_t> shape = tensor_shape(e, c);
     for (size_t l = 0; l < (is_per_layer(e) ? c.layers : 1); ++l) {
+      if (!tensor_applies(e, c, l)) continue;
+      const std::vector<size_t> shape = tensor_shape(e, c, l);
       const std::string name = tensor_name(e, format, l);
       if (name.empty()) continue;
       const auto found = find(name);

@@ -15,8 +15,9 @@ namespace larql {
 
 enum class CheckpointFormat { hf, gguf };
 
-enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_head_dim,
-                         ffn_by_hidden, hidden_by_ffn };
+// Per-layer shapes follow that layer's LayerConfig (head size, KV heads).
+enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_max_head_dim,
+                         ffn_by_hidden, hidden_by_ffn, one };
 
 enum class TensorPresence {
   required,
@@ -24,6 +25,8 @@ enum class TensorPresence {
   if_qk_norm,
   if_pre_norms,       // NormPlacement::pre only
   if_sandwich_norms,  // NormPlacement::sandwich only
+  if_own_values,      // layers whose values are not their keys (no v_proj on Gemma 4's K=V layers)
+  if_layer_scalar,    // Gemma 4
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
 };
 
@@ -40,11 +43,11 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"model.embed_tokens.weight", "token_embd.weight", &Model::embed, nullptr, TensorShape::vocab_by_hidden, TensorPresence::required},
     {"model.norm.weight", "output_norm.weight", &Model::final_norm, nullptr, TensorShape::hidden, TensorPresence::required},
     {"lm_head.weight", "output.weight", &Model::classifier, nullptr, TensorShape::vocab_by_hidden, TensorPresence::optional},
-    {"", "rope_freqs.weight", &Model::rope_freqs, nullptr, TensorShape::half_head_dim, TensorPresence::optional},
+    {"", "rope_freqs.weight", &Model::rope_freqs, nullptr, TensorShape::half_max_head_dim, TensorPresence::optional},
     {"input_layernorm.weight", "attn_norm.weight", nullptr, &LayerWeights::attn_norm, TensorShape::hidden, TensorPresence::required},
     {"self_attn.q_proj.weight", "attn_q.weight", nullptr, &LayerWeights::wq, TensorShape::q_by_hidden, TensorPresence::required},
     {"self_attn.k_proj.weight", "attn_k.weight", nullptr, &LayerWeights::wk, TensorShape::kv_by_hidden, TensorPresence::required},
-    {"self_attn.v_proj.weight", "attn_v.weight", nullptr, &LayerWeights::wv, TensorShape::kv_by_hidden, TensorPresence::required},
+    {"self_attn.v_proj.weight", "attn_v.weight", nullptr, &LayerWeights::wv, TensorShape::kv_by_hidden, TensorPresence::if_own_values},
     {"self_attn.o_proj.weight", "attn_output.weight", nullptr, &LayerWeights::wo, TensorShape::hidden_by_q, TensorPresence::required},
     {"self_attn.q_proj.bias", "attn_q.bias", nullptr, &LayerWeights::bq, TensorShape::q, TensorPresence::if_attention_bias},
     {"self_attn.k_proj.bias", "attn_k.bias", nullptr, &LayerWeights::bk, TensorShape::kv, TensorPresence::if_attention_bias},
@@ -60,6 +63,7 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"mlp.up_proj.weight", "ffn_up.weight", nullptr, &LayerWeights::up, TensorShape::ffn_by_hidden, TensorPresence::required},
     {"mlp.down_proj.weight", "ffn_down.weight", nullptr, &LayerWeights::down, TensorShape::hidden_by_ffn, TensorPresence::required},
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", nullptr, &LayerWeights::ffn_out_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
+    {"layer_scalar", "layer_output_scale.weight", nullptr, &LayerWeights::output_scale, TensorShape::one, TensorPresence::if_layer_scalar},
 };
 
 inline bool is_per_layer(const TensorEntry& e) { return e.layer_member != nullptr; }
@@ -78,11 +82,12 @@ inline bool is_ffn_weight(const TensorEntry& e) {
 // format has no such tensor.
 std::string tensor_name(const TensorEntry& e, CheckpointFormat format, size_t layer = 0);
 
-// Row-major shape: {rows, cols} for a matrix, {n} for a vector.
-std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c);
+// Row-major shape: {rows, cols} for a matrix, {n} for a vector; per-layer tensors at `layer`.
+std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c, size_t layer = 0);
 
-// Whether a model with config `c` has this tensor at all (optional ones may still be absent).
-bool tensor_applies(const TensorEntry& e, const ModelConfig& c);
+// Whether a model with config `c` has this tensor (at `layer`) at all; optional ones may
+// still be absent.
+bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer = 0);
 
 // Calls fn for every tensor m holds, in table order (a tied classifier is skipped), each
 // once, under the table row that applies to m's configuration.

@@ -1,8 +1,9 @@
-// Gemma 2 and Gemma 3 against a PyTorch reference that follows transformers' modeling code
+// Gemma 2, Gemma 3 and Gemma 4 (dense) against a PyTorch reference that follows transformers' modeling code
 // (tools/gemma_reference.py), on tiny f32 checkpoints committed with its outputs: logits at
 // every position of a sequence longer than the sliding window, prefill and token by token,
 // and greedy ids; from the Hugging Face files and from a GGUF of the same weights written
-// the way llama.cpp's converter writes Gemma (norms + 1, no q/k permutation, no lm_head).
+// the way llama.cpp's converter writes Gemma (Gemma 2/3 norms + 1, no q/k permutation, no
+// lm_head; Gemma 4's per-layer KV heads, head sizes, proportional RoPE as rope_freqs).
 // Also: the other spellings of the config and of the multimodal checkpoint's names, and
 // the embedding scale HF rounds to the checkpoint's dtype.
 #include <gtest/gtest.h>
@@ -80,7 +81,7 @@ TEST_P(Gemma, HuggingFaceCheckpointMatchesThePyTorchReference) {
   auto model = load_model(test::gemma_fixture(GetParam()).string());
   ASSERT_TRUE(model.ok()) << model.error().message;
   EXPECT_EQ(model->config.norm_placement, NormPlacement::sandwich);
-  EXPECT_EQ(model->config.norm_weight_offset, 1.0f);
+  EXPECT_EQ(model->config.norm_weight_offset, GetParam() == "gemma4" ? 0.0f : 1.0f) << "Gemma 4 stores norm weights as used";
   EXPECT_EQ(model->classifier.data, model->embed.data) << "Gemma ties the classifier to the embedding";
   expect_matches_reference(*model, test::gemma_reference(GetParam()), GetParam() + " HF");
 }
@@ -95,10 +96,10 @@ TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
   auto file = read_gguf(path.string());
   ASSERT_TRUE(file.ok()) << file.error().message;
   EXPECT_EQ(file->tensors.count("output.weight"), 0u) << "tied: no classifier tensor, as llama.cpp's converter writes";
-  // Norms carry the +1 in the file, as converted by llama.cpp; q/k rows are not permuted.
+  // Gemma 2/3 norms carry the +1 in the file, as converted by llama.cpp; q/k rows are not permuted.
   const GgufTensor& norm = file->tensors.at("blk.0.attn_norm.weight");
   const float* stored = reinterpret_cast<const float*>(norm.data);
-  EXPECT_EQ(stored[3], 1.0f + load_as_f32(hf->layers[0].attn_norm.dtype, hf->layers[0].attn_norm.data, 3));
+  EXPECT_EQ(stored[3], hf->config.norm_weight_offset + load_as_f32(hf->layers[0].attn_norm.dtype, hf->layers[0].attn_norm.data, 3));
   EXPECT_EQ(0, std::memcmp(file->tensors.at("blk.0.attn_q.weight").data, hf->layers[0].wq.data, hf->layers[0].wq.bytes()));
 
   auto gguf = load_model(path.string());
@@ -111,11 +112,34 @@ TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
     EXPECT_EQ(gguf->config.layer_configs[l].window, hf->config.layer_configs[l].window) << l;
     EXPECT_EQ(gguf->config.layer_configs[l].rope.theta, hf->config.layer_configs[l].rope.theta) << l;
     EXPECT_EQ(gguf->config.layer_configs[l].rope.linear_factor, hf->config.layer_configs[l].rope.linear_factor) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].head_dim, hf->config.layer_configs[l].head_dim) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].kv_heads, hf->config.layer_configs[l].kv_heads) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].values_are_keys, hf->config.layer_configs[l].values_are_keys) << l;
+    EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_v.weight"), hf->config.layer_configs[l].values_are_keys ? 0u : 1u) << l;
   }
   expect_matches_reference(*gguf, test::gemma_reference(GetParam()), GetParam() + " GGUF");
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Gemma, ::testing::Values("gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Families, Gemma, ::testing::Values("gemma2", "gemma3", "gemma4"));
+
+TEST(Gemma4, FullLayersHaveTheirOwnHeadsValuesAndProportionalRope) {
+  auto model = load_model(test::gemma_fixture("gemma4").string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = model->config;
+  EXPECT_EQ(c.score_scale(), 1.0f);
+  EXPECT_TRUE(c.value_norm && c.layer_scalar);
+  for (size_t l = 0; l < c.layers; ++l) {
+    const LayerConfig& lc = c.layer(l);
+    const bool full = l == 5 || l == 7;  // the period's last, and the model's last (always full)
+    EXPECT_EQ(lc.attention, full ? AttentionKind::full : AttentionKind::sliding) << l;
+    EXPECT_EQ(lc.head_dim, full ? 32u : 16u) << l;
+    EXPECT_EQ(lc.kv_heads, full ? 1u : 2u) << l;
+    EXPECT_EQ(lc.values_are_keys, full) << l;
+    EXPECT_EQ(model->layers[l].wv.data == nullptr, full) << "no v_proj on K=V layers";
+    EXPECT_EQ(lc.rope.rotated_pairs, full ? 4u : 0u) << "partial_rotary_factor 0.25 of 16 pairs";
+    EXPECT_EQ(lc.rope.theta, full ? 1e6f : 1e4f) << l;
+  }
+}
 
 // A checkpoint in memory to rewrite under other names and config spellings.
 struct Rewritten {
@@ -170,7 +194,9 @@ TEST(GemmaMultimodal, Gemma3ForConditionalGenerationRunsItsTextModelUnderEitherP
   fs::remove_all(dir_);
 }
 
-TEST_P(Gemma, OlderAndNewerConfigSpellingsGiveTheSameModel) {
+class GemmaSpelling : public Gemma {};
+
+TEST_P(GemmaSpelling, OlderAndNewerConfigSpellingsGiveTheSameModel) {
   Rewritten r = read_fixture(GetParam(), "model.");
   json& c = r.config;
   const json layer_types = c["layer_types"];
@@ -200,6 +226,8 @@ TEST_P(Gemma, OlderAndNewerConfigSpellingsGiveTheSameModel) {
   test::expect_logits_match(test::gemma_reference(GetParam()).logits,
                             all_logits(*respelled, test::gemma_reference(GetParam()).tokens, true), "respelled");
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, GemmaSpelling, ::testing::Values("gemma2", "gemma3"));  // Gemma 4 has one spelling
 
 TEST(GemmaEmbedding, HuggingFaceRoundsTheScaleToTheCheckpointDtypeAndGgufDoesNot) {
   // √1152 = 33.941…: bf16 keeps 34, f16 33.94 (as HF's embed_scale.to(dtype)); GGUF: exact.

@@ -45,7 +45,7 @@ inline void write_hf_checkpoint(const Model& m, const std::filesystem::path& dir
     const std::vector<float> values = e.layer_member == &LayerWeights::wq   ? permute_for_half_rope(w, c.heads, c.head_dim)
                                       : e.layer_member == &LayerWeights::wk ? permute_for_half_rope(w, c.kv_heads, c.head_dim)
                                                                             : read_matrix(w);
-    add(tensor_name(e, CheckpointFormat::hf, layer), tensor_shape(e, c), values);
+    add(tensor_name(e, CheckpointFormat::hf, layer), tensor_shape(e, c, layer), values);
   });
   auto s = write_safetensors((dir / "model.safetensors").string(), t);
   if (!s) throw std::runtime_error(s.error().message);
