@@ -164,13 +164,15 @@ void write(const Rewritten& r, const fs::path& dir) {
   ASSERT_TRUE(write_safetensors((dir / "model.safetensors").string(), r.tensors).ok());
 }
 
-TEST(GemmaMultimodal, Gemma3ForConditionalGenerationRunsItsTextModelUnderEitherPrefix) {
-  const fs::path dir_ = fs::temp_directory_path() / ("larql_gemma_multimodal_" + std::to_string(::getpid()));
+class GemmaMultimodal : public Gemma {};
+
+TEST_P(GemmaMultimodal, ForConditionalGenerationRunsItsTextModelUnderEitherPrefix) {
+  const std::string family = GetParam();
   for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
-    Rewritten r = read_fixture("gemma3", prefix);
+    Rewritten r = read_fixture(family, prefix);
     r.config.erase("model_type");
-    r.config = json{{"model_type", "gemma3"}, {"architectures", {"Gemma3ForConditionalGeneration"}}, {"text_config", r.config},
-                    {"vision_config", {{"hidden_size", 8}}}};
+    const std::string arch = family == "gemma3" ? "Gemma3ForConditionalGeneration" : "Gemma4ForConditionalGeneration";
+    r.config = json{{"model_type", family}, {"architectures", {arch}}, {"text_config", r.config}, {"vision_config", {{"hidden_size", 8}}}};
     r.tensors.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", DType::f32, {8, 8},
                          std::vector<uint8_t>(8 * 8 * 4)});
     // Multimodal embeddings carry padding rows past the tokenizer's vocabulary.
@@ -186,12 +188,28 @@ TEST(GemmaMultimodal, Gemma3ForConditionalGenerationRunsItsTextModelUnderEitherP
     EXPECT_EQ(model->config.vocab, 256u + 64u) << "the vocabulary is the embedding's row count";
     ASSERT_EQ(model->notes.size(), 1u);
     EXPECT_NE(model->notes[0].find("skipped 1 tensors outside the text model"), std::string::npos) << model->notes[0];
-    test::GemmaReference ref = test::gemma_reference("gemma3");
+    test::GemmaReference ref = test::gemma_reference(family);
     for (auto& row : ref.logits) row.resize(row.size() + 64, 0.0f);  // zero rows: logit 0 on the padding ids
     const auto got = all_logits(*model, ref.tokens, true);
     test::expect_logits_match(ref.logits, got, prefix);
   }
-  fs::remove_all(dir_);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GemmaMultimodal, ::testing::Values("gemma3", "gemma4"));  // Gemma 2 has none
+
+TEST(Gemma4, TheEModelsAndTheMixtureOfExpertsAreRefusedNamingWhatIsMissing) {
+  const fs::path dir = fs::temp_directory_path() / ("larql_gemma4_refused_" + std::to_string(::getpid()));
+  for (auto [key, value] : {std::pair{"hidden_size_per_layer_input", json(256)}, {"num_kv_shared_layers", json(2)},
+                            {"enable_moe_block", json(true)}}) {
+    Rewritten r = read_fixture("gemma4", "model.");
+    r.config[key] = value;
+    write(r, dir);
+    auto model = load_model(dir.string());
+    ASSERT_FALSE(model.ok()) << key;
+    EXPECT_NE(model.error().message.find(key), std::string::npos) << model.error().message;
+    EXPECT_NE(model.error().message.find("not supported yet"), std::string::npos) << model.error().message;
+  }
+  fs::remove_all(dir);
 }
 
 class GemmaSpelling : public Gemma {};
