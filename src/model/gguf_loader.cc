@@ -268,7 +268,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
     if (doc.is_discarded() || !doc.is_object())
       return make_error(ErrorCode::invalid_argument, *options.tokenizer_json + " is not a JSON object");
-    auto tok = gguf_tokenizer_metadata(doc, *options.tokenizer_json);
+    auto tok = gguf_tokenizer_metadata(doc, *options.tokenizer_json, family->gemma4_attention);
     if (!tok) return tok.error();
     meta = std::move(*tok);
   }

@@ -88,9 +88,10 @@ json merges_from_scores(const std::vector<std::string>& tokens, const std::vecto
 Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& source) {
   const GgufValue* model = f.find("tokenizer.ggml.model");
   if (!model || model->type != GgufValueType::string) return bad(source, "tokenizer.ggml.model is missing: the file has no tokenizer");
-  const bool spm = model->text == "llama";
-  if (!spm && model->text != "gpt2")
-    return bad(source, "tokenizer model '" + model->text + "' is not supported; expected gpt2 (byte-level BPE) or llama (SentencePiece)");
+  const bool spm = model->text == "llama", gemma4 = model->text == "gemma4";
+  if (!spm && !gemma4 && model->text != "gpt2")
+    return bad(source, "tokenizer model '" + model->text +
+                           "' is not supported; expected gpt2 (byte-level BPE), llama (SentencePiece) or gemma4");
   const GgufValue* tokens_value = f.find("tokenizer.ggml.tokens");
   if (!tokens_value || tokens_value->element != GgufValueType::string || tokens_value->strings.empty())
     return bad(source, "tokenizer.ggml.tokens must be a non-empty array of strings");
@@ -106,7 +107,8 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
   };
   const int bos = token_id_key("tokenizer.ggml.bos_token_id"), eos = token_id_key("tokenizer.ggml.eos_token_id");
   const int unk = token_id_key("tokenizer.ggml.unknown_token_id");
-  const bool add_bos = f.integer_or("tokenizer.ggml.add_bos_token", spm) != 0 && bos >= 0;
+  // llama.cpp always adds BOS for gemma4, whatever the file says.
+  const bool add_bos = (gemma4 || f.integer_or("tokenizer.ggml.add_bos_token", spm) != 0) && bos >= 0;
   const bool add_eos = f.integer_or("tokenizer.ggml.add_eos_token", false) != 0 && eos >= 0;
 
   json vocab = json::object(), added = json::array();
@@ -144,6 +146,22 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
     return doc;
   }
 
+  if (gemma4) {
+    // llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4: spaces become ▁ (no prefix), the text splits
+    // only into runs of newlines and runs of the rest, merges by rank over whole UTF-8
+    // characters (no byte-level alphabet), bytes of unknown characters as <0xXX>.
+    const GgufValue* merges = f.find("tokenizer.ggml.merges");
+    if (!merges || merges->element != GgufValueType::string) return bad(source, "tokenizer.ggml.merges must be an array of strings");
+    doc["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMetaspace}};
+    doc["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "[^\\n]+|[\\n]+"}}}, {"behavior", "Isolated"}, {"invert", false}};
+    doc["decoder"] = {{"type", "Sequence"},
+                      {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", kMetaspace}}}, {"content", " "}},
+                                                {{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
+    doc["model"] = {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true},
+                    {"unk_token", unk >= 0 ? json(tokens[size_t(unk)]) : json()}, {"vocab", vocab}, {"merges", merges->strings}};
+    return doc;
+  }
+
   const GgufValue* pre_value = f.find("tokenizer.ggml.pre");
   const std::string pre_name = pre_value && pre_value->type == GgufValueType::string ? pre_value->text : "default";
   const PreTokenizer* pre = find_pre(pre_name);
@@ -176,7 +194,7 @@ Result<std::unique_ptr<Tokenizer>> load_gguf_tokenizer(const GgufFile& file, con
   return std::unique_ptr<Tokenizer>(std::move(*tok));
 }
 
-Result<std::map<std::string, GgufValue>> gguf_tokenizer_metadata(const json& j, const std::string& source) {
+Result<std::map<std::string, GgufValue>> gguf_tokenizer_metadata(const json& j, const std::string& source, bool gemma4) {
   const json model = j.value("model", json::object());
   if (model.value("type", std::string("BPE")) != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
     return bad(source, "only BPE tokenizer.json files (byte-level or SentencePiece-style) can go into a GGUF file");
@@ -202,7 +220,8 @@ Result<std::map<std::string, GgufValue>> gguf_tokenizer_metadata(const json& j, 
     types.push_back(type);
   }
   std::map<std::string, GgufValue> meta;
-  meta["tokenizer.ggml.model"] = GgufValue::of_string(spm ? "llama" : "gpt2");
+  if (gemma4 && !spm) return bad(source, "a Gemma 4 tokenizer is SentencePiece-style BPE (byte fallback, ▁ for spaces)");
+  meta["tokenizer.ggml.model"] = GgufValue::of_string(gemma4 ? "gemma4" : spm ? "llama" : "gpt2");
   meta["tokenizer.ggml.token_type"] = GgufValue::of_array(GgufValueType::i32, types);
 
   std::vector<std::string> merges;
@@ -212,7 +231,11 @@ Result<std::map<std::string, GgufValue>> gguf_tokenizer_metadata(const json& j, 
       merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
     else return bad(source, "a merge is neither \"a b\" nor [\"a\", \"b\"]");
   }
-  if (spm) {
+  if (gemma4) {
+    // llama.cpp's converter keeps Gemma 4's merges (no scores to derive them from).
+    meta["tokenizer.ggml.merges"] = GgufValue::of_strings(merges);
+    meta["tokenizer.ggml.add_space_prefix"] = GgufValue::of(GgufValueType::boolean, false);
+  } else if (spm) {
     // SentencePiece merges by the merged piece's score: the earlier its first merge, the higher.
     std::vector<double> scores(tokens.size(), -1e9);
     for (size_t rank = 0; rank < merges.size(); ++rank) {

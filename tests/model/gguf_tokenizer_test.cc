@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,6 +57,52 @@ TEST_P(GgufTokenizer, SameIdsAsTheTokenizerJsonItCameFrom) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufTokenizer, ::testing::Values("llama2", "llama3", "qwen3", "demo"));
+
+// Gemma 4's GGUF tokenizer model, on a vocabulary small enough to work out by hand: spaces
+// become ▁, the text splits only between runs of newlines and the rest (so the merge
+// "o \n", ranked first, never applies), merges by rank over whole characters, unknown
+// characters as their bytes, BOS always, even when the file says otherwise.
+TEST(GgufTokenizerGemma4, SplitsOnlyAtNewlineRunsAndMergesByRank) {
+  std::vector<std::string> tokens{"<pad>", "<eos>", "<bos>"};
+  std::vector<double> types{3, 3, 3};  // control
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    tokens.push_back(hex);
+    types.push_back(6);  // byte
+  }
+  const std::string sp = "\xE2\x96\x81";
+  for (const std::string& t : std::vector<std::string>{sp, "h", "e", "l", "o", "w", "r", "d", "\n", "he", "ll", "hell", "hello", sp + "w", "or", sp + "wor",
+                              sp + "worl", sp + "world", "\n\n", "o\n"}) {
+    tokens.push_back(t);
+    types.push_back(1);
+  }
+  auto id = [&](const std::string& t) { return int(std::find(tokens.begin(), tokens.end(), t) - tokens.begin()); };
+  const std::vector<std::string> merges{"o \n", "h e", "l l", "he ll", "hell o", sp + " w", "o r", sp + "w or", sp + "wor l",
+                                        sp + "worl d", "\n \n"};
+  std::map<std::string, GgufValue> meta{{"tokenizer.ggml.model", GgufValue::of_string("gemma4")},
+                                        {"tokenizer.ggml.tokens", GgufValue::of_strings(tokens)},
+                                        {"tokenizer.ggml.token_type", GgufValue::of_array(GgufValueType::i32, types)},
+                                        {"tokenizer.ggml.merges", GgufValue::of_strings(merges)},
+                                        {"tokenizer.ggml.bos_token_id", GgufValue::of(GgufValueType::u32, 2)},
+                                        {"tokenizer.ggml.eos_token_id", GgufValue::of(GgufValueType::u32, 1)},
+                                        {"tokenizer.ggml.add_bos_token", GgufValue::of(GgufValueType::boolean, 0)}};
+  const fs::path path = fs::temp_directory_path() / ("larql_gguf_tok_gemma4_" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_TRUE(write_gguf(path.string(), meta, {}).ok());
+  auto file = read_gguf(path.string());
+  fs::remove(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto tok = load_gguf_tokenizer(*file, path.string());
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+
+  EXPECT_EQ((*tok)->encode("hello world\n\nhello"),
+            (std::vector<int>{2, id("hello"), id(sp + "world"), id("\n\n"), id("hello")}));
+  EXPECT_EQ((*tok)->encode("hello\nw"), (std::vector<int>{2, id("hello"), id("\n"), id("w")})) << "no merge across the split";
+  EXPECT_EQ((*tok)->encode("h\xC3\xA9"), (std::vector<int>{2, id("h"), id("<0xC3>"), id("<0xA9>")})) << "byte fallback";
+  const std::string text = "hello world\n\nh\xC3\xA9";
+  const auto ids = (*tok)->encode(text);
+  EXPECT_EQ((*tok)->decode(std::span<const int>(ids).subspan(1)), text);
+}
 
 }  // namespace
 }  // namespace larql
