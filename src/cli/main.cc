@@ -2,6 +2,7 @@
 // the work lives in the libraries.
 #include <CLI/CLI.hpp>
 
+#include "cli/api_command.h"
 #include "cli/bench_command.h"
 #include "cli/demo_command.h"
 #include "cli/router_command.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   larql::cli::add_run_command(app);
   larql::cli::add_serve_command(app);
+  larql::cli::add_api_command(app);
   larql::cli::add_router_command(app);
   larql::cli::add_bench_command(app);
   larql::cli::add_demo_command(app);

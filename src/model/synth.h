@@ -31,7 +31,7 @@ struct SynthSpec {
   size_t sliding_window = 0;
   // Gemma: soft caps on attention scores and on logits; unset: the family's (Gemma 2:
   // 50 and 30; Gemma 3: none; Gemma 4: none and 30). 0 writes none.
-  std::optional<float> attention_softcap, final_softcap;
+  std::optional<float> attention_softcap = {}, final_softcap = {};
   size_t vocab = 512;
   size_t context = 2048;
   DType dtype = DType::bf16;

@@ -21,7 +21,7 @@ std::optional<HttpReply> Dispatcher::refuse_before_body(const http::request_head
   const std::string_view path = path_of(view(head.target()));
   const bool open = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.path == path && !r.needs_api_key; });
   if (open || bearer_key_matches(view(head[http::field::authorization]), *options_.api_key)) return std::nullopt;
-  return error_reply(make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
+  return error_for(options_, make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
 }
 
 HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::function<bool()> client_gone) const {
@@ -31,7 +31,7 @@ HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::f
     int64_t ms = -1;
     const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), ms);
     if (ec != std::errc() || end != d.data() + d.size() || ms < 0)
-      return error_reply(make_error(ErrorCode::bad_request, std::string(kDeadlineHeader) + " is '" + std::string(d) +
+      return error_for(options_, make_error(ErrorCode::bad_request, std::string(kDeadlineHeader) + " is '" + std::string(d) +
                                                                 "'; expected the milliseconds the caller will still wait"));
     deadline = arrived + std::chrono::milliseconds(ms);
   }
@@ -46,12 +46,12 @@ HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::f
       return r.handler({method, path, view(req[http::field::content_type]), view(req[http::field::accept]),
                         view(req[http::field::authorization]), req.body(), std::move(client_gone), deadline});
     } catch (const std::exception& e) {
-      return error_reply(make_error(ErrorCode::internal, e.what()));
+      return error_for(options_, make_error(ErrorCode::internal, e.what()));
     }
   }
   if (path_known)
-    return error_reply(make_error(ErrorCode::method_not_allowed, std::string(method) + " is not allowed on " + std::string(path)));
-  return error_reply(make_error(ErrorCode::not_found, "no such path: " + std::string(path)));
+    return error_for(options_, make_error(ErrorCode::method_not_allowed, std::string(method) + " is not allowed on " + std::string(path)));
+  return error_for(options_, make_error(ErrorCode::not_found, "no such path: " + std::string(path)));
 }
 
 bool bearer_key_matches(std::string_view authorization, const std::string& key) {

@@ -3,8 +3,10 @@
 // always written with invalid UTF-8 replaced (nlohmann's dump() would throw on it).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,12 +14,18 @@
 
 namespace larql {
 
+// Writes one piece of a streamed body; false once the client is gone (then stop).
+using StreamSend = std::function<bool(std::string_view)>;
+
 struct HttpReply {
   int status = 200;
   std::string content_type;
   std::string body;
   int retry_after_s = 0;         // > 0: a Retry-After header with these seconds (503)
   std::vector<std::pair<std::string, std::string>> headers = {};  // extra response headers
+  // Set for a streamed body (Server-Sent Events): the headers go out at once, then each
+  // piece `stream` sends as an HTTP/1.1 chunk; `body` is ignored.
+  std::function<void(const StreamSend& send)> stream = {};
 };
 
 // The header a caller states its deadline in: the milliseconds it will still wait (PROTOCOL §9).

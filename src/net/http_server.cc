@@ -121,8 +121,30 @@ class ConnectionSet {
   bool stopping_ = false;
 };
 
+// A streamed reply: the head with chunked transfer encoding, then each piece the route
+// sends as one chunk, then the last chunk. The route learns of a gone client from send.
+template <class Stream>
+void write_streamed_reply(Stream& stream, HttpReply reply, unsigned version, bool keep_alive, boost::system::error_code& ec) {
+  http::response<http::empty_body> res;
+  res.version(version);
+  res.result(unsigned(reply.status));
+  if (!reply.content_type.empty()) res.set(http::field::content_type, reply.content_type);
+  for (const auto& [name, value] : reply.headers) res.set(name, value);
+  res.keep_alive(keep_alive);
+  res.chunked(true);
+  http::response_serializer<http::empty_body> head(res);
+  http::write_header(stream, head, ec);
+  if (ec) return;
+  reply.stream([&](std::string_view piece) {
+    if (!ec && !piece.empty()) asio::write(stream, http::make_chunk(asio::const_buffer(piece.data(), piece.size())), ec);
+    return !ec;
+  });
+  if (!ec) asio::write(stream, http::make_chunk_last(), ec);
+}
+
 template <class Stream>
 void write_reply(Stream& stream, HttpReply reply, unsigned version, bool keep_alive, boost::system::error_code& ec) {
+  if (reply.stream) return write_streamed_reply(stream, std::move(reply), version, keep_alive, ec);
   http::response<http::string_body> res;
   res.version(version);
   res.result(unsigned(reply.status));
@@ -154,19 +176,19 @@ void answer_and_close(Stream& stream, TimedSocket& socket, HttpReply reply, uint
   }
 }
 
-HttpReply late_request(const char* part, int limit_ms) {
-  HttpReply reply = error_reply(make_error(ErrorCode::bad_request, std::string("the request ") + part + " did not arrive in time (" +
+HttpReply late_request(const HttpServerOptions& o, const char* part, int limit_ms) {
+  HttpReply reply = error_for(o, make_error(ErrorCode::bad_request, std::string("the request ") + part + " did not arrive in time (" +
                                                                         std::to_string(limit_ms) + " ms allowed)"));
   reply.status = 408;
   return reply;
 }
 
-HttpReply shutting_down() {
-  return error_reply(make_error(ErrorCode::overloaded, "the server is shutting down; send the request elsewhere"));
+HttpReply shutting_down(const HttpServerOptions& o) {
+  return error_for(o, make_error(ErrorCode::overloaded, "the server is shutting down; send the request elsewhere"));
 }
 
-HttpReply body_too_large(size_t limit) {
-  return error_reply(make_error(ErrorCode::body_too_large, "body above the limit of " + std::to_string(limit) + " bytes"));
+HttpReply body_too_large(const HttpServerOptions& o, size_t limit) {
+  return error_for(o, make_error(ErrorCode::body_too_large, "body above the limit of " + std::to_string(limit) + " bytes"));
 }
 
 // Whether a read failed because the client went away (or was evicted): nothing to answer.
@@ -212,15 +234,15 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
     http::read_header(stream, buffer, parser, ec);
     std::optional<HttpReply> refusal;
     if (ec == http::error::body_limit)
-      refusal = body_too_large(o.max_body_bytes);
+      refusal = body_too_large(o, o.max_body_bytes);
     else if (ec == asio::error::timed_out)
-      refusal = late_request("head", o.head_timeout_ms);
+      refusal = late_request(o, "head", o.head_timeout_ms);
     else if (cx.stopping && ec)
-      refusal = shutting_down();  // woken mid-head by the stop: say so, so that the client can go elsewhere
+      refusal = shutting_down(o);  // woken mid-head by the stop: say so, so that the client can go elsewhere
     else if (client_left(ec))
       return;  // mid-head, or evicted
     else if (ec)
-      refusal = error_reply(make_error(ErrorCode::bad_request, "malformed HTTP request head: " + ec.message()));
+      refusal = error_for(o, make_error(ErrorCode::bad_request, "malformed HTTP request head: " + ec.message()));
     else
       refusal = cx.dispatcher.refuse_before_body(parser.get());
     if (refusal) {
@@ -237,16 +259,16 @@ void serve_connection(Stream& stream, TimedSocket& socket, uint64_t id, const Se
     }
     socket.clear_read_deadline();
     if (ec && cx.stopping) {  // woken mid-body by the stop: 503, which a router retries elsewhere
-      answer_and_close(stream, socket, shutting_down(), drain_limit);
+      answer_and_close(stream, socket, shutting_down(o), drain_limit);
       return;
     }
     if (client_left(ec)) return;
     if (ec) {
       answer_and_close(stream, socket,
-                       ec == http::error::body_limit ? body_too_large(o.max_body_bytes)
+                       ec == http::error::body_limit ? body_too_large(o, o.max_body_bytes)
                        : ec == asio::error::timed_out
-                           ? late_request("body", o.head_timeout_ms)
-                           : error_reply(make_error(ErrorCode::bad_request, "malformed HTTP request body: " + ec.message())),
+                           ? late_request(o, "body", o.head_timeout_ms)
+                           : error_for(o, make_error(ErrorCode::bad_request, "malformed HTTP request body: " + ec.message())),
                        drain_limit);
       return;
     }
@@ -357,7 +379,7 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
     if (id == 0) {
       boost::system::error_code ignored;
       write_reply(*conn,
-                  error_reply(make_error(ErrorCode::overloaded, "server busy: more than " +
+                  error_for(o, make_error(ErrorCode::overloaded, "server busy: more than " +
                                                                     std::to_string(o.max_connections) + " connections")),
                   11, false, ignored);
       continue;

@@ -38,7 +38,15 @@ struct HttpServerOptions {
   int shutdown_timeout_ms = 10000;  // after SIGINT/SIGTERM, requests in flight get this long, then are cut off
   std::function<void(int port)> on_listening;  // called once bound, with the real port
   size_t max_body_bytes = 64u << 20;
+  // The body of every error the server itself answers (404, 413, 401, malformed HTTP…);
+  // empty: PROTOCOL §7's. The OpenAI-compatible server answers in OpenAI's shape.
+  std::function<HttpReply(const Error&)> render_error;
 };
+
+// An error reply in the server's shape (options.render_error, else PROTOCOL §7).
+inline HttpReply error_for(const HttpServerOptions& options, const Error& e) {
+  return options.render_error ? options.render_error(e) : error_reply(e);
+}
 
 // One request as a route sees it. The views are valid during the handler call.
 struct HttpRequest {

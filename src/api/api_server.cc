@@ -1,0 +1,257 @@
+#include "api/api_server.h"
+
+#include <chrono>
+#include <ctime>
+#include <random>
+#include <sstream>
+
+#include "api/stop_strings.h"
+#include "infer/generate.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string sse(const json& event) { return "data: " + json_text(event) + "\n\n"; }
+
+json error_json(const OpenAiError& e) {
+  return {{"error",
+           {{"message", e.message},
+            {"type", e.type},
+            {"param", e.param.empty() ? json() : json(e.param)},
+            {"code", e.code.empty() ? json() : json(e.code)}}}};
+}
+
+}  // namespace
+
+HttpReply openai_error_reply(const OpenAiError& e) {
+  HttpReply reply{e.status, "application/json", json_text(error_json(e))};
+  if (e.status == 429 || e.status == 503) reply.retry_after_s = 1;
+  return reply;
+}
+
+HttpReply openai_error_for(const Error& e) {
+  const int status = http_status(e.code);
+  const std::string type = status == 401 ? "authentication_error" : status >= 500 ? "server_error" : "invalid_request_error";
+  return openai_error_reply({status, e.message, type, "", std::string(error_code_name(e.code))});
+}
+
+struct ApiServer::Prepared {
+  CompletionRequest request;
+  std::vector<int> prompt;
+  size_t max_tokens = 0;
+};
+
+ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend& ffn, ThreadPool& pool, ApiOptions options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      transformer_(model, ffn, pool),
+      options_(std::move(options)),
+      queue_(options_.max_queue),
+      created_(int64_t(std::time(nullptr))) {
+  options_.ctx = std::min(options_.ctx, model.config.context);
+  if (options_.chat_format && tokenizer_) {
+    const std::string_view end = chat_format_info(*options_.chat_format).end_of_turn;
+    for (size_t id = 0; id < tokenizer_->vocab_size(); ++id)
+      if (tokenizer_->piece(int(id)) == end) end_of_turn_.push_back(int(id));
+  }
+}
+
+std::vector<Route> ApiServer::routes() {
+  auto counted = [this](const char* endpoint, HttpReply reply) {
+    std::lock_guard lock(metrics_mutex_);
+    ++requests_[std::string(endpoint) + "\",status=\"" + std::to_string(reply.status)];
+    return reply;
+  };
+  return {
+      {"GET", "/v1/models", [this, counted](const HttpRequest&) { return counted("/v1/models", json_reply(models())); }},
+      {"POST", "/v1/completions", [this, counted](const HttpRequest& r) { return counted("/v1/completions", complete(r, false)); }},
+      {"POST", "/v1/chat/completions",
+       [this, counted](const HttpRequest& r) { return counted("/v1/chat/completions", complete(r, true)); }},
+      {"GET", "/health", [](const HttpRequest&) { return json_reply({{"status", "ok"}}); }, false},
+      {"GET", "/metrics", [this](const HttpRequest&) { return HttpReply{200, "text/plain; version=0.0.4", metrics()}; }},
+  };
+}
+
+json ApiServer::models() const {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", options_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "larql"}}})}};
+}
+
+std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const CompletionRequest& r) const {
+  Prepared p{r, {}, 0};
+  const char* param = r.chat ? "messages" : "prompt";
+  if (r.chat) {
+    if (!options_.chat_format)
+      return OpenAiError{400, "this model has no chat template larql recognises; start larql api with --chat-template NAME "
+                              "(llama3, llama2, chatml, gemma, gemma4), or use /v1/completions", "invalid_request_error",
+                         "messages", "no_chat_template"};
+    auto text = render_chat(*options_.chat_format, r.messages);
+    if (!text) return OpenAiError{400, text.error().message, "invalid_request_error", "messages", ""};
+    p.prompt = tokenizer_->encode(*text);
+  } else if (const auto* text = std::get_if<std::string>(&r.prompt)) {
+    p.prompt = tokenizer_->encode(*text);
+  } else {
+    p.prompt = std::get<std::vector<int>>(r.prompt);
+    for (int id : p.prompt)
+      if (id < 0 || size_t(id) >= model_.config.vocab)
+        return OpenAiError{400, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                    std::to_string(model_.config.vocab - 1) + ")", "invalid_request_error", "prompt", ""};
+  }
+  if (p.prompt.empty()) return OpenAiError{400, "the prompt has no tokens", "invalid_request_error", param, ""};
+  if (p.prompt.size() >= options_.ctx)
+    return OpenAiError{400, "the prompt has " + std::to_string(p.prompt.size()) + " tokens; the context is " +
+                                std::to_string(options_.ctx) + " (--ctx), which leaves no room for a completion",
+                       "invalid_request_error", param, "context_length_exceeded"};
+  const size_t room = options_.ctx - p.prompt.size();
+  // OpenAI's defaults: 16 tokens for completions, up to the context for chat.
+  p.max_tokens = std::min(r.max_tokens.value_or(r.chat ? room : 16), room);
+  return p;
+}
+
+HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
+  const auto arrived = Clock::now();
+  auto parsed = parse_completion_request(request.body, chat);
+  if (auto* e = std::get_if<OpenAiError>(&parsed)) return openai_error_reply(*e);
+  if (!tokenizer_) return openai_error_reply({500, "the server has no tokenizer", "server_error", "", ""});
+  auto prepared = prepare(std::get<CompletionRequest>(parsed));
+  if (auto* e = std::get_if<OpenAiError>(&prepared)) return openai_error_reply(*e);
+  RequestQueue::Refusal refusal;
+  std::shared_ptr<RequestQueue::Turn> turn = queue_.wait_turn(request.client_gone, refusal);
+  if (refusal == RequestQueue::Refusal::full)
+    return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
+                                        "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
+  if (!turn) return openai_error_reply({499, "the client closed the connection while waiting", "invalid_request_error", "", "cancelled"});
+
+  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  const int64_t created = int64_t(std::time(nullptr));
+  Prepared p = std::move(std::get<Prepared>(prepared));
+
+  // One run on the engine. `emit` gets each piece of text as it becomes final and returns
+  // false when the client is gone; the result is the finish reason, or an error.
+  struct Outcome {
+    std::string finish_reason;
+    size_t completion_tokens = 0;
+    std::optional<Error> error;
+  };
+  auto run = [this, p, arrived](const std::function<bool(const std::string&)>& emit) {
+    Outcome out;
+    StopStrings stops(p.request.stop);
+    TextStream text(*tokenizer_, p.prompt.back());
+    const uint64_t seed = p.request.seed.value_or(std::random_device{}());
+    GenerateOptions g{.max_new_tokens = p.max_tokens, .ignore_eos = false,
+                      .sampler = {p.request.temperature, p.request.top_p, seed}, .stop_ids = end_of_turn_};
+    bool gone = false;
+    auto on_token = [&](int token) {
+      if (out.completion_tokens++ == 0) {
+        std::lock_guard lock(metrics_mutex_);
+        first_token_seconds_ += seconds_since(arrived);
+        ++first_token_count_;
+      }
+      const std::string piece = stops.push(text.push(token));
+      if (!piece.empty() && !emit(piece)) gone = true;
+      return !gone && !stops.stopped();
+    };
+    auto result = generate(transformer_, p.prompt, g, on_token);
+    if (!result) {
+      out.error = result.error();
+      return out;
+    }
+    if (!gone && !stops.stopped()) {
+      const std::string rest = stops.push(text.finish()) + stops.finish();
+      if (!rest.empty()) emit(rest);
+    }
+    out.finish_reason = stops.stopped() || result->stop == StopReason::eos ? "stop" : "length";
+    std::lock_guard lock(metrics_mutex_);
+    prompt_tokens_ += p.prompt.size();
+    completion_tokens_ += out.completion_tokens;
+    if (result->generated.size() > 1) {
+      per_token_seconds_ += result->decode_seconds;
+      per_token_count_ += result->generated.size() - 1;
+    }
+    return out;
+  };
+  auto usage = [prompt_tokens = p.prompt.size()](size_t completion) {
+    return json{{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion}};
+  };
+
+  if (!p.request.stream) {
+    std::string text;
+    const Outcome o = run([&](const std::string& piece) {
+      text += piece;
+      return true;
+    });
+    if (o.error) return openai_error_for(*o.error);
+    json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", o.finish_reason}}
+                       : json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", o.finish_reason}};
+    return json_reply({{"id", id},
+                       {"object", chat ? "chat.completion" : "text_completion"},
+                       {"created", created},
+                       {"model", options_.model_id},
+                       {"choices", json::array({choice})},
+                       {"usage", usage(o.completion_tokens)}});
+  }
+
+  // Server-Sent Events: one chunk per piece of text, a last one with the finish reason,
+  // usage if asked for, then [DONE]. The turn is held until the stream ends.
+  HttpReply reply{200, "text/event-stream", ""};
+  reply.headers = {{"Cache-Control", "no-cache"}};
+  reply.stream = [this, run, usage, id, created, chat, turn, include_usage = p.request.include_usage,
+                  client_gone = request.client_gone](const StreamSend& send) {
+    auto chunk = [&](const json& delta_or_text, const json& finish) {
+      json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
+                         : json{{"index", 0}, {"text", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      return json{{"id", id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created},
+                  {"model", options_.model_id},
+                  {"choices", json::array({choice})}};
+    };
+    if (chat && !send(sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return;
+    const Outcome o = run([&](const std::string& piece) {
+      if (client_gone && client_gone()) return false;
+      return send(sse(chunk(chat ? json{{"content", piece}} : json(piece), nullptr)));
+    });
+    if (o.error) {
+      send(sse(error_json({500, o.error->message, "server_error", "", std::string(error_code_name(o.error->code))})));
+      return;
+    }
+    if (o.finish_reason.empty()) return;
+    if (!send(sse(chunk(chat ? json::object() : json(""), o.finish_reason)))) return;
+    if (include_usage) {
+      json last = chunk(json::object(), nullptr);
+      last["choices"] = json::array();
+      last["usage"] = usage(o.completion_tokens);
+      if (!send(sse(last))) return;
+    }
+    send("data: [DONE]\n\n");
+  };
+  return reply;
+}
+
+std::string ApiServer::metrics() const {
+  std::lock_guard lock(metrics_mutex_);
+  std::ostringstream o;
+  o << "# HELP larql_api_requests_total Requests answered, by endpoint and status.\n# TYPE larql_api_requests_total counter\n";
+  for (const auto& [key, n] : requests_) o << "larql_api_requests_total{endpoint=\"" << key << "\"} " << n << "\n";
+  o << "# TYPE larql_api_prompt_tokens_total counter\nlarql_api_prompt_tokens_total " << prompt_tokens_ << "\n";
+  o << "# TYPE larql_api_completion_tokens_total counter\nlarql_api_completion_tokens_total " << completion_tokens_ << "\n";
+  o << "# HELP larql_api_queue_waiting Requests waiting for the engine.\n# TYPE larql_api_queue_waiting gauge\n"
+    << "larql_api_queue_waiting " << queue_.waiting() << "\n";
+  o << "# TYPE larql_api_running gauge\nlarql_api_running " << (queue_.running() ? 1 : 0) << "\n";
+  o << "# HELP larql_api_time_to_first_token_seconds From a request's arrival (queue included) to its first token.\n"
+    << "# TYPE larql_api_time_to_first_token_seconds summary\n"
+    << "larql_api_time_to_first_token_seconds_sum " << first_token_seconds_ << "\n"
+    << "larql_api_time_to_first_token_seconds_count " << first_token_count_ << "\n";
+  o << "# HELP larql_api_time_per_output_token_seconds Decode time per token after the first.\n"
+    << "# TYPE larql_api_time_per_output_token_seconds summary\n"
+    << "larql_api_time_per_output_token_seconds_sum " << per_token_seconds_ << "\n"
+    << "larql_api_time_per_output_token_seconds_count " << per_token_count_ << "\n";
+  return o.str();
+}
+
+}  // namespace larql

@@ -1,0 +1,64 @@
+// `larql api`: the OpenAI-compatible HTTP API over the local engine (its FFN local or on
+// shards). GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed as
+// Server-Sent Events or whole), GET /health, GET /metrics. One sequence runs at a time;
+// the rest wait in a bounded queue (RequestQueue), and 429 when it is full.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/chat_template.h"
+#include "api/openai_request.h"
+#include "api/request_queue.h"
+#include "infer/transformer.h"
+#include "model/tokenizer.h"
+#include "net/http_server.h"
+
+namespace larql {
+
+struct ApiOptions {
+  std::string model_id;               // what /v1/models lists and responses name
+  size_t ctx = 2048;                  // prompt + completion, per sequence
+  size_t max_queue = 64;              // requests waiting beyond the running one
+  std::optional<ChatFormat> chat_format;  // none: chat requests get a 400 naming --chat-template
+};
+
+// The body of an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+HttpReply openai_error_reply(const OpenAiError& e);
+// The HTTP layer's own errors (404, 401, 413, malformed HTTP…) in that shape.
+HttpReply openai_error_for(const Error& e);
+
+class ApiServer {
+ public:
+  ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend& ffn, ThreadPool& pool, ApiOptions options);
+  std::vector<Route> routes();
+
+ private:
+  struct Prepared;  // a checked request, tokenized
+  HttpReply complete(const HttpRequest& request, bool chat);
+  std::variant<Prepared, OpenAiError> prepare(const CompletionRequest& r) const;
+  nlohmann::json models() const;
+  std::string metrics() const;
+
+  const Model& model_;
+  const Tokenizer* tokenizer_;
+  Transformer transformer_;
+  ApiOptions options_;
+  RequestQueue queue_;
+  std::vector<int> end_of_turn_;  // the chat format's end-of-turn token, where the vocabulary has it
+  std::atomic<uint64_t> next_id_{0};
+  const int64_t created_;
+
+  // Metrics (Prometheus text at /metrics).
+  mutable std::mutex metrics_mutex_;
+  std::map<std::string, uint64_t> requests_;  // by endpoint and status
+  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  double first_token_seconds_ = 0, per_token_seconds_ = 0;
+  uint64_t first_token_count_ = 0, per_token_count_ = 0;
+};
+
+}  // namespace larql

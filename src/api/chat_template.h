@@ -1,0 +1,50 @@
+// Chat templates for the families larql loads, rendered in C++ (no Jinja engine is
+// packaged for C++): the model's own template (tokenizer_config.json `chat_template`, or
+// GGUF `tokenizer.chat_template`) is recognised by its distinctive markers, as llama.cpp
+// does, and rendered by hand to the string the real template produces. BOS is left out:
+// the tokenizer adds it, once.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire/errors.h"
+
+namespace larql {
+
+enum class ChatFormat { llama3, llama2, chatml, gemma, gemma4 };
+
+struct ChatFormatInfo {
+  ChatFormat format;
+  std::string_view name;    // for --chat-template and logs
+  std::string_view marker;  // text only this family's template contains
+  std::string_view end_of_turn;  // the token that ends an assistant turn (generation stops there)
+};
+
+// Checked in this order: Gemma 4's "<|turn>" before Gemma's "<start_of_turn>".
+inline constexpr ChatFormatInfo kChatFormats[] = {
+    {ChatFormat::gemma4, "gemma4", "<|turn>", "<turn|>"},
+    {ChatFormat::gemma, "gemma", "<start_of_turn>", "<end_of_turn>"},
+    {ChatFormat::llama3, "llama3", "<|start_header_id|>", "<|eot_id|>"},
+    {ChatFormat::chatml, "chatml", "<|im_start|>", "<|im_end|>"},
+    {ChatFormat::llama2, "llama2", "[INST]", "</s>"},
+};
+
+const ChatFormatInfo& chat_format_info(ChatFormat f);
+std::optional<ChatFormat> find_chat_format(std::string_view name);
+// The format whose marker the template text contains, if any.
+std::optional<ChatFormat> detect_chat_format(std::string_view template_text);
+
+struct ChatMessage {
+  std::string role;  // system, user or assistant
+  std::string content;
+};
+
+// The prompt text for `messages` followed by the assistant's opening (the generation
+// prompt), without BOS. Errors name what a format cannot express (e.g. Gemma 2's
+// template refuses a system message; we fold it into the first user turn, as Gemma 3's does).
+Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
+
+}  // namespace larql

@@ -1,0 +1,101 @@
+#include "api/openai_request.h"
+
+#include <nlohmann/json.hpp>
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+
+OpenAiError bad(const std::string& param, const std::string& message) { return {400, message, "invalid_request_error", param, ""}; }
+
+// A message's content: a string, or OpenAI's array of {"type":"text","text":…} parts.
+std::optional<std::string> content_text(const json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return std::nullopt;
+  std::string out;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part["text"].is_string())
+      return std::nullopt;
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std::string& body, bool chat) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return bad("", "the body is not valid JSON");
+  if (!j.is_object()) return bad("", "the body must be a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+
+  if (chat) {
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
+      return bad("messages", "messages must be a non-empty array");
+    for (size_t i = 0; i < j["messages"].size(); ++i) {
+      const json& m = j["messages"][i];
+      const std::string where = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        return bad(where + ".role", where + " must be an object with a string role");
+      auto text = m.contains("content") ? content_text(m["content"]) : std::nullopt;
+      if (!text) return bad(where + ".content", where + ".content must be a string or an array of text parts");
+      r.messages.push_back({m["role"].get<std::string>(), *text});
+    }
+  } else {
+    if (!j.contains("prompt")) return bad("prompt", "prompt is required");
+    const json& p = j["prompt"];
+    if (p.is_string()) {
+      r.prompt = p.get<std::string>();
+    } else if (p.is_array() && !p.empty() && std::all_of(p.begin(), p.end(), [](const json& x) { return x.is_number_integer(); })) {
+      r.prompt = p.get<std::vector<int>>();
+    } else if (p.is_array() && !p.empty() && p.size() == 1 && p[0].is_string()) {
+      r.prompt = p[0].get<std::string>();
+    } else {
+      return bad("prompt", "prompt must be a string or a non-empty array of token ids (one prompt per request)");
+    }
+  }
+
+  auto number = [&](const char* key, double lo, double hi, auto& out) -> std::optional<OpenAiError> {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    if (!j[key].is_number() || j[key].get<double>() < lo || j[key].get<double>() > hi)
+      return bad(key, std::string(key) + " must be a number from " + json(lo).dump() + " to " + json(hi).dump());
+    out = j[key].get<std::decay_t<decltype(out)>>();
+    return std::nullopt;
+  };
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (j.contains(key) && !j[key].is_null()) {
+      if (!j[key].is_number_unsigned() || j[key].get<size_t>() == 0) return bad(key, std::string(key) + " must be a positive integer");
+      r.max_tokens = j[key].get<size_t>();
+    }
+  if (auto e = number("temperature", 0, 2, r.temperature)) return *e;
+  if (auto e = number("top_p", 0, 1, r.top_p)) return *e;
+  if (r.top_p == 0) return bad("top_p", "top_p must be above 0");
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer()) return bad("seed", "seed must be an integer");
+    r.seed = uint64_t(j["seed"].get<int64_t>());
+  }
+  if (j.contains("n") && !j["n"].is_null() && j["n"] != 1) return bad("n", "n must be 1: larql answers one choice per request");
+  if (j.contains("best_of") && !j["best_of"].is_null() && j["best_of"] != 1) return bad("best_of", "best_of must be 1");
+  for (const char* key : {"logprobs", "top_logprobs", "tools", "functions", "logit_bias", "suffix", "echo"})
+    if (j.contains(key) && !j[key].is_null() && j[key] != false && !(j[key].is_array() && j[key].empty()) &&
+        !(j[key].is_object() && j[key].empty()))
+      return bad(key, std::string(key) + " is not supported by larql");
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& s = j["stop"];
+    if (s.is_string()) r.stop.push_back(s.get<std::string>());
+    else if (s.is_array() && s.size() <= 4 && std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); }))
+      r.stop = s.get<std::vector<std::string>>();
+    else return bad("stop", "stop must be a string or an array of at most 4 strings");
+  }
+  if (j.contains("stream") && !j["stream"].is_null()) {
+    if (!j["stream"].is_boolean()) return bad("stream", "stream must be true or false");
+    r.stream = j["stream"].get<bool>();
+  }
+  if (j.contains("stream_options") && j["stream_options"].is_object())
+    r.include_usage = j["stream_options"].value("include_usage", false);
+  return r;
+}
+
+}  // namespace larql

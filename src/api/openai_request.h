@@ -1,0 +1,38 @@
+// The body of POST /v1/completions and /v1/chat/completions, parsed and checked. What
+// larql does not do is refused by name (n > 1, best_of, logprobs, tools…), never ignored.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "api/chat_template.h"
+
+namespace larql {
+
+struct OpenAiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::variant<std::string, std::vector<int>> prompt;  // completions
+  std::vector<ChatMessage> messages;                   // chat
+  std::optional<size_t> max_tokens;
+  float temperature = 1.0f;  // OpenAI's default
+  float top_p = 1.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses `body`; `chat` selects the endpoint's schema.
+std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std::string& body, bool chat);
+
+}  // namespace larql

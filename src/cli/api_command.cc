@@ -1,0 +1,128 @@
+#include "cli/api_command.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "api/api_server.h"
+#include "cli/ffn_options.h"
+#include "cli/http_options.h"
+#include "cli/model_notes.h"
+#include "model/gguf.h"
+#include "model/loader.h"
+#include "wire/wire_config.h"
+
+namespace larql::cli {
+namespace {
+
+struct ApiCommandOptions {
+  std::string model;
+  std::optional<std::string> tokenizer;
+  FfnOptions remote;
+  std::optional<std::string> chat_template;
+  size_t ctx = 2048;
+  size_t threads = 0;
+  size_t max_queue = 64;
+  HttpServerOptions http;
+};
+
+// The model's own chat template text: tokenizer_config.json's chat_template (a string, or
+// a list of named templates: "default"), or GGUF's tokenizer.chat_template.
+std::optional<std::string> model_chat_template(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    std::ifstream in(fs::path(path) / "tokenizer_config.json");
+    if (!in) return std::nullopt;
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object() || !j.contains("chat_template")) return std::nullopt;
+    const auto& t = j["chat_template"];
+    if (t.is_string()) return t.get<std::string>();
+    if (t.is_array())
+      for (const auto& named : t)
+        if (named.is_object() && named.value("name", std::string()) == "default" && named.contains("template") &&
+            named["template"].is_string())
+          return named["template"].get<std::string>();
+    return std::nullopt;
+  }
+  if (!is_gguf_file(path)) return std::nullopt;
+  auto file = read_gguf(path);
+  if (!file) return std::nullopt;
+  const GgufValue* t = file->find("tokenizer.chat_template");
+  return t && t->type == GgufValueType::string ? std::optional(t->text) : std::nullopt;
+}
+
+int api(ApiCommandOptions o) {
+  block_termination_signals();  // before any thread starts: the server's signal thread takes them
+  auto fail = [](const std::string& m) {
+    std::cerr << "larql api: " << m << "\n";
+    return 2;
+  };
+  if (!o.http.api_key)
+    if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
+  auto model = load_model(o.model);
+  if (!model) return fail(model.error().message);
+  print_model_notes(*model, "larql api");
+  auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
+  if (!tokenizer) return fail(tokenizer.error().message);
+  if (!*tokenizer) return fail("the model has no tokenizer; pass --tokenizer FILE (the API speaks text)");
+
+  ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, std::nullopt};
+  if (options.model_id.empty()) options.model_id = model->config.name;
+  if (o.chat_template) {
+    options.chat_format = find_chat_format(*o.chat_template);
+    if (!options.chat_format) return fail("--chat-template '" + *o.chat_template + "' is not one of llama3, llama2, chatml, gemma, gemma4");
+  } else if (auto text = model_chat_template(o.model)) {
+    options.chat_format = detect_chat_format(*text);
+    if (!options.chat_format)
+      std::cerr << "larql api: the model's chat template is not one larql recognises; chat requests will get a 400 "
+                   "(name one with --chat-template)\n";
+  }
+
+  const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  ThreadPool pool(threads);
+  RemoteFfn* remote = nullptr;
+  auto backend = make_ffn_backend(*model, pool, o.remote, "larql api", &remote);
+  if (!backend) return fail(backend.error().message);
+  ApiServer server(*model, tokenizer->get(), **backend, pool, options);
+  o.http.render_error = openai_error_for;
+  const std::string describe =
+      "larql api: model " + options.model_id + ", ctx " + std::to_string(std::min(o.ctx, model->config.context)) + ", chat " +
+      (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", FFN " +
+      (remote ? "remote (" + wire::describe(remote->request_encodings()) + ")" : std::string("local")) + ", " +
+      std::to_string(threads) + " threads" + (o.http.api_key ? ", key required" : "");
+  return serve_http(server.routes(), o.http, describe);
+}
+
+}  // namespace
+
+void add_api_command(CLI::App& app) {
+  auto o = std::make_shared<ApiCommandOptions>();
+  o->http.port = 8000;
+  CLI::App* cmd = app.add_subcommand("api", "Serve the OpenAI-compatible HTTP API (completions, chat, streaming)");
+  cmd->add_option("model", o->model, "llama2.c checkpoint, Hugging Face directory or GGUF file")->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file (default: the model's own)");
+  cmd->add_option("--ffn", o->remote.ffn, "remote FFN: a URL (router or all-layer shard) or \"0-1=URL,2-3=URL\"");
+  cmd->add_option("--wire", o->remote.wire, "wire format with --ffn: f32, f16 (default), q8 or i8");
+  cmd->add_option("--ffn-api-key", o->remote.api_key, "bearer key for the shards (default: LARQL_API_KEY)");
+  cmd->add_option("--ca-cert", o->remote.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
+  cmd->add_option("--timeout-ms", o->remote.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
+  cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
+  cmd->add_option("--ctx", o->ctx, "positions per sequence, prompt and completion (at most the model's)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{2}, size_t{1} << 24));
+  cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY everywhere but /health (also LARQL_API_KEY)");
+  cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma or gemma4 (default: recognised from the model)");
+  cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  cmd->add_option("--max-queue", o->max_queue, "requests that may wait beyond the running one before 429")->capture_default_str();
+  cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
+  cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
+  add_connection_limit_options(*cmd, o->http);
+  cmd->callback([o] {
+    if (int rc = api(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace larql::cli

@@ -1,0 +1,59 @@
+// Request bodies: what OpenAI's API accepts is read, what larql does not do is refused by
+// name with the parameter in `param`, never silently ignored.
+#include <gtest/gtest.h>
+
+#include "api/openai_request.h"
+
+namespace larql {
+namespace {
+
+OpenAiError error_of(const std::string& body, bool chat) {
+  auto r = parse_completion_request(body, chat);
+  EXPECT_TRUE(std::holds_alternative<OpenAiError>(r)) << body;
+  return std::holds_alternative<OpenAiError>(r) ? std::get<OpenAiError>(r) : OpenAiError{};
+}
+
+TEST(OpenAiRequest, ReadsTheFieldsOfBothEndpoints) {
+  auto r = parse_completion_request(R"({"prompt":[1,2,3],"max_tokens":5,"temperature":0,"top_p":0.9,"seed":7,
+                                        "stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},"n":1})", false);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r));
+  const auto& c = std::get<CompletionRequest>(r);
+  EXPECT_EQ(std::get<std::vector<int>>(c.prompt), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(c.max_tokens, 5u);
+  EXPECT_EQ(c.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(c.top_p, 0.9f);
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(c.stream && c.include_usage);
+
+  auto chat = parse_completion_request(
+      R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+          "max_completion_tokens":3})", true);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(chat));
+  EXPECT_EQ(std::get<CompletionRequest>(chat).messages.size(), 2u);
+  EXPECT_EQ(std::get<CompletionRequest>(chat).messages[1].content, "ab");
+  EXPECT_EQ(std::get<CompletionRequest>(chat).max_tokens, 3u);
+}
+
+TEST(OpenAiRequest, ErrorsNameTheParameter) {
+  EXPECT_EQ(error_of("{not json", false).param, "");
+  EXPECT_EQ(error_of("[1]", false).message, "the body must be a JSON object");
+  EXPECT_EQ(error_of("{}", false).param, "prompt");
+  EXPECT_EQ(error_of(R"({"prompt":{"a":1}})", false).param, "prompt");
+  EXPECT_EQ(error_of(R"({"prompt":["a","b"]})", false).param, "prompt") << "one prompt per request";
+  EXPECT_EQ(error_of(R"({"messages":[]})", true).param, "messages");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":5}]})", true).param, "messages[0].content");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":0})", false).param, "max_tokens");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":"5"})", false).param, "max_tokens");
+  EXPECT_EQ(error_of(R"({"prompt":"a","temperature":3})", false).param, "temperature");
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_p":0})", false).param, "top_p");
+  EXPECT_EQ(error_of(R"({"prompt":"a","n":2})", false).param, "n");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stop":["1","2","3","4","5"]})", false).param, "stop");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stream":"yes"})", false).param, "stream");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logprobs":3})", false).param, "logprobs");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", true).param, "tools");
+  EXPECT_EQ(error_of(R"({"prompt":"a","seed":1.5})", false).param, "seed");
+}
+
+}  // namespace
+}  // namespace larql
