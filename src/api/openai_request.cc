@@ -26,7 +26,7 @@ std::optional<std::string> content_text(const json& content) {
 
 std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std::string& body, bool chat) {
   const json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) return bad("", "the body is not valid JSON");
+  if (j.is_discarded()) return OpenAiError{400, "the body is not valid JSON", "invalid_request_error", "", "invalid_json"};
   if (!j.is_object()) return bad("", "the body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;

@@ -1,0 +1,203 @@
+// `larql api` as users meet it, with real processes on loopback: OpenAI's official Node
+// client streams a completion and a chat completion from it in front of two shards and a
+// router (f32 wire), and the greedy text equals `larql run`'s; the plain HTTP forms, the
+// errors in OpenAI's shape and the key; the bounded queue (429 with Retry-After), and a
+// client that leaves, waiting or mid-stream, giving its place up.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "api/chat_template.h"
+#include "model/hf_tokenizer.h"
+#include "support/command.h"
+#include "support/demo_model.h"
+#include "support/eventually.h"
+#include "support/gated_proxy.h"
+#include "support/js_tokenizers.h"
+#include "support/process.h"
+#include "support/prometheus.h"
+#include "support/raw_socket.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+using test::ChildProcess;
+
+constexpr const char* kKey = "api-test-key";
+
+// What `larql run` generates locally for these arguments: {"text", "generated_ids"}.
+json larql_run(const std::string& args) {
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + test::kDemo + " --json --threads 1 " + args);
+  EXPECT_EQ(r.status, 0) << r.output;
+  return r.status == 0 ? json::parse(r.output.substr(r.output.find('{'))) : json::object();
+}
+
+std::string ids_arg(const std::vector<int>& ids) {
+  std::string out;
+  for (int id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
+
+// A POST request's bytes, for a raw connection the test can close mid-way.
+std::string raw_post(const std::string& path, const json& body) {
+  const std::string text = body.dump();
+  std::string out = "POST ";
+  out.append(path).append(" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ");
+  out.append(std::to_string(text.size())).append("\r\n\r\n").append(text);
+  return out;
+}
+
+httplib::Result post(const std::string& url, const std::string& path, const json& body, const char* key = kKey) {
+  httplib::Client c(url);
+  c.set_read_timeout(60);
+  if (key) c.set_bearer_token_auth(key);
+  return c.Post(path, body.dump(), "application/json");
+}
+
+TEST(ApiServer, OpenAiNodeClientStreamsThroughTwoShardsAndARouter) {
+  ASSERT_TRUE(std::filesystem::exists(test::js_cache() / "node_modules/openai"))
+      << "the openai npm package is missing: scripts/install-js-tokenizers.sh installs it (make test runs it)";
+  ChildProcess low({"serve", test::kDemo, "--port", "0", "--layers", "0-2", "--threads", "1"});
+  ChildProcess high({"serve", test::kDemo, "--port", "0", "--layers", "3-5", "--threads", "1"});
+  ChildProcess router({"router", "--port", "0", "--shards", "0-2=" + low.url() + ",3-5=" + high.url()});
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--ffn", router.url(), "--wire", "f32", "--chat-template", "chatml",
+                    "--api-key", kKey, "--threads", "1"});
+  EXPECT_NE(api.startup_line().find("chat chatml"), std::string::npos) << api.startup_line();
+
+  const std::string prompt = "And the LORD said unto Moses,", message = "Who made the heaven?";
+  const size_t steps = 24;
+  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
+                                   "/tests/api/openai_client.js' '" + api.url() + "/v1' '" + kKey + "' '" + prompt + "' '" +
+                                   message + "' " + std::to_string(steps));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+
+  EXPECT_EQ(got["models"], json::array({"demo"}));
+  const json expected = larql_run("--prompt '" + prompt + "' --steps " + std::to_string(steps));
+  EXPECT_EQ(got["completion"], expected["text"]) << "streamed greedy completion = larql run (f32 wire: bit-identical)";
+  EXPECT_EQ(got["completion_finish"], expected["generated_ids"].size() == steps ? "length" : "stop");
+
+  // The chat prompt as the chatml format renders it, tokenized as the server does.
+  auto tok = HfTokenizer::load(test::kDemo + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  const auto rendered = render_chat(ChatFormat::chatml, {{"user", message}});
+  ASSERT_TRUE(rendered.ok());
+  const auto prompt_ids = (*tok)->encode(*rendered);
+  const json chat_expected = larql_run("--prompt-ids " + ids_arg(prompt_ids) + " --steps " + std::to_string(steps));
+  EXPECT_EQ(got["chat_stream"], chat_expected["text"]);
+  EXPECT_EQ(got["chat"], chat_expected["text"]) << "streamed and whole answers agree";
+  EXPECT_EQ(got["usage"]["prompt_tokens"], prompt_ids.size());
+  EXPECT_EQ(got["usage"]["completion_tokens"], chat_expected["generated_ids"].size());
+  EXPECT_EQ(got["usage"]["total_tokens"], prompt_ids.size() + chat_expected["generated_ids"].size());
+  EXPECT_EQ(got["stream_usage"], got["usage"]) << "stream_options.include_usage";
+  std::printf("through the router: completion %s\n", got["completion"].dump().c_str());
+}
+
+TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--api-key", kKey, "--threads", "1"});
+  // Token ids as the prompt, greedy, equal to larql run; usage counted.
+  const std::vector<int> ids{1, 400, 401, 402};
+  auto res = post(api.url(), "/v1/completions", {{"prompt", ids}, {"max_tokens", 12}, {"temperature", 0}});
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json body = json::parse(res->body);
+  const json expected = larql_run("--prompt-ids " + ids_arg(ids) + " --steps 12");
+  EXPECT_EQ(body["choices"][0]["text"], expected["text"]);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], ids.size());
+
+  // A stop string cuts the text before it, across token boundaries, and is not emitted.
+  const std::string full = expected["text"];
+  const std::string stop = full.substr(full.size() / 2, 4);
+  res = post(api.url(), "/v1/completions", {{"prompt", ids}, {"max_tokens", 12}, {"temperature", 0}, {"stop", stop}});
+  ASSERT_TRUE(res && res->status == 200);
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], full.substr(0, full.find(stop)));
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["finish_reason"], "stop");
+
+  // Errors: OpenAI's shape and status, the HTTP layer's own included.
+  auto expect_error = [](const httplib::Result& r, int status, const std::string& param_or_code) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    const json e = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(e.contains("error") && e["error"].is_object()) << r->body;
+    for (const char* key : {"message", "type", "param", "code"}) EXPECT_TRUE(e["error"].contains(key)) << key;
+    EXPECT_TRUE(e["error"]["param"] == param_or_code || e["error"]["code"] == param_or_code) << r->body;
+  };
+  httplib::Client c(api.url());
+  c.set_bearer_token_auth(kKey);
+  expect_error(c.Post("/v1/completions", "{bad json", "application/json"), 400, "invalid_json");
+  expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}, {"n", 2}}), 400, "n");
+  expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", "many"}}), 400, "max_tokens");
+  expect_error(post(api.url(), "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}}), 400,
+               "no_chat_template");
+  expect_error(post(api.url(), "/v1/completions", {{"prompt", std::vector<int>{1, 999999}}}), 400, "prompt");
+  expect_error(post(api.url(), "/v1/completions", {{"prompt", std::vector<int>(600, 5)}}), 400, "context_length_exceeded");
+  expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}}, nullptr), 401, "unauthorized");
+  expect_error(c.Get("/v1/nothing"), 404, "not_found");
+  // /health is open, everything else needs the key.
+  httplib::Client open(api.url());
+  auto health = open.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(open.Get("/metrics")->status, 401);
+  const auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_GE(test::metric_sum(metrics->body, "larql_api_completion_tokens_total"), 12.0);
+  EXPECT_GE(test::metric_sum(metrics->body, "larql_api_requests_total"), 8.0);
+  EXPECT_EQ(test::metric_sum(metrics->body, "larql_api_time_to_first_token_seconds_count"), 2.0);
+}
+
+TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
+  ChildProcess shard({"serve", test::kDemo, "--port", "0", "--threads", "1"});
+  test::GatedProxy gate(shard.url());  // holds every FFN call until opened
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--ffn", gate.url(), "--wire", "f32", "--max-queue", "1", "--threads", "1"});
+  const json request{{"prompt", std::vector<int>{1, 400}}, {"max_tokens", 3}, {"temperature", 0}};
+  auto waiting = [&] { return test::server_metric(api.url(), "larql_api_queue_waiting"); };
+
+  // A streams and is held in the engine by the gate; B waits in the queue; C is one too many.
+  test::RawConnection a(api.port());
+  json streamed = request;
+  streamed["stream"] = true;
+  streamed["max_tokens"] = 200;
+  ASSERT_TRUE(a.send(raw_post("/v1/completions", streamed)));
+  ASSERT_TRUE(gate.wait_for_waiting(1));
+  test::RawConnection b(api.port());
+  ASSERT_TRUE(b.send(raw_post("/v1/completions", request)));
+  ASSERT_TRUE(test::eventually([&] { return waiting() == 1; }));
+  auto c = post(api.url(), "/v1/completions", request, nullptr);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, 429) << c->body;
+  EXPECT_EQ(c->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(c->body)["error"]["code"], "queue_full");
+
+  // B leaves while waiting: its place is free at once, so D is queued, not refused.
+  b.close();
+  ASSERT_TRUE(test::eventually([&] { return waiting() == 0; }));
+  int d_status = 0;
+  std::string d_body;
+  std::thread d_thread([&] {
+    auto d = post(api.url(), "/v1/completions", request, nullptr);
+    d_status = d ? d->status : -1;
+    d_body = d ? d->body : "(no answer)";
+  });
+  ASSERT_TRUE(test::eventually([&] { return waiting() == 1; }));
+
+  // A leaves mid-stream: its generation stops at its next token, and D runs.
+  a.close();
+  gate.open();
+  d_thread.join();
+  EXPECT_EQ(d_status, 200) << d_body;
+  const double tokens = test::server_metric(api.url(), "larql_api_completion_tokens_total");
+  EXPECT_LT(tokens, 200.0) << "A stopped generating when its client left (" << tokens << " tokens in all)";
+  EXPECT_EQ(waiting(), 0.0);
+}
+
+}  // namespace
+}  // namespace larql
