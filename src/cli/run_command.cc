@@ -25,6 +25,7 @@ struct RunOptions {
   std::optional<std::string> prompt;
   std::vector<int> prompt_ids;
   size_t steps = 256;
+  size_t ctx = 0;  // 0: the model's context
   float temperature = 0;
   float top_p = 1;
   uint64_t seed = 0;
@@ -65,7 +66,15 @@ int run(const RunOptions& o) {
   if (!backend) return fail(backend.error().message);
   std::unique_ptr<FfnBackend> ffn = std::move(*backend);
   Transformer transformer(*model, *ffn, pool);
-  GenerateOptions options{o.steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
+  // --ctx caps prompt + generation (the KV cache grows with what is used, up to it).
+  size_t steps = o.steps;
+  if (o.ctx) {
+    if (prompt.size() >= o.ctx)
+      return fail("the prompt has " + std::to_string(prompt.size()) + " tokens; --ctx " + std::to_string(o.ctx) +
+                  " leaves no room to generate");
+    steps = std::min(steps, o.ctx - prompt.size());
+  }
+  GenerateOptions options{steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
 
   const Tokenizer* tok = tokenizer->get();
   std::optional<TextStream> stream;
@@ -133,6 +142,8 @@ void add_run_command(CLI::App& app) {
   auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt token ids, used exactly as given")->delimiter(',');
   prompt->excludes(ids);
   cmd->add_option("--steps", o->steps, "maximum number of generated tokens")->capture_default_str();
+  cmd->add_option("--ctx", o->ctx, "positions for prompt and generation together (default: the model's context)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", o->temperature, "0 = greedy; above 0 samples")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (with --temperature)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", o->seed, "sampling seed");

@@ -44,6 +44,17 @@ TEST(RunCli, JsonHasTheContractFields) {
   for (const char* key : {"tokens_per_second", "load_seconds"}) EXPECT_TRUE(j[key].is_number()) << key;
 }
 
+TEST(RunCli, CtxCapsPromptAndGenerationTogether) {
+  const std::string model = std::string(LARQL_SOURCE_DIR) + "/models/demo";
+  auto r = larql("run " + model + " --prompt-ids 1,400,401 --steps 10 --ctx 6 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["generated_ids"].size(), 3u) << "6 positions, 3 of them the prompt's";
+  r = larql("run " + model + " --prompt-ids 1,400,401 --ctx 3");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--ctx 3 leaves no room"), std::string::npos) << r.out;
+}
+
 TEST(RunCli, StreamsTextAndIdsWithoutTokenizer) {
   LARQL_REQUIRE_SHARED_MODEL("stories260K.bin");
   const auto r = larql("run " + test::shared_model("stories260K.bin") + " --prompt-ids 1,403,407 --steps 5 --ignore-eos");

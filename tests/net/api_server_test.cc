@@ -7,6 +7,8 @@
 
 #include <httplib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "support/command.h"
 #include "support/demo_model.h"
 #include "support/eventually.h"
+#include "support/gemma_fixtures.h"
 #include "support/gated_proxy.h"
 #include "support/js_tokenizers.h"
 #include "support/process.h"
@@ -152,6 +155,28 @@ TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
   EXPECT_GE(test::metric_sum(metrics->body, "larql_api_completion_tokens_total"), 12.0);
   EXPECT_GE(test::metric_sum(metrics->body, "larql_api_requests_total"), 8.0);
   EXPECT_EQ(test::metric_sum(metrics->body, "larql_api_time_to_first_token_seconds_count"), 2.0);
+}
+
+TEST(ApiServer, GenerationEndsAtTheModelsEndTokenWithFinishReasonStop) {
+  // The Gemma 3 fixture, its generation_config naming the 4th greedy token as an end token.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("larql_api_eos_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const auto& f : fs::directory_iterator(test::gemma_fixture("gemma3"))) fs::copy_file(f.path(), dir / f.path().filename());
+  const test::GemmaReference ref = test::gemma_reference("gemma3");
+  std::ofstream(dir / "generation_config.json") << json{{"eos_token_id", {1, ref.greedy[3]}}}.dump();
+  {
+    ChildProcess api({"api", dir.string(), "--port", "0", "--threads", "1"});
+    auto res = post(api.url(), "/v1/completions", {{"prompt", ref.tokens}, {"max_tokens", 8}, {"temperature", 0}}, nullptr);
+    ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    const json body = json::parse(res->body);
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(body["usage"]["completion_tokens"], 3) << "the end token itself is not part of the completion";
+    res = post(api.url(), "/v1/completions", {{"prompt", ref.tokens}, {"max_tokens", 2}, {"temperature", 0}}, nullptr);
+    ASSERT_TRUE(res && res->status == 200);
+    EXPECT_EQ(json::parse(res->body)["choices"][0]["finish_reason"], "length");
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
