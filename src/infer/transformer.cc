@@ -46,8 +46,6 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) 
       inv_freq.push_back(f);
     }
   }
-  key_cache_.resize(c.layers);
-  value_cache_.resize(c.layers);
 }
 
 void Transformer::norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const {
@@ -72,22 +70,25 @@ void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<flo
   }
 }
 
-void Transformer::attention(size_t layer, size_t n, size_t pos) {
+void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks) {
   const ModelConfig& c = model_.config;
   const LayerConfig& lc = c.layer(layer);
   const size_t hd = lc.head_dim, q_dim = c.q_dim(layer), kv_dim = c.kv_dim(layer), group = c.heads / lc.kv_heads;
-  const size_t span = pos + n;  // the longest history any of these positions sees
-  scores_.resize(n * c.heads * span);
-  const float* keys = key_cache_[layer].data();
-  const float* values = value_cache_[layer].data();
+  const size_t rows = row_chunk_.size();
+  size_t span = 0;  // the longest history any of these rows sees
+  for (const SequenceChunk& ch : chunks) span = std::max(span, ch.pos + ch.tokens.size());
+  scores_.resize(rows * c.heads * span);
   const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(float(hd));
-  pool_.parallel_for(n * c.heads, [&](size_t begin, size_t end) {
+  pool_.parallel_for(rows * c.heads, [&](size_t begin, size_t end) {
     for (size_t job = begin; job < end; ++job) {
       const size_t t = job / c.heads, h = job % c.heads, kvh = h / group;
+      const KvCache& cache = *chunks[row_chunk_[t]].cache;
+      const float* keys = cache.keys[layer].data();
+      const float* values = cache.values[layer].data();
       const float* q = q_.data() + t * q_dim + h * hd;
       float* att = scores_.data() + job * span;
-      // Causal: positions up to pos + t; a sliding layer sees only the last `window` of them.
-      const size_t end_pos = pos + t + 1;
+      // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
+      const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
       for (size_t j = 0; j < seen; ++j) {
@@ -114,21 +115,46 @@ Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector
 }
 
 Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size_t first, std::vector<float>& logits) {
+  const SequenceChunk chunk{&cache_, tokens, pos, first};
+  return forward_batch({&chunk, 1}, logits);
+}
+
+Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
   const ModelConfig& c = model_.config;
-  const size_t n = tokens.size(), D = c.hidden;
-  if (n == 0 || first >= n) return make_error(ErrorCode::invalid_argument, "forward needs at least one token to give logits for");
-  if (pos + n > c.context)
-    return make_error(ErrorCode::invalid_argument, "positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
-                                                       " exceed the model's context of " + std::to_string(c.context));
-  for (int tok : tokens)
-    if (tok < 0 || size_t(tok) >= c.vocab)
-      return make_error(ErrorCode::invalid_argument,
-                        "token id " + std::to_string(tok) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
+  const size_t D = c.hidden;
+  row_chunk_.clear();
+  row_pos_.clear();
+  std::vector<size_t> logit_rows;  // the rows whose logits are wanted, in output order
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceChunk& ch = chunks[ci];
+    const size_t n = ch.tokens.size(), pos = ch.pos;
+    if (n == 0 || ch.first_logit >= n)
+      return make_error(ErrorCode::invalid_argument, "forward needs at least one token to give logits for");
+    if (pos + n > c.context)
+      return make_error(ErrorCode::invalid_argument, "positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
+                                                         " exceed the model's context of " + std::to_string(c.context));
+    for (size_t k = 0; k < ci; ++k)
+      if (chunks[k].cache == ch.cache) return make_error(ErrorCode::invalid_argument, "a pass has two chunks of one sequence");
+    for (int tok : ch.tokens)
+      if (tok < 0 || size_t(tok) >= c.vocab)
+        return make_error(ErrorCode::invalid_argument,
+                          "token id " + std::to_string(tok) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
+    if (ch.cache->keys.size() < c.layers) ch.cache->keys.resize(c.layers), ch.cache->values.resize(c.layers);
+    for (size_t t = 0; t < n; ++t) {
+      if (t >= ch.first_logit) logit_rows.push_back(row_chunk_.size());
+      row_chunk_.push_back(ci);
+      row_pos_.push_back(pos + t);
+    }
+  }
+  const size_t n = row_chunk_.size();  // rows of the whole pass
+  std::vector<const int*> row_token(n);
+  for (size_t r = 0, ci = 0; ci < chunks.size(); ++ci)
+    for (const int& tok : chunks[ci].tokens) row_token[r++] = &tok;
   x_.resize(n * D);
   xb_.resize(n * D);
   proj_.resize(n * D);
 
-  for (size_t t = 0; t < n; ++t) dequantize_row(model_.embed.dtype, model_.embed.row_ptr(tokens[t]), D, &x_[t * D]);
+  for (size_t t = 0; t < n; ++t) dequantize_row(model_.embed.dtype, model_.embed.row_ptr(*row_token[t]), D, &x_[t * D]);
   if (c.embedding_scale != 1.0f)
     for (float& v : x_) v *= c.embedding_scale;
 
@@ -151,26 +177,27 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
       norm_rows(k_.data(), k_.data(), n * lc.kv_heads, w.k_norm, hd);
     }
     if (c.value_norm) norm_rows(v_.data(), v_.data(), n * lc.kv_heads, Matrix{}, hd);
-    // The cache grows with the positions used, not the model's whole context (131072
-    // positions of a 62-layer Gemma 3 would be 133 GB of f32).
-    if (key_cache_[l].size() < (pos + n) * KV) {
-      key_cache_[l].resize((pos + n) * KV);
-      value_cache_[l].resize((pos + n) * KV);
-    }
-    float* key_rows = key_cache_[l].data() + pos * KV;
-    float* value_rows = value_cache_[l].data() + pos * KV;
     for (size_t t = 0; t < n; ++t) {
-      rope(&q_[t * Q], c.heads, pos + t, inv_freq_[l]);
-      rope(&k_[t * KV], lc.kv_heads, pos + t, inv_freq_[l]);
+      rope(&q_[t * Q], c.heads, row_pos_[t], inv_freq_[l]);
+      rope(&k_[t * KV], lc.kv_heads, row_pos_[t], inv_freq_[l]);
     }
-    std::memcpy(key_rows, k_.data(), n * KV * sizeof(float));
-    std::memcpy(value_rows, v_.data(), n * KV * sizeof(float));
-    attention(l, n, pos);
+    // Each sequence's cache grows with the positions it uses.
+    for (size_t t = 0; t < n; ++t) {
+      KvCache& cache = *chunks[row_chunk_[t]].cache;
+      if (cache.keys[l].size() < (row_pos_[t] + 1) * KV) {
+        cache.keys[l].resize((row_pos_[t] + 1) * KV);
+        cache.values[l].resize((row_pos_[t] + 1) * KV);
+      }
+      std::memcpy(cache.keys[l].data() + row_pos_[t] * KV, &k_[t * KV], KV * sizeof(float));
+      std::memcpy(cache.values[l].data() + row_pos_[t] * KV, &v_[t * KV], KV * sizeof(float));
+    }
+    attention(l, chunks);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
     if (w.attn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.attn_out_norm, D);
     for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
 
-    // The seam: the FFN's own norms stay here, so a shard computes only the MLP.
+    // The seam: the FFN's own norms stay here, so a shard computes only the MLP. One call
+    // per layer for every row of every sequence in the pass.
     norm_rows(xb_.data(), x_.data(), n, w.ffn_norm, D);
     if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
@@ -181,8 +208,8 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
     }
   }
 
-  const size_t rows = n - first;
-  norm_rows(xb_.data(), &x_[first * D], rows, model_.final_norm, D);
+  const size_t rows = logit_rows.size();
+  for (size_t t = 0; t < rows; ++t) norm_rows(&xb_[t * D], &x_[logit_rows[t] * D], 1, model_.final_norm, D);
   logits.resize(rows * c.vocab);
   matmul(model_.classifier, xb_.data(), rows, logits.data(), pool_);
   if (c.final_softcap > 0) softcap(logits.data(), logits.size(), c.final_softcap);

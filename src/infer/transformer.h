@@ -11,6 +11,21 @@
 
 namespace larql {
 
+// One sequence's keys and values, per layer, grown with the positions used (never sized
+// by the model's whole context).
+struct KvCache {
+  std::vector<std::vector<float>> keys, values;  // [layer][position][kv_dim]
+};
+
+// One sequence's share of a batched pass: `tokens` at positions [pos, pos + n) of its
+// cache; logits wanted for its rows from `first_logit` (< n) on.
+struct SequenceChunk {
+  KvCache* cache;
+  std::span<const int> tokens;
+  size_t pos;
+  size_t first_logit;
+};
+
 class Transformer {
  public:
   Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool);
@@ -22,10 +37,16 @@ class Transformer {
   // [tokens.size() - first][vocab]. Each row equals what `forward` gives for that position.
   Status forward_logits(std::span<const int> tokens, size_t pos, size_t first, std::vector<float>& logits);
 
+  // Several sequences in one pass: every matmul and each layer's one FFN call take all
+  // their rows together; attention stays within each sequence's cache. Logits of each
+  // chunk's rows from its first_logit, chunk after chunk: [rows][vocab]. Each row equals
+  // what a pass over its sequence alone gives (the kernels are row-wise exact).
+  Status forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits);
+
   const ModelConfig& config() const { return model_.config; }
 
  private:
-  void attention(size_t layer, size_t n, size_t pos);
+  void attention(size_t layer, std::span<const SequenceChunk> chunks);
   void rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const;
   void norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const;
 
@@ -33,7 +54,8 @@ class Transformer {
   FfnBackend& ffn_;
   ThreadPool& pool_;
   std::vector<std::vector<float>> inv_freq_;  // [layer][rotated pair of a head]
-  std::vector<std::vector<float>> key_cache_, value_cache_;  // [layer][position][kv_dim], grown on use
+  KvCache cache_;  // forward's and forward_logits' sequence
+  std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, scores_;
 };

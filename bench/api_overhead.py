@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""What serving through `larql api` costs against `larql run` on the same model, interleaved
+in one run: decode tok/s of a greedy completion (streamed, tokens counted as SSE chunks
+arrive) and the time to the first token, medians over repetitions.
+
+  bench/api_overhead.py MODEL [--larql build/larql] [--reps 5] [--steps 64] [--threads 2]"""
+import argparse
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+
+def start_api(larql, model, threads):
+    proc = subprocess.Popen([larql, "api", model, "--port", "0", "--threads", str(threads)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
+    if not match:
+        proc.kill()
+        sys.exit(f"larql api did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def api_run(url, prompt_ids, steps):
+    body = json.dumps({"prompt": prompt_ids, "max_tokens": steps, "temperature": 0, "stream": True}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    start = time.monotonic()
+    first = None
+    times = []
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk["choices"][0]["text"]:
+                now = time.monotonic()
+                first = first if first is not None else now - start
+                times.append(now)
+    # decode rate from the first token to the last (as larql run reports it)
+    return first, (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--larql", default="build/larql")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8]
+    proc, url = start_api(a.larql, a.model, a.threads)
+    try:
+        run_tps, api_tps, run_first, api_first = [], [], [], []
+        for rep in range(a.reps + 1):  # rep 0 warms the page cache and is dropped
+            out = subprocess.run([a.larql, "run", a.model, "--prompt-ids", ",".join(map(str, prompt)), "--steps", str(a.steps),
+                                  "--ignore-eos", "--json", "--threads", str(a.threads)], check=True, capture_output=True,
+                                 text=True).stdout
+            d = json.loads(out)
+            first, tps = api_run(url, prompt, a.steps)
+            if rep:
+                run_tps.append(d["tokens_per_second"])
+                run_first.append(len(prompt) / d["prefill_tokens_per_second"])
+                api_tps.append(tps)
+                api_first.append(first)
+                print(f"rep {rep}: run {d['tokens_per_second']:.2f} tok/s, api {tps:.2f} tok/s, api first token {first * 1000:.0f} ms",
+                      flush=True)
+        print(f"\nmodel {a.model}, {a.steps} tokens, {a.threads} threads, medians of {a.reps}:")
+        print(f"  larql run  {statistics.median(run_tps):7.2f} tok/s   prefill of the prompt {statistics.median(run_first) * 1000:6.0f} ms")
+        print(f"  larql api  {statistics.median(api_tps):7.2f} tok/s   first token (HTTP, prefill) {statistics.median(api_first) * 1000:6.0f} ms")
+        print(f"  api / run  {statistics.median(api_tps) / statistics.median(run_tps):7.3f}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
