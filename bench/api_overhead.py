@@ -27,23 +27,28 @@ def start_api(larql, model, threads):
 
 
 def api_run(url, prompt_ids, steps):
-    body = json.dumps({"prompt": prompt_ids, "max_tokens": steps, "temperature": 0, "stream": True}).encode()
+    body = json.dumps({"prompt": prompt_ids, "max_tokens": steps, "temperature": 0, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
     req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
     start = time.monotonic()
-    first = None
-    times = []
+    first = last = None
+    tokens = 0
     with urllib.request.urlopen(req, timeout=600) as r:
         for raw in r:
             line = raw.decode().strip()
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
-            if chunk["choices"][0]["text"]:
-                now = time.monotonic()
-                first = first if first is not None else now - start
-                times.append(now)
-    # decode rate from the first token to the last (as larql run reports it)
-    return first, (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+            now = time.monotonic()
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+            elif chunk["choices"][0]["finish_reason"]:
+                last = now
+            elif first is None:
+                first = now
+    # decode rate from the first token to the last (as larql run reports it); a token whose
+    # text is not complete yet (part of a character) sends no chunk, so count by usage
+    return first - start, (tokens - 1) / (last - first) if tokens > 1 else 0.0
 
 
 def main():
