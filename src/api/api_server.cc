@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "api/stop_strings.h"
-#include "infer/generate.h"
 
 namespace larql {
 namespace {
@@ -51,7 +50,8 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       tokenizer_(tokenizer),
       transformer_(model, ffn, pool),
       options_(std::move(options)),
-      queue_(options_.max_queue),
+      scheduler_(transformer_, {.parallel = std::max<size_t>(1, options_.parallel), .max_waiting = options_.max_queue,
+                                .prefill_chunk = 64, .ctx = std::min(options_.ctx, model.config.context)}),
       created_(int64_t(std::time(nullptr))) {
   options_.ctx = std::min(options_.ctx, model.config.context);
   if (options_.chat_format && tokenizer_) {
@@ -120,58 +120,73 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   if (!tokenizer_) return openai_error_reply({500, "the server has no tokenizer", "server_error", "", ""});
   auto prepared = prepare(std::get<CompletionRequest>(parsed));
   if (auto* e = std::get_if<OpenAiError>(&prepared)) return openai_error_reply(*e);
-  RequestQueue::Refusal refusal;
-  std::shared_ptr<RequestQueue::Turn> turn = queue_.wait_turn(request.client_gone, refusal);
-  if (refusal == RequestQueue::Refusal::full)
+  Prepared p = std::move(std::get<Prepared>(prepared));
+  const uint64_t seed = p.request.seed.value_or(std::random_device{}());
+  std::shared_ptr<Job> job =
+      scheduler_.submit({p.prompt, p.max_tokens, {p.request.temperature, p.request.top_p, seed}, end_of_turn_});
+  if (!job)
     return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
                                         "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
-  if (!turn) return openai_error_reply({499, "the client closed the connection while waiting", "invalid_request_error", "", "cancelled"});
-
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   const int64_t created = int64_t(std::time(nullptr));
-  Prepared p = std::move(std::get<Prepared>(prepared));
 
-  // One run on the engine. `emit` gets each piece of text as it becomes final and returns
-  // false when the client is gone; the result is the finish reason, or an error.
+  // The request's tokens as the engine makes them, turned into text on this thread. `emit`
+  // gets each piece of text as it becomes final and returns false when the client is gone;
+  // the result is the finish reason, or an error. The job is cancelled when it ends early.
   struct Outcome {
     std::string finish_reason;
     size_t completion_tokens = 0;
     std::optional<Error> error;
   };
-  auto run = [this, p, arrived](const std::function<bool(const std::string&)>& emit) {
+  auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived,
+              client_gone = request.client_gone](const std::function<bool(const std::string&)>& emit) {
     Outcome out;
-    StopStrings stops(p.request.stop);
-    TextStream text(*tokenizer_, p.prompt.back());
-    const uint64_t seed = p.request.seed.value_or(std::random_device{}());
-    GenerateOptions g{.max_new_tokens = p.max_tokens, .ignore_eos = false,
-                      .sampler = {p.request.temperature, p.request.top_p, seed}, .stop_ids = end_of_turn_};
-    bool gone = false;
-    auto on_token = [&](int token) {
-      if (out.completion_tokens++ == 0) {
-        std::lock_guard lock(metrics_mutex_);
-        first_token_seconds_ += seconds_since(arrived);
-        ++first_token_count_;
+    StopStrings stops(stop);
+    TextStream text(*tokenizer_, last_prompt);
+    Clock::time_point first_token;
+    for (;;) {
+      const auto event = job->next(std::chrono::milliseconds(50));
+      if (!event) {
+        if (client_gone && client_gone()) {  // polled: a waiting or slow client has no event to wake us
+          job->cancel();
+          return out;
+        }
+        continue;
       }
-      const std::string piece = stops.push(text.push(token));
-      if (!piece.empty() && !emit(piece)) gone = true;
-      return !gone && !stops.stopped();
-    };
-    auto result = generate(transformer_, p.prompt, g, on_token);
-    if (!result) {
-      out.error = result.error();
-      return out;
-    }
-    if (!gone && !stops.stopped()) {
+      if (event->token) {
+        if (out.completion_tokens++ == 0) {
+          first_token = Clock::now();
+          std::lock_guard lock(metrics_mutex_);
+          first_token_seconds_ += seconds_since(arrived);
+          ++first_token_count_;
+        }
+        const std::string piece = stops.push(text.push(*event->token));
+        if (!piece.empty() && !emit(piece)) {
+          job->cancel();
+          return out;
+        }
+        if (stops.stopped()) {
+          job->cancel();
+          out.finish_reason = "stop";
+          break;
+        }
+        continue;
+      }
+      if (event->end == Job::End::error) {
+        out.error = Error{ErrorCode::internal, event->error};
+        return out;
+      }
       const std::string rest = stops.push(text.finish()) + stops.finish();
       if (!rest.empty()) emit(rest);
+      out.finish_reason = stops.stopped() || event->end == Job::End::eos ? "stop" : "length";
+      break;
     }
-    out.finish_reason = stops.stopped() || result->stop == StopReason::eos ? "stop" : "length";
     std::lock_guard lock(metrics_mutex_);
-    prompt_tokens_ += p.prompt.size();
+    prompt_tokens_ += prompt_tokens;
     completion_tokens_ += out.completion_tokens;
-    if (result->generated.size() > 1) {
-      per_token_seconds_ += result->decode_seconds;
-      per_token_count_ += result->generated.size() - 1;
+    if (out.completion_tokens > 1) {
+      per_token_seconds_ += seconds_since(first_token);
+      per_token_count_ += out.completion_tokens - 1;
     }
     return out;
   };
@@ -200,7 +215,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   // usage if asked for, then [DONE]. The turn is held until the stream ends.
   HttpReply reply{200, "text/event-stream", ""};
   reply.headers = {{"Cache-Control", "no-cache"}};
-  reply.stream = [this, run, usage, id, created, chat, turn, include_usage = p.request.include_usage,
+  reply.stream = [this, run, usage, id, created, chat, include_usage = p.request.include_usage,
                   client_gone = request.client_gone](const StreamSend& send) {
     auto chunk = [&](const json& delta_or_text, const json& finish) {
       json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
@@ -240,9 +255,13 @@ std::string ApiServer::metrics() const {
   for (const auto& [key, n] : requests_) o << "larql_api_requests_total{endpoint=\"" << key << "\"} " << n << "\n";
   o << "# TYPE larql_api_prompt_tokens_total counter\nlarql_api_prompt_tokens_total " << prompt_tokens_ << "\n";
   o << "# TYPE larql_api_completion_tokens_total counter\nlarql_api_completion_tokens_total " << completion_tokens_ << "\n";
-  o << "# HELP larql_api_queue_waiting Requests waiting for the engine.\n# TYPE larql_api_queue_waiting gauge\n"
-    << "larql_api_queue_waiting " << queue_.waiting() << "\n";
-  o << "# TYPE larql_api_running gauge\nlarql_api_running " << (queue_.running() ? 1 : 0) << "\n";
+  const BatchScheduler::Stats st = scheduler_.stats();
+  o << "# HELP larql_api_queue_waiting Requests waiting for a place in the batch.\n# TYPE larql_api_queue_waiting gauge\n"
+    << "larql_api_queue_waiting " << st.waiting << "\n";
+  o << "# HELP larql_api_running Sequences decoding together.\n# TYPE larql_api_running gauge\nlarql_api_running " << st.active
+    << "\n";
+  o << "# HELP larql_api_engine_steps_total Batched forward passes (one FFN call per layer each).\n"
+    << "# TYPE larql_api_engine_steps_total counter\nlarql_api_engine_steps_total " << st.steps << "\n";
   o << "# HELP larql_api_time_to_first_token_seconds From a request's arrival (queue included) to its first token.\n"
     << "# TYPE larql_api_time_to_first_token_seconds summary\n"
     << "larql_api_time_to_first_token_seconds_sum " << first_token_seconds_ << "\n"

@@ -1,7 +1,7 @@
 // `larql api`: the OpenAI-compatible HTTP API over the local engine (its FFN local or on
 // shards). GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed as
-// Server-Sent Events or whole), GET /health, GET /metrics. One sequence runs at a time;
-// the rest wait in a bounded queue (RequestQueue), and 429 when it is full.
+// Server-Sent Events or whole), GET /health, GET /metrics. Up to `parallel` sequences
+// decode together (BatchScheduler); the rest wait in a bounded queue, and 429 when it is full.
 #pragma once
 
 #include <atomic>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "api/batch_scheduler.h"
 #include "api/chat_template.h"
 #include "api/openai_request.h"
-#include "api/request_queue.h"
 #include "infer/transformer.h"
 #include "model/tokenizer.h"
 #include "net/http_server.h"
@@ -23,7 +23,8 @@ namespace larql {
 struct ApiOptions {
   std::string model_id;               // what /v1/models lists and responses name
   size_t ctx = 2048;                  // prompt + completion, per sequence
-  size_t max_queue = 64;              // requests waiting beyond the running one
+  size_t max_queue = 64;              // requests waiting beyond the running ones
+  size_t parallel = 8;                // sequences decoding together
   std::optional<ChatFormat> chat_format;  // none: chat requests get a 400 naming --chat-template
 };
 
@@ -48,7 +49,7 @@ class ApiServer {
   const Tokenizer* tokenizer_;
   Transformer transformer_;
   ApiOptions options_;
-  RequestQueue queue_;
+  BatchScheduler scheduler_;  // after transformer_: its engine thread stops first
   std::vector<int> end_of_turn_;  // the chat format's end-of-turn token, where the vocabulary has it
   std::atomic<uint64_t> next_id_{0};
   const int64_t created_;

@@ -25,6 +25,7 @@ struct ApiCommandOptions {
   size_t ctx = 2048;
   size_t threads = 0;
   size_t max_queue = 64;
+  size_t parallel = 8;
   HttpServerOptions http;
 };
 
@@ -68,7 +69,7 @@ int api(ApiCommandOptions o) {
   if (!tokenizer) return fail(tokenizer.error().message);
   if (!*tokenizer) return fail("the model has no tokenizer; pass --tokenizer FILE (the API speaks text)");
 
-  ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, std::nullopt};
+  ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, o.parallel, std::nullopt};
   if (options.model_id.empty()) options.model_id = model->config.name;
   if (o.chat_template) {
     options.chat_format = find_chat_format(*o.chat_template);
@@ -91,7 +92,8 @@ int api(ApiCommandOptions o) {
       "larql api: model " + options.model_id + ", ctx " + std::to_string(std::min(o.ctx, model->config.context)) + ", chat " +
       (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", FFN " +
       (remote ? "remote (" + wire::describe(remote->request_encodings()) + ")" : std::string("local")) + ", " +
-      std::to_string(threads) + " threads" + (o.http.api_key ? ", key required" : "");
+      std::to_string(o.parallel) + " sequences at a time, " + std::to_string(threads) + " threads" +
+      (o.http.api_key ? ", key required" : "");
   return serve_http(server.routes(), o.http, describe);
 }
 
@@ -116,7 +118,10 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY everywhere but /health (also LARQL_API_KEY)");
   cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma or gemma4 (default: recognised from the model)");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
-  cmd->add_option("--max-queue", o->max_queue, "requests that may wait beyond the running one before 429")->capture_default_str();
+  cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{256}));
+  cmd->add_option("--max-queue", o->max_queue, "requests that may wait beyond the running ones before 429")->capture_default_str();
   cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
   cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
   add_connection_limit_options(*cmd, o->http);

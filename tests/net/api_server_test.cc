@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "api/chat_template.h"
@@ -182,7 +183,7 @@ TEST(ApiServer, GenerationEndsAtTheModelsEndTokenWithFinishReasonStop) {
 TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
   ChildProcess shard({"serve", test::kDemo, "--port", "0", "--threads", "1"});
   test::GatedProxy gate(shard.url());  // holds every FFN call until opened
-  ChildProcess api({"api", test::kDemo, "--port", "0", "--ffn", gate.url(), "--wire", "f32", "--max-queue", "1", "--threads", "1"});
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--ffn", gate.url(), "--wire", "f32", "--max-queue", "1", "--parallel", "1", "--threads", "1"});
   const json request{{"prompt", std::vector<int>{1, 400}}, {"max_tokens", 3}, {"temperature", 0}};
   auto waiting = [&] { return test::server_metric(api.url(), "larql_api_queue_waiting"); };
 
@@ -222,6 +223,81 @@ TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
   const double tokens = test::server_metric(api.url(), "larql_api_completion_tokens_total");
   EXPECT_LT(tokens, 200.0) << "A stopped generating when its client left (" << tokens << " tokens in all)";
   EXPECT_EQ(waiting(), 0.0);
+}
+
+// Continuous batching: 8 concurrent greedy requests with different prompts and lengths,
+// plus one streamed request whose client leaves mid-way, each equal to its single run.
+// Through a router and two shards the engine is held at its first step (a gate in front
+// of the router) until every request has arrived, so the rest join mid-way; then every
+// step sends one walk-ffn request per layer for all the sequences together.
+void expect_batched_requests_equal_single_runs(bool remote) {
+  std::optional<ChildProcess> low, high, router;
+  std::optional<test::GatedProxy> gate;
+  std::vector<std::string> args{"api", test::kDemo, "--port", "0", "--parallel", "8", "--threads", "1"};
+  if (remote) {
+    low.emplace(std::vector<std::string>{"serve", test::kDemo, "--port", "0", "--layers", "0-2", "--threads", "1"});
+    high.emplace(std::vector<std::string>{"serve", test::kDemo, "--port", "0", "--layers", "3-5", "--threads", "1"});
+    router.emplace(std::vector<std::string>{"router", "--port", "0", "--shards", "0-2=" + low->url() + ",3-5=" + high->url()});
+    gate.emplace(router->url());
+    args.insert(args.end(), {"--ffn", gate->url(), "--wire", "f32"});
+  }
+  ChildProcess api(args);
+  std::vector<std::vector<int>> prompts;
+  std::vector<size_t> lengths;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int> p{1};
+    for (int k = 0; k <= i; ++k) p.push_back(300 + 7 * i + k);  // 2 to 9 tokens
+    prompts.push_back(p);
+    lengths.push_back(6 + 3 * size_t(i));  // 6 to 27 tokens
+  }
+  std::vector<std::string> texts(8);
+  std::vector<int> statuses(8, 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < 8; ++i)
+    clients.emplace_back([&, i] {
+      auto r = post(api.url(), "/v1/completions", {{"prompt", prompts[i]}, {"max_tokens", lengths[i]}, {"temperature", 0}}, nullptr);
+      statuses[i] = r ? r->status : -1;
+      texts[i] = r && r->status == 200 ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : (r ? r->body : "");
+    });
+  // A ninth request, streamed, whose client leaves after its first chunk.
+  test::RawConnection leaver(api.port());
+  ASSERT_TRUE(leaver.send(raw_post("/v1/completions", {{"prompt", std::vector<int>{1, 500, 501}}, {"max_tokens", 200},
+                                                        {"temperature", 0}, {"stream", true}})));
+  auto in_engine = [&] {
+    return test::server_metric(api.url(), "larql_api_queue_waiting") + test::server_metric(api.url(), "larql_api_running");
+  };
+  if (remote) {
+    ASSERT_TRUE(test::eventually([&] { return in_engine() == 9; })) << "every request arrived while the first step was held";
+    gate->open();
+  }
+  ASSERT_TRUE(test::eventually([&] { return leaver.readable(); }));
+  leaver.close();
+  for (auto& t : clients) t.join();
+
+  size_t generated = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_EQ(statuses[i], 200) << texts[i];
+    const json single = larql_run("--prompt-ids " + ids_arg(prompts[i]) + " --steps " + std::to_string(lengths[i]));
+    EXPECT_EQ(texts[i], single["text"]) << "request " << i << " differs from its single run";
+    generated += single["generated_ids"].size();
+  }
+  ASSERT_TRUE(test::eventually([&] { return in_engine() == 0; })) << "the leaver was dropped";
+  const double steps = test::server_metric(api.url(), "larql_api_engine_steps_total");
+  const double completion = test::server_metric(api.url(), "larql_api_completion_tokens_total");
+  EXPECT_LT(completion, double(generated) + 200) << "the leaver stopped generating";
+  std::printf("%s: %zu tokens for the 8 requests in %.0f engine steps\n", remote ? "through the grid" : "local", generated, steps);
+  if (remote) {
+    const double walks = test::server_metric(low->url(), "larql_shard_requests_total") +
+                         test::server_metric(high->url(), "larql_shard_requests_total");
+    EXPECT_EQ(walks, 6 * steps) << "one walk-ffn request per layer per step, whatever the number of sequences";
+    EXPECT_LT(steps, double(generated) / 2) << "the sequences ran together";
+  }
+}
+
+TEST(ApiBatching, EightConcurrentRequestsEachEqualTheirSingleRunLocally) { expect_batched_requests_equal_single_runs(false); }
+
+TEST(ApiBatching, EightConcurrentRequestsThroughTwoShardsAndARouterOneWalkPerLayerPerStep) {
+  expect_batched_requests_equal_single_runs(true);
 }
 
 }  // namespace

@@ -1,0 +1,132 @@
+#include "api/batch_scheduler.h"
+
+#include <algorithm>
+
+namespace larql {
+
+std::optional<Job::Event> Job::next(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mutex_);
+  if (!ready_.wait_for(lock, wait, [&] { return !events_.empty(); })) return std::nullopt;
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+void Job::push(Event e) {
+  std::lock_guard lock(mutex_);
+  events_.push_back(std::move(e));
+  ready_.notify_all();
+}
+
+BatchScheduler::BatchScheduler(Transformer& transformer, Options options)
+    : transformer_(transformer), options_(options), engine_([this] { run(); }) {}
+
+BatchScheduler::~BatchScheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    work_.notify_all();
+  }
+  engine_.join();
+}
+
+std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
+  auto job = std::make_shared<Job>();
+  job->request_ = std::move(request);
+  job->arrived_ = std::chrono::steady_clock::now();
+  job->sampler_.emplace(job->request_.sampler);
+  std::lock_guard lock(mutex_);
+  std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });  // a client that left frees its place at once
+  if (active_count_ >= options_.parallel && waiting_.size() >= options_.max_waiting) return nullptr;
+  waiting_.push_back(job);
+  work_.notify_all();
+  return job;
+}
+
+BatchScheduler::Stats BatchScheduler::stats() const {
+  std::lock_guard lock(mutex_);
+  // Cancelled waiters are not waiting any more, though the engine has not dropped them yet.
+  const size_t waiting = size_t(std::count_if(waiting_.begin(), waiting_.end(), [](const auto& j) { return !j->cancelled(); }));
+  return {waiting, active_count_, steps_};
+}
+
+void BatchScheduler::run() {
+  std::vector<std::shared_ptr<Job>> active;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      // Drop waiters whose clients left, then admit in arrival order.
+      std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });
+      while (active.size() < options_.parallel && !waiting_.empty()) {
+        active.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+      active_count_ = active.size();
+      if (stopping_) break;
+      if (active.empty()) {
+        work_.wait_for(lock, std::chrono::milliseconds(100));  // woken by submit; bounded for stop
+        continue;
+      }
+    }
+    step(active);
+    std::lock_guard lock(mutex_);
+    ++steps_;
+  }
+  for (auto& job : active) job->push({std::nullopt, Job::End::error, "the server is shutting down"});
+  std::lock_guard lock(mutex_);
+  for (auto& job : waiting_) job->push({std::nullopt, Job::End::error, "the server is shutting down"});
+}
+
+void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
+  std::erase_if(active, [](const auto& j) { return j->cancelled(); });
+  if (active.empty()) return;
+  const ModelConfig& c = transformer_.config();
+  const size_t ctx = std::min(options_.ctx, c.context);
+  // Each job's chunk: its next prompt piece, or its last token.
+  std::vector<SequenceChunk> chunks;
+  for (auto& job : active) {
+    const auto& prompt = job->request_.prompt;
+    if (job->prefilled_ < prompt.size()) {
+      const size_t n = std::min(options_.prefill_chunk, prompt.size() - job->prefilled_);
+      chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, n - 1});
+    } else {
+      chunks.push_back({&job->cache_, {&job->last_token_, 1}, prompt.size() + job->generated_ - 1, 0});
+    }
+  }
+  std::vector<float> logits;
+  if (auto s = transformer_.forward_batch(chunks, logits); !s) {
+    for (auto& job : active) job->push({std::nullopt, Job::End::error, s.error().message});
+    active.clear();
+    return;
+  }
+  // Sample where a sequence's prompt is all in (its logits are those of its last position).
+  const size_t V = c.vocab;
+  for (size_t i = 0; i < active.size(); ++i) {
+    Job& job = *active[i];
+    const auto& prompt = job.request_.prompt;
+    if (job.prefilled_ < prompt.size()) {
+      job.prefilled_ += chunks[i].tokens.size();
+      if (job.prefilled_ < prompt.size()) continue;
+    }
+    std::span<float> row(logits.data() + i * V, V);
+    const int next = job.sampler_->sample(row);
+    const auto& stops = job.request_.stop_ids;
+    if (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
+        std::find(stops.begin(), stops.end(), next) != stops.end()) {
+      job.push({std::nullopt, Job::End::eos, ""});
+      job.cancel();
+      continue;
+    }
+    ++job.generated_;
+    job.last_token_ = next;
+    job.push({next, Job::End::none, ""});
+    // The token just chosen needs a position of its own to be fed at.
+    if (job.generated_ >= job.request_.max_tokens || prompt.size() + job.generated_ >= ctx) {
+      job.push({std::nullopt, Job::End::length, ""});
+      job.cancel();
+    }
+  }
+  std::erase_if(active, [](const auto& j) { return j->cancelled(); });
+}
+
+}  // namespace larql

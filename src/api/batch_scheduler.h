@@ -1,0 +1,104 @@
+// Continuous batching: one engine thread runs every active sequence together, a step at a
+// time. Each step is one Transformer::forward_batch — attention per sequence against its
+// own KV cache, each layer's FFN once for all their rows (over the wire: one request per
+// layer per step, whatever the number of sequences). New requests join at step
+// boundaries; a long prompt is prefilled in chunks beside the others' decode steps. The
+// kernels are row-wise exact, so a sequence's tokens do not depend on what runs beside it.
+//
+// Requests beyond `parallel` wait in arrival order, at most `max_waiting` of them. The
+// connection thread of each request reads its tokens from a Job and cancels it when its
+// client leaves or a stop string ends it; the engine drops it at the next step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "infer/sampler.h"
+#include "infer/transformer.h"
+
+namespace larql {
+
+struct JobRequest {
+  std::vector<int> prompt;
+  size_t max_tokens = 16;
+  SamplerOptions sampler;
+  std::vector<int> stop_ids;  // besides the model's EOS ids
+};
+
+// One request's side of the engine: the tokens it generated, then how it ended.
+class Job {
+ public:
+  enum class End { none, eos, length, error };
+  struct Event {
+    std::optional<int> token;  // a generated token, or the end
+    End end = End::none;
+    std::string error;
+  };
+  // Waits (up to `wait`) for the next event; nullopt when none came.
+  std::optional<Event> next(std::chrono::milliseconds wait);
+  // The client left, or a stop string ended it: the engine drops it at the next step.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  friend class BatchScheduler;
+  void push(Event e);
+
+  JobRequest request_;
+  std::chrono::steady_clock::time_point arrived_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Event> events_;
+  std::atomic<bool> cancelled_ = false;
+  // Engine-side state (the engine thread only).
+  KvCache cache_;
+  std::optional<Sampler> sampler_;
+  size_t prefilled_ = 0;    // prompt tokens in the cache
+  size_t generated_ = 0;
+  int last_token_ = -1;     // fed at the next decode step
+};
+
+class BatchScheduler {
+ public:
+  struct Options {
+    size_t parallel = 8;        // sequences per step
+    size_t max_waiting = 64;    // beyond the active ones; more: refused
+    size_t prefill_chunk = 64;  // prompt tokens per sequence per step
+    size_t ctx = 2048;          // positions per sequence
+  };
+  struct Stats {
+    size_t waiting = 0, active = 0, steps = 0;
+  };
+
+  BatchScheduler(Transformer& transformer, Options options);
+  ~BatchScheduler();  // finishes the engine thread; jobs still active end with an error
+
+  // Queues a request; nullptr when max_waiting requests are already waiting.
+  std::shared_ptr<Job> submit(JobRequest request);
+  Stats stats() const;
+
+ private:
+  void run();
+  // One step over the active jobs; false when there were none.
+  void step(std::vector<std::shared_ptr<Job>>& active);
+
+  Transformer& transformer_;
+  const Options options_;
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::deque<std::shared_ptr<Job>> waiting_;
+  size_t active_count_ = 0;
+  size_t steps_ = 0;
+  bool stopping_ = false;
+  std::thread engine_;
+};
+
+}  // namespace larql
