@@ -57,6 +57,19 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
   outputs.resize(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     outputs[i].resize(x.size());
+    LayerWork work{layers[i], x.data(), rows, outputs[i].data()};
+    {
+      std::lock_guard lock(pending_mutex_);
+      pending_.push_back(&work);
+    }
+    struct Unregister {  // leaving early: no computation may take this work any more
+      FfnService& s;
+      LayerWork& w;
+      ~Unregister() {
+        std::lock_guard lock(s.pending_mutex_);
+        std::erase(s.pending_, &w);
+      }
+    } unregister{*this, work};
     std::lock_guard turn(compute_turns_);
     // Between layers only: a single-layer call (the decode path) pays no system call for it.
     if (i > 0 && client_gone && client_gone()) {
@@ -64,17 +77,71 @@ Result<double> FfnService::compute(const std::vector<uint32_t>& layers, const st
       return make_error(ErrorCode::cancelled, "the client closed its connection after " + std::to_string(i) + " of " +
                                                   std::to_string(layers.size()) + " layers; the rest was dropped");
     }
-    const auto layer_start = std::chrono::steady_clock::now();
-    if (deadline && layer_start > *deadline)  // the wait for this turn may have used it up
+    if (deadline && std::chrono::steady_clock::now() > *deadline)  // the wait for this turn may have used it up
       return make_error(ErrorCode::deadline_exceeded, "the caller's deadline (" + std::string(kDeadlineHeader) +
                                                           ") passed after " + std::to_string(i) + " of " +
                                                           std::to_string(layers.size()) + " layers; the work was dropped");
-    if (auto s = compute_.forward(layers[i], x, rows, outputs[i]); !s) return s.error();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - layer_start).count();
-    metrics_.observe_compute(layers[i], ms);
+    double ms = 0;
+    if (auto s = compute_layer(work, ms); !s) return s.error();
     total_ms += ms;
   }
   return total_ms;
+}
+
+Status FfnService::compute_layer(LayerWork& work, double& ms) {
+  // Under the compute turn. Done already inside another request's matmul, or the first of
+  // its layer to get here: then it takes every waiting work of the same layer, up to
+  // max_work rows in all, in arrival order.
+  std::vector<LayerWork*> batch;
+  {
+    std::lock_guard lock(pending_mutex_);
+    if (work.done) {
+      ms = work.ms;
+      return work.error ? Status(*work.error) : Status(Ok{});
+    }
+    size_t rows = 0;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      LayerWork* w = *it;
+      if (w->layer == work.layer && (w == &work || rows + work.rows + w->rows <= options_.max_work)) {
+        batch.push_back(w);
+        rows += w == &work ? 0 : w->rows;
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  const size_t H = model_.config.hidden;
+  size_t total_rows = 0;
+  for (const LayerWork* w : batch) total_rows += w->rows;
+  const auto start = std::chrono::steady_clock::now();
+  Status status = Ok{};
+  if (batch.size() == 1) {
+    status = compute_.forward(work.layer, {work.x, work.rows * H}, work.rows, {work.out, work.rows * H});
+  } else {
+    std::vector<float> x(total_rows * H), out(total_rows * H);
+    size_t r = 0;
+    for (const LayerWork* w : batch) {
+      std::copy(w->x, w->x + w->rows * H, x.begin() + std::ptrdiff_t(r * H));
+      r += w->rows;
+    }
+    status = compute_.forward(work.layer, x, total_rows, out);
+    r = 0;
+    for (LayerWork* w : batch) {
+      if (status) std::copy(out.begin() + std::ptrdiff_t(r * H), out.begin() + std::ptrdiff_t((r + w->rows) * H), w->out);
+      r += w->rows;
+    }
+    metrics_.count_coalesced(batch.size() - 1);
+  }
+  ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  metrics_.observe_compute(work.layer, ms);
+  std::lock_guard lock(pending_mutex_);
+  for (LayerWork* w : batch) {
+    w->done = true;
+    w->ms = ms;
+    if (!status) w->error = status.error();
+  }
+  return status;
 }
 
 Error FfnService::refuse_content_type(std::string_view content_type, std::optional<Encoding> known) const {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -45,6 +46,11 @@ class FfnService {
   nlohmann::json stats() const;
   nlohmann::json health() const;
   const Metrics& metrics() const { return metrics_; }
+  // Layer computations registered and waiting for their turn (for tests and diagnostics).
+  size_t pending_layer_work() {
+    std::lock_guard lock(pending_mutex_);
+    return pending_.size();
+  }
   Metrics& metrics() { return metrics_; }
 
  private:
@@ -60,12 +66,28 @@ class FfnService {
   // known encoding it does not offer, why.
   Error refuse_content_type(std::string_view content_type, std::optional<wire::Encoding> known) const;
 
+  // A layer's work waiting for its turn. The first request of several for the same layer
+  // to get the turn computes them all in one matmul (rows are independent, so each result
+  // is exactly what it would be alone); the others find theirs done when their turn comes.
+  struct LayerWork {
+    uint32_t layer;
+    const float* x;
+    size_t rows;
+    float* out;
+    bool done = false;
+    std::optional<Error> error = {};
+    double ms = 0;
+  };
+  Status compute_layer(LayerWork& work, double& ms);
+
   const Model& model_;
   FfnBackend& compute_;
   FfnServiceOptions options_;
   std::vector<std::string> fingerprints_;  // per owned layer
   FifoMutex compute_turns_;                // one layer at a time (it uses every core), in arrival order
   std::atomic<size_t> waiting_{0};
+  std::mutex pending_mutex_;
+  std::vector<LayerWork*> pending_;        // registered, not yet taken by a computation
   Metrics metrics_{"larql_shard"};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };

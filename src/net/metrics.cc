@@ -40,6 +40,8 @@ std::string Metrics::render() const {
     << "# TYPE " << p << "_f32_fallbacks_total counter\n" << p << "_f32_fallbacks_total " << fallbacks_ << "\n";
   o << "# HELP " << p << "_cancelled_total Requests dropped between layers because the client had gone.\n"
     << "# TYPE " << p << "_cancelled_total counter\n" << p << "_cancelled_total " << cancelled_ << "\n";
+  o << "# HELP " << p << "_coalesced_total Layer computations that ran in another request's matmul (same layer, waiting together).\n"
+    << "# TYPE " << p << "_coalesced_total counter\n" << p << "_coalesced_total " << coalesced_ << "\n";
   o << "# HELP " << p << "_compute_ms FFN compute time per layer.\n# TYPE " << p << "_compute_ms histogram\n";
   std::lock_guard lock(mutex_);
   for (const auto& [layer, h] : compute_) {

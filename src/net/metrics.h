@@ -26,6 +26,7 @@ class Metrics {
   }
   void count_f32_fallback() { ++fallbacks_; }
   void count_cancelled() { ++cancelled_; }
+  void count_coalesced(size_t n) { coalesced_ += n; }
   void observe_compute(uint32_t layer, double ms);
   uint64_t requests() const { return requests_; }
 
@@ -39,7 +40,7 @@ class Metrics {
     double sum = 0;
   };
   std::string prefix_;
-  std::atomic<uint64_t> requests_{0}, fallbacks_{0}, cancelled_{0}, json_in_{0}, json_out_{0};
+  std::atomic<uint64_t> requests_{0}, fallbacks_{0}, cancelled_{0}, coalesced_{0}, json_in_{0}, json_out_{0};
   std::array<std::atomic<uint64_t>, wire::kEncodingCount> bytes_in_{}, bytes_out_{};
   mutable std::mutex mutex_;
   std::map<std::string, uint64_t> errors_;

@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "infer/local_ffn.h"
 #include "model/loader.h"
 #include "model/synth.h"
 #include "net/ffn_service.h"
+#include "support/eventually.h"
 #include "wire/byte_io.h"
 #include "wire/codec.h"
 
@@ -88,6 +90,77 @@ class FfnServiceTest : public ::testing::Test {
   static inline std::filesystem::path dir_;
   static inline Model* model_ = nullptr;
 };
+
+// Records each forward() and holds the first one until released, passing all to an inner FFN.
+class RecordingFfn : public FfnBackend {
+ public:
+  explicit RecordingFfn(FfnBackend& inner) : inner_(inner) {}
+  Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override {
+    {
+      std::unique_lock lock(mutex_);
+      calls.emplace_back(layer, rows);
+      if (calls.size() == 1) {
+        entered_ = true;
+        changed_.notify_all();
+        changed_.wait(lock, [this] { return released_; });
+      }
+    }
+    return inner_.forward(layer, x, rows, out);
+  }
+  void wait_entered() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return entered_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  std::vector<std::pair<uint32_t, size_t>> calls;
+
+ private:
+  FfnBackend& inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool entered_ = false, released_ = false;
+};
+
+TEST_F(FfnServiceTest, RequestsForOneLayerThatWaitTogetherShareOneMatmulWithExactResults) {
+  ThreadPool pool(1);
+  LocalFfn local(*model_, pool);
+  RecordingFfn recording(local);
+  FfnService service(*model_, recording, {.layers = {0, 1}, .max_body_bytes = 1 << 20, .max_queue = 8});
+  // Two clients' rows for layer 1, different values; what each gives alone.
+  auto body = [](float v) {
+    std::vector<float> x(kHidden);
+    for (size_t i = 0; i < kHidden; ++i) x[i] = v * std::sin(float(i));
+    std::string out;
+    EXPECT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {1}, .seq_len = 1}, kHidden, x, out).ok());
+    return out;
+  };
+  FfnService alone(*model_, local, {.layers = {0, 1}, .max_body_bytes = 1 << 20});
+  const std::string expected_a = alone.walk_ffn(body(0.5f), "application/x-larql-ffn", "").body;
+  const std::string expected_b = alone.walk_ffn(body(-2.0f), "application/x-larql-ffn", "").body;
+
+  HttpReply busy_reply, a, b;
+  std::thread busy([&] { busy_reply = service.walk_ffn(request(0), "application/x-larql-ffn", ""); });
+  recording.wait_entered();  // layer 0 is computing: the next two wait for their turn together
+  std::thread ta([&] { a = service.walk_ffn(body(0.5f), "application/x-larql-ffn", ""); });
+  std::thread tb([&] { b = service.walk_ffn(body(-2.0f), "application/x-larql-ffn", ""); });
+  ASSERT_TRUE(test::eventually([&] { return service.pending_layer_work() == 2; }));
+  recording.release();
+  busy.join();
+  ta.join();
+  tb.join();
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(recording.calls, (std::vector<std::pair<uint32_t, size_t>>{{0, 1}, {1, 2}})) << "one matmul of two rows for layer 1";
+  // Bit for bit what each gets alone (only the server-time field of the header may differ).
+  auto values = [](const std::string& r) { return r.substr(12); };
+  EXPECT_EQ(values(a.body), values(expected_a));
+  EXPECT_EQ(values(b.body), values(expected_b));
+  EXPECT_NE(service.metrics().render().find("larql_shard_coalesced_total 1\n"), std::string::npos);
+}
 
 TEST_F(FfnServiceTest, RequestBeyondAFullQueueGets503WithRetryAfter) {
   GateFfn gate;
