@@ -154,6 +154,10 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         continue;
       }
       if (event->token) {
+        if (client_gone && client_gone()) {  // also between tokens: a whole answer nobody will read is not worth finishing
+          job->cancel();
+          return out;
+        }
         if (out.completion_tokens++ == 0) {
           first_token = Clock::now();
           std::lock_guard lock(metrics_mutex_);
