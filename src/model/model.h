@@ -34,7 +34,7 @@ struct Llama3RopeScaling {
 // file names, and the tensor table maps each family's names onto them.
 enum class NormPlacement {
   pre,       // Llama, Qwen:  x += attn(norm(x));        x += ffn(norm(x))
-  sandwich,  // Gemma 2/3:    x += norm(attn(norm(x)));  x += norm(ffn(norm(x)))
+  sandwich,  // Gemma 2/3/4:  x += norm(attn(norm(x)));  x += norm(ffn(norm(x)))
 };
 
 enum class AttentionKind {
@@ -59,8 +59,8 @@ struct LayerConfig {
   AttentionKind attention = AttentionKind::full;
   size_t window = 0;  // sliding layers only
   RopeSpec rope;
-  size_t head_dim = 0;             // 0 until the loader's fill_layer_defaults: the model's
-  size_t kv_heads = 0;             // likewise
+  size_t head_dim = 0;             // set by every loader (most families: the model's)
+  size_t kv_heads = 0;
   bool values_are_keys = false;    // Gemma 4 "attention_k_eq_v": no v_proj, V = k_proj(x) before k_norm
 };
 
@@ -98,13 +98,6 @@ struct ModelConfig {
   // Every layer full attention with the same RoPE (Llama, Qwen).
   void set_uniform_layers(const RopeSpec& rope) {
     layer_configs.assign(layers, LayerConfig{AttentionKind::full, 0, rope, head_dim, kv_heads});
-  }
-  // Layers that did not say take the model's head size and KV heads.
-  void fill_layer_defaults() {
-    for (LayerConfig& l : layer_configs) {
-      if (!l.head_dim) l.head_dim = head_dim;
-      if (!l.kv_heads) l.kv_heads = kv_heads;
-    }
   }
   const LayerConfig& layer(size_t l) const { return layer_configs.at(l); }
   size_t q_dim(size_t l) const { return heads * layer(l).head_dim; }
