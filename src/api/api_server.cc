@@ -176,8 +176,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         }
         continue;
       }
-      if (event->end == Job::End::error) {
-        out.error = Error{ErrorCode::internal, event->error};
+      if (event->end == Job::End::error) {  // keeps its code: a shard unreachable is a 502, not ours to hide
+        out.error = event->error.value_or(Error{ErrorCode::internal, "the engine failed"});
         return out;
       }
       const std::string rest = stops.push(text.finish()) + stops.finish();
@@ -236,7 +236,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       return send(sse(chunk(chat ? json{{"content", piece}} : json(piece), nullptr)));
     });
     if (o.error) {
-      send(sse(error_json({500, o.error->message, "server_error", "", std::string(error_code_name(o.error->code))})));
+      send(sse(error_json({http_status(o.error->code), o.error->message, "server_error", "",
+                            std::string(error_code_name(o.error->code))})));
       return;
     }
     if (o.finish_reason.empty()) return;

@@ -72,9 +72,10 @@ void BatchScheduler::run() {
     std::lock_guard lock(mutex_);
     ++steps_;
   }
-  for (auto& job : active) job->push({std::nullopt, Job::End::error, "the server is shutting down"});
+  const Error shutting_down{ErrorCode::overloaded, "the server is shutting down; send the request elsewhere"};
+  for (auto& job : active) job->push({std::nullopt, Job::End::error, shutting_down});
   std::lock_guard lock(mutex_);
-  for (auto& job : waiting_) job->push({std::nullopt, Job::End::error, "the server is shutting down"});
+  for (auto& job : waiting_) job->push({std::nullopt, Job::End::error, shutting_down});
 }
 
 void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
@@ -95,7 +96,7 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   }
   std::vector<float> logits;
   if (auto s = transformer_.forward_batch(chunks, logits); !s) {
-    for (auto& job : active) job->push({std::nullopt, Job::End::error, s.error().message});
+    for (auto& job : active) job->push({std::nullopt, Job::End::error, s.error()});
     active.clear();
     return;
   }
@@ -113,16 +114,16 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     const auto& stops = job.request_.stop_ids;
     if (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
         std::find(stops.begin(), stops.end(), next) != stops.end()) {
-      job.push({std::nullopt, Job::End::eos, ""});
+      job.push({std::nullopt, Job::End::eos});
       job.cancel();
       continue;
     }
     ++job.generated_;
     job.last_token_ = next;
-    job.push({next, Job::End::none, ""});
+    job.push({next, Job::End::none});
     // The token just chosen needs a position of its own to be fed at.
     if (job.generated_ >= job.request_.max_tokens || prompt.size() + job.generated_ >= ctx) {
-      job.push({std::nullopt, Job::End::length, ""});
+      job.push({std::nullopt, Job::End::length});
       job.cancel();
     }
   }

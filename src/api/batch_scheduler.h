@@ -23,6 +23,7 @@
 
 #include "infer/sampler.h"
 #include "infer/transformer.h"
+#include "wire/errors.h"
 
 namespace larql {
 
@@ -40,7 +41,7 @@ class Job {
   struct Event {
     std::optional<int> token;  // a generated token, or the end
     End end = End::none;
-    std::string error;
+    std::optional<Error> error = {};  // End::error: what went wrong (e.g. a shard unreachable)
   };
   // Waits (up to `wait`) for the next event; nullopt when none came.
   std::optional<Event> next(std::chrono::milliseconds wait);

@@ -158,6 +158,27 @@ TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
   EXPECT_EQ(test::metric_sum(metrics->body, "larql_api_time_to_first_token_seconds_count"), 2.0);
 }
 
+TEST(ApiServer, AShardThatIsGoneIsA502InOpenAiShapeWholeOrStreamed) {
+  std::optional<ChildProcess> shard;
+  shard.emplace(std::vector<std::string>{"serve", test::kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--ffn", shard->url(), "--timeout-ms", "2000", "--threads", "1"});
+  const json request{{"prompt", std::vector<int>{1, 400}}, {"max_tokens", 2}, {"temperature", 0}};
+  auto res = post(api.url(), "/v1/completions", request, nullptr);
+  ASSERT_TRUE(res && res->status == 200);
+  shard.reset();  // stopped: nothing listens there any more
+  res = post(api.url(), "/v1/completions", request, nullptr);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 502) << res->body;
+  EXPECT_EQ(json::parse(res->body)["error"]["code"], "shard_unavailable") << res->body;
+  // Streamed: the headers are out before the engine runs, so the error comes as an event.
+  json streamed = request;
+  streamed["stream"] = true;
+  res = post(api.url(), "/v1/completions", streamed, nullptr);
+  ASSERT_TRUE(res && res->status == 200);
+  EXPECT_NE(res->body.find("\"code\":\"shard_unavailable\""), std::string::npos) << res->body;
+  EXPECT_EQ(res->body.find("[DONE]"), std::string::npos) << "an error is not a normal end";
+}
+
 TEST(ApiServer, GenerationEndsAtTheModelsEndTokenWithFinishReasonStop) {
   // The Gemma 3 fixture, its generation_config naming the 4th greedy token as an end token.
   namespace fs = std::filesystem;
