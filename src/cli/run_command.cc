@@ -88,7 +88,6 @@ int run(const RunOptions& o) {
   auto on_token = [&](int token) {
     emit(stream ? stream->push(token) : (first ? "" : " ") + std::to_string(token));
     first = false;
-    return true;
   };
   auto result = generate(transformer, prompt, options, on_token);
   if (!result) return fail(result.error().message);

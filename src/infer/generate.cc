@@ -10,7 +10,6 @@ std::string_view stop_reason_name(StopReason r) {
     case StopReason::steps: return "steps";
     case StopReason::eos: return "eos";
     case StopReason::context: return "context";
-    case StopReason::caller: return "caller";
   }
   return "steps";
 }
@@ -34,16 +33,12 @@ Result<GenerateResult> generate(Transformer& model, const std::vector<int>& prom
   size_t pos = prompt.size();
   while (result.generated.size() < options.max_new_tokens) {
     const int next = sampler.sample(logits);
-    if (!options.ignore_eos && (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
-                                std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end())) {
+    if (!options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end()) {
       result.stop = StopReason::eos;
       break;
     }
     result.generated.push_back(next);
-    if (on_token && !on_token(next)) {
-      result.stop = StopReason::caller;
-      break;
-    }
+    if (on_token) on_token(next);
     if (result.generated.size() == options.max_new_tokens) break;
     if (pos == c.context) {  // the token just chosen has no position left to be fed at
       result.stop = StopReason::context;

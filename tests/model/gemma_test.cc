@@ -279,7 +279,7 @@ TEST(GemmaGeneration, StopsAtEveryIdOfGenerationConfigsEosList) {
     ASSERT_EQ(std::find(ref.greedy.begin(), ref.greedy.begin() + stop_at, id), ref.greedy.begin() + stop_at) << "a first occurrence";
     model->config.eos_ids = stop_at == 3 ? std::vector<int>{1, id} : std::vector<int>{id, 1};
     Transformer t(*model, ffn, pool);
-    auto result = generate(t, ref.tokens, {.max_new_tokens = 8}, [](int) { return true; });
+    auto result = generate(t, ref.tokens, {.max_new_tokens = 8}, [](int) {});
     ASSERT_TRUE(result.ok()) << result.error().message;
     EXPECT_EQ(result->stop, StopReason::eos);
     EXPECT_EQ(result->generated, std::vector<int>(ref.greedy.begin(), ref.greedy.begin() + stop_at)) << "the end token itself is not part of the output";
