@@ -179,6 +179,11 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   for (auto [key, out] : {std::pair{"embedding_length", &c.hidden}, {"block_count", &c.layers},
                           {"feed_forward_length", &c.ffn}, {"attention.head_count", &c.heads}, {"context_length", &c.context}})
     if (auto s = need(key, *out); !s) return s.error();
+  // Every layer has tensors of its own: a count beyond the file's is a corrupt header, refused
+  // here before anything is sized by it.
+  if (c.layers > f.tensors.size())
+    return fail(arch + ".block_count is " + std::to_string(c.layers) + " but the file has only " +
+                std::to_string(f.tensors.size()) + " tensors");
   // KV heads: one number, or one per layer (Gemma 4's full layers have fewer).
   c.kv_heads = c.heads;
   std::vector<size_t> kv_heads;

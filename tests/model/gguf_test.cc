@@ -223,6 +223,9 @@ TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
   EXPECT_NE(e.find("tensor 'blk.1.attn_k.weight' is missing"), std::string::npos) << e;
   e = rewrite([](GgufFile&, auto&, auto& meta) { meta.erase("llama.block_count"); });
   EXPECT_NE(e.find("llama.block_count must be a positive integer"), std::string::npos) << e;
+  // A layer count no file could hold is refused before anything is sized by it.
+  e = rewrite([](GgufFile&, auto&, auto& meta) { meta["llama.block_count"] = GgufValue::of(GgufValueType::u32, 4e9); });
+  EXPECT_NE(e.find("llama.block_count is 4000000000 but the file has only"), std::string::npos) << e;
   e = rewrite([](GgufFile&, auto&, auto& meta) { meta["general.architecture"] = GgufValue::of_string("mamba"); });
   EXPECT_NE(e.find("architecture 'mamba' is not supported"), std::string::npos) << e;
 }
