@@ -5,6 +5,7 @@
 #include "cli/api_command.h"
 #include "cli/bench_command.h"
 #include "cli/demo_command.h"
+#include "cli/loadtest_command.h"
 #include "cli/router_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   larql::cli::add_api_command(app);
   larql::cli::add_router_command(app);
   larql::cli::add_bench_command(app);
+  larql::cli::add_loadtest_command(app);
   larql::cli::add_demo_command(app);
   larql::cli::add_tokenize_command(app);
   larql::cli::add_synth_command(app);

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "net/timed_socket.h"
+#include "net/url.h"
 
 namespace larql {
 
@@ -23,43 +24,6 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr uint64_t kMaxResponseBytes = 1ull << 30;
-
-struct Url {
-  bool tls = false;
-  std::string host, port;
-  std::string host_header;  // host:port, an IPv6 host in brackets
-};
-
-Result<Url> parse_url(const std::string& url) {
-  Url u;
-  std::string_view rest = url;
-  if (rest.starts_with("http://")) {
-    rest.remove_prefix(7);
-  } else if (rest.starts_with("https://")) {
-    rest.remove_prefix(8);
-    u.tls = true;
-  } else {
-    return make_error(ErrorCode::invalid_argument, "URL '" + url + "' does not start with http:// or https://");
-  }
-  if (rest.ends_with('/')) rest.remove_suffix(1);
-  if (rest.find('/') != std::string_view::npos)
-    return make_error(ErrorCode::invalid_argument, "URL '" + url + "' has a path; expected http[s]://HOST[:PORT]");
-  size_t colon = rest.rfind(':');
-  if (rest.starts_with('[')) {  // [IPv6]:port
-    const size_t close = rest.find(']');
-    if (close == std::string_view::npos) return make_error(ErrorCode::invalid_argument, "URL '" + url + "': unclosed '['");
-    u.host = std::string(rest.substr(1, close - 1));
-    colon = close + 1 < rest.size() && rest[close + 1] == ':' ? close + 1 : std::string_view::npos;
-  } else {
-    u.host = std::string(rest.substr(0, colon));
-  }
-  u.port = colon == std::string_view::npos ? (u.tls ? "443" : "80") : std::string(rest.substr(colon + 1));
-  if (u.host.empty() || u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos)
-    return make_error(ErrorCode::invalid_argument, "URL '" + url + "': expected http[s]://HOST[:PORT]");
-  const bool ipv6 = u.host.find(':') != std::string::npos;
-  u.host_header = (ipv6 ? "[" + u.host + "]" : u.host) + ":" + u.port;
-  return u;
-}
 
 Error transport_error(const boost::system::error_code& ec, const std::string& doing, int timeout_ms) {
   if (ec == asio::error::timed_out)

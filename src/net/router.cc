@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 #include <iostream>
 #include <set>
@@ -25,7 +26,16 @@ struct Router::Replica {
   std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
   std::mutex mutex;                    // guards stats and idle
   json stats;                          // null until read
-  std::vector<std::unique_ptr<HttpClient>> idle;
+  // Connections not in use, the most recently returned last. One idle for longer than
+  // kPooledIdleLifetime belonged to a burst that has ended: closing it gives the router's
+  // and the shard's descriptors back.
+  struct Pooled {
+    std::unique_ptr<HttpClient> client;
+    std::chrono::steady_clock::time_point returned;
+  };
+  static constexpr auto kPooledIdleLifetime = std::chrono::seconds(5);
+  static constexpr size_t kMaxIdle = 16;
+  std::vector<Pooled> idle;
   HttpClientOptions client;  // timeout and CA for connections to this replica
 
   // A pooled connection to this replica (callers in parallel each get their own).
@@ -33,7 +43,7 @@ struct Router::Replica {
     {
       std::lock_guard lock(mutex);
       if (!idle.empty()) {
-        auto c = std::move(idle.back());
+        auto c = std::move(idle.back().client);
         idle.pop_back();
         return c;
       }
@@ -43,7 +53,16 @@ struct Router::Replica {
   }
   void give(std::unique_ptr<HttpClient> c) {
     std::lock_guard lock(mutex);
-    if (idle.size() < 16) idle.push_back(std::move(c));
+    if (idle.size() < kMaxIdle) idle.push_back({std::move(c), std::chrono::steady_clock::now()});
+  }
+  void close_stale(std::chrono::steady_clock::time_point now) {
+    std::vector<Pooled> stale;  // closed outside the lock
+    {
+      std::lock_guard lock(mutex);
+      auto fresh = std::find_if(idle.begin(), idle.end(), [&](const Pooled& p) { return now - p.returned < kPooledIdleLifetime; });
+      stale.assign(std::make_move_iterator(idle.begin()), std::make_move_iterator(fresh));
+      idle.erase(idle.begin(), fresh);
+    }
   }
   void observe(double ms) {
     const double old = latency_ms.load();
@@ -260,6 +279,7 @@ void Router::poll_health() {
         }
       }
       r->healthy = up && !r->refused;
+      r->close_stale(std::chrono::steady_clock::now());
     }
     std::unique_lock lock(poll_mutex_);
     if (poll_wake_.wait_for(lock, std::chrono::milliseconds(options_.health_interval_ms), [this] { return stopping_.load(); }))
