@@ -14,7 +14,7 @@ namespace {
 
 struct Options {
   std::string model, ffn, wire = "f32,f16,q8,i8";
-  std::optional<std::string> tokenizer, prompt, prompts_file, out, plot, api_key, ca_cert;
+  std::optional<std::string> tokenizer, prompt, prompts_file, out, plot, api_key, ca_cert, links;
   std::vector<int> prompt_ids;
   size_t steps = 50, threads = 0;
   std::optional<size_t> assert_topk;
@@ -37,6 +37,11 @@ int run_bench(const Options& o) {
   w.api_key = o.api_key;
   w.ca_cert = o.ca_cert;
   w.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (o.links) {
+    auto links = parse_links(*o.links);
+    if (!links) return fail("--links: " + links.error().message);
+    w.links = *links;
+  }
   w.formats.clear();
   std::stringstream names(o.wire);
   for (std::string name; std::getline(names, name, ',');) {
@@ -109,6 +114,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--api-key", o->api_key, "bearer key for the shards");
   cmd->add_option("--ca-cert", o->ca_cert, "CA certificate for https:// shards");
   cmd->add_option("--threads", o->threads, "compute threads");
+  cmd->add_option("--links", o->links, "links to project tokens/s for, e.g. 1Gbit/0.2ms,100Mbit/2ms,10Mbit/20ms (the default)");
   cmd->callback([o] {
     if (int rc = run_bench(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -22,6 +22,31 @@ const std::vector<Link>& what_if_links() {
   return links;
 }
 
+Result<std::vector<Link>> parse_links(const std::string& text) {
+  std::vector<Link> links;
+  std::stringstream parts(text);
+  for (std::string part; std::getline(parts, part, ',');) {
+    auto fail = [&] {
+      return make_error(ErrorCode::invalid_argument,
+                        "link '" + part + "': expected RATE/RTT such as 100Mbit/2ms (rate in Gbit, Mbit or kbit)");
+    };
+    const size_t slash = part.find('/');
+    if (slash == std::string::npos || !part.ends_with("ms")) return fail();
+    const std::string rate = part.substr(0, slash), rtt = part.substr(slash + 1, part.size() - slash - 3);
+    double scale = 0;
+    for (auto [unit, mbit] : {std::pair{"Gbit", 1000.0}, {"Mbit", 1.0}, {"kbit", 0.001}})
+      if (rate.ends_with(unit)) scale = mbit;
+    char* end = nullptr;
+    const double number = std::strtod(rate.c_str(), &end);
+    if (scale == 0 || end != rate.c_str() + rate.size() - 4 || !(number > 0)) return fail();
+    const double ms = std::strtod(rtt.c_str(), &end);
+    if (rtt.empty() || end != rtt.c_str() + rtt.size() || !(ms >= 0)) return fail();
+    links.push_back({rate + "_" + rtt + "ms", number * scale, ms});
+  }
+  if (links.empty()) return make_error(ErrorCode::invalid_argument, "no links given; expected e.g. 100Mbit/2ms");
+  return links;
+}
+
 namespace {
 
 struct Trajectory {
@@ -139,13 +164,14 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
     for (double* v : {&fr.bytes_sent_per_token, &fr.bytes_received_per_token, &fr.round_trips_per_token, &fr.ms_per_token,
                       &fr.server_ms_per_token, &fr.transport_ms_per_token, &fr.local_ms_per_token})
       *v /= prompts;
-    for (const auto& link : what_if_links()) {
+    for (const auto& link : o.links) {
       const double ms = fr.local_ms_per_token + fr.server_ms_per_token + fr.round_trips_per_token * link.rtt_ms +
                         (fr.bytes_sent_per_token + fr.bytes_received_per_token) * 8.0 / (link.megabits_per_second * 1000.0);
       fr.projected_tokens_per_second[link.name] = ms > 0 ? 1000.0 / ms : 0.0;
     }
   }
   report.remote_f32_exact = report.formats[0].exact;
+  report.links = o.links;
   return report;
 }
 
@@ -206,7 +232,7 @@ std::string report_table(const WireBenchReport& r) {
   o << "\nprojected tokens/s per link (" << kProjectionFormula << "):\n";
   for (const auto& f : r.formats) {
     o << "  " << wire::encoding_name(f.wire) << ":";
-    for (const auto& link : what_if_links()) {
+    for (const auto& link : r.links) {
       std::snprintf(line, sizeof line, "  %s %.1f", link.name.c_str(), f.projected_tokens_per_second.at(link.name));
       o << line;
     }

@@ -17,6 +17,16 @@
 
 namespace larql {
 
+struct Link {
+  std::string name;  // "100Mbit_2ms"
+  double megabits_per_second;
+  double rtt_ms;
+};
+const std::vector<Link>& what_if_links();
+// "1Gbit/0.2ms,100Mbit/2ms,10Mbit/20ms": a rate in Gbit, Mbit or kbit per second and a
+// round-trip time in ms per link. The error names the part.
+Result<std::vector<Link>> parse_links(const std::string& text);
+
 struct WireBenchOptions {
   std::vector<std::vector<int>> prompts;
   size_t steps = 50;
@@ -26,14 +36,9 @@ struct WireBenchOptions {
   std::string ffn_spec;
   std::optional<std::string> api_key, ca_cert;
   size_t threads = 2;
+  std::vector<Link> links = what_if_links();  // projected tokens/s for each
 };
 
-struct Link {
-  std::string name;
-  double megabits_per_second;
-  double rtt_ms;
-};
-const std::vector<Link>& what_if_links();
 inline constexpr const char* kProjectionFormula =
     "tokens/s = 1000 / (local_ms + server_ms + round_trips × RTT_ms + (bytes_sent + bytes_received) × 8 / (Mbit/s × 1000))"
     ", all per token";
@@ -61,6 +66,7 @@ struct WireBenchReport {
   bool remote_f32_exact = true;
   std::vector<FormatReport> formats;
   std::vector<LayerValueRange> layers;
+  std::vector<Link> links;
 };
 
 Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOptions& options);

@@ -19,8 +19,8 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadPool::ThreadPool(size_t threads) {
-  const size_t n = std::max<size_t>(threads, 1);
-  for (size_t i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  const size_t n = std::clamp<size_t>(threads, 1, 0xffff);  // chunk counts fit the claim word's 16 bits
+  for (size_t i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -41,21 +41,40 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     fn(0, n);
     return;
   }
+  uint32_t generation;
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
     job_n_ = n;
     job_chunk_ = chunk;
-    pending_.store(workers_.size(), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    job_chunks_ = (n + chunk - 1) / chunk;
+    done_.store(0, std::memory_order_relaxed);
+    generation = generation_.load(std::memory_order_relaxed) + 1;
+    claim_.store(uint64_t(generation) << 32 | uint64_t(job_chunks_) << 16, std::memory_order_release);
+    generation_.store(generation, std::memory_order_release);
   }
   wake_.notify_all();
-  fn(0, std::min(chunk, n));  // the caller's share is chunk 0
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  run_chunks(generation);
+  while (done_.load(std::memory_order_acquire) != job_chunks_) cpu_relax();
 }
 
-void ThreadPool::worker_loop(size_t index) {
-  size_t seen = 0;
+void ThreadPool::run_chunks(uint32_t generation) {
+  for (;;) {
+    uint64_t state = claim_.load(std::memory_order_acquire);
+    size_t index;
+    do {
+      index = size_t(state & 0xffffu);
+      if (uint32_t(state >> 32) != generation || index >= size_t((state >> 16) & 0xffffu)) return;
+    } while (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    // Claimed: the job cannot end (nor its fields change) before this chunk is done.
+    const size_t begin = index * job_chunk_, end = std::min(begin + job_chunk_, job_n_);
+    (*job_)(begin, end);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint32_t seen = 0;
   for (;;) {
     // Spin for new work first, then sleep until it comes. The clock is read once per 64
     // pauses: in a VM each read can cost as much as the pauses themselves.
@@ -65,19 +84,13 @@ void ThreadPool::worker_loop(size_t index) {
       cpu_relax();
       if (spins % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) break;
     }
-    const std::function<void(size_t, size_t)>* job;
-    size_t begin, end;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stopping_) return;
       seen = generation_.load(std::memory_order_relaxed);
-      job = job_;
-      begin = std::min(index * job_chunk_, job_n_);
-      end = std::min(begin + job_chunk_, job_n_);
     }
-    if (begin < end) (*job)(begin, end);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_chunks(seen);
   }
 }
 

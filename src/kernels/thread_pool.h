@@ -4,7 +4,9 @@
 //
 // Decode calls parallel_for about a hundred times per token, each a few hundred
 // microseconds of work, so waking a sleeping thread each time would cost more than the
-// work is worth: workers spin for a short while before they sleep.
+// work is worth: workers spin for a short while before they sleep. And chunks are claimed,
+// not assigned: when a worker is slow to wake (after a network wait, in a VM), the caller
+// takes its chunks instead of waiting for it.
 #pragma once
 
 #include <atomic>
@@ -32,16 +34,21 @@ class ThreadPool {
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain = 1);
 
  private:
-  void worker_loop(size_t index);
+  void worker_loop();
+  // Runs chunks of job `generation` until none is left to claim.
+  void run_chunks(uint32_t generation);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   const std::function<void(size_t, size_t)>* job_ = nullptr;
-  size_t job_n_ = 0;
-  size_t job_chunk_ = 0;
-  std::atomic<size_t> generation_{0};
-  std::atomic<size_t> pending_{0};
+  size_t job_n_ = 0, job_chunk_ = 0, job_chunks_ = 0;
+  std::atomic<uint32_t> generation_{0};
+  // The job's generation (bits 32-63), its chunk count (16-31) and its next unclaimed
+  // chunk (0-15), in one word: a worker that wakes after its job ended can neither claim
+  // a chunk of the next one nor read the next one's fields.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<size_t> done_{0};  // chunks of the current job finished
   std::atomic<bool> stopping_{false};
 };
 
