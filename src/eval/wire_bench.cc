@@ -17,36 +17,6 @@ namespace larql {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-const std::vector<Link>& what_if_links() {
-  static const std::vector<Link> links{{"1Gbit_0.2ms", 1000, 0.2}, {"100Mbit_2ms", 100, 2}, {"10Mbit_20ms", 10, 20}};
-  return links;
-}
-
-Result<std::vector<Link>> parse_links(const std::string& text) {
-  std::vector<Link> links;
-  std::stringstream parts(text);
-  for (std::string part; std::getline(parts, part, ',');) {
-    auto fail = [&] {
-      return make_error(ErrorCode::invalid_argument,
-                        "link '" + part + "': expected RATE/RTT such as 100Mbit/2ms (rate in Gbit, Mbit or kbit)");
-    };
-    const size_t slash = part.find('/');
-    if (slash == std::string::npos || !part.ends_with("ms")) return fail();
-    const std::string rate = part.substr(0, slash), rtt = part.substr(slash + 1, part.size() - slash - 3);
-    double scale = 0;
-    for (auto [unit, mbit] : {std::pair{"Gbit", 1000.0}, {"Mbit", 1.0}, {"kbit", 0.001}})
-      if (rate.ends_with(unit)) scale = mbit;
-    char* end = nullptr;
-    const double number = std::strtod(rate.c_str(), &end);
-    if (scale == 0 || end != rate.c_str() + rate.size() - 4 || !(number > 0)) return fail();
-    const double ms = std::strtod(rtt.c_str(), &end);
-    if (rtt.empty() || end != rtt.c_str() + rtt.size() || !(ms >= 0)) return fail();
-    links.push_back({rate + "_" + rtt + "ms", number * scale, ms});
-  }
-  if (links.empty()) return make_error(ErrorCode::invalid_argument, "no links given; expected e.g. 100Mbit/2ms");
-  return links;
-}
-
 namespace {
 
 struct Trajectory {
@@ -78,6 +48,8 @@ Result<Trajectory> decode(const Model& m, FfnBackend& ffn, ThreadPool& pool, con
     const double n = double(out.tokens.size() - 1);
     timing->bytes_sent_per_token += double(after.bytes_sent - before.bytes_sent) / n;
     timing->bytes_received_per_token += double(after.bytes_received - before.bytes_received) / n;
+    timing->head_bytes_sent_per_token += double(after.head_bytes_sent - before.head_bytes_sent) / n;
+    timing->head_bytes_received_per_token += double(after.head_bytes_received - before.head_bytes_received) / n;
     timing->round_trips_per_token += double(after.calls - before.calls) / n;
     timing->ms_per_token += wall_ms / n;
     timing->server_ms_per_token += (after.server_ms - before.server_ms) / n;
@@ -161,12 +133,20 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
     fr.top1_agreement /= double(total_steps);
     fr.topk_agreement /= double(total_steps);
     fr.mean_kl /= double(total_steps);
-    for (double* v : {&fr.bytes_sent_per_token, &fr.bytes_received_per_token, &fr.round_trips_per_token, &fr.ms_per_token,
+    for (double* v : {&fr.bytes_sent_per_token, &fr.bytes_received_per_token, &fr.head_bytes_sent_per_token,
+                      &fr.head_bytes_received_per_token, &fr.round_trips_per_token, &fr.ms_per_token,
                       &fr.server_ms_per_token, &fr.transport_ms_per_token, &fr.local_ms_per_token})
       *v /= prompts;
     for (const auto& link : o.links) {
-      const double ms = fr.local_ms_per_token + fr.server_ms_per_token + fr.round_trips_per_token * link.rtt_ms +
-                        (fr.bytes_sent_per_token + fr.bytes_received_per_token) * 8.0 / (link.megabits_per_second * 1000.0);
+      const double ms = projected_ms_per_token({.local_ms = fr.local_ms_per_token,
+                                                .server_ms = fr.server_ms_per_token,
+                                                .transport_ms = fr.transport_ms_per_token,
+                                                .round_trips = fr.round_trips_per_token,
+                                                .body_bytes_sent = fr.bytes_sent_per_token,
+                                                .body_bytes_received = fr.bytes_received_per_token,
+                                                .head_bytes_sent = fr.head_bytes_sent_per_token,
+                                                .head_bytes_received = fr.head_bytes_received_per_token},
+                                               link);
       fr.projected_tokens_per_second[link.name] = ms > 0 ? 1000.0 / ms : 0.0;
     }
   }
@@ -188,6 +168,8 @@ json report_json(const WireBenchReport& r) {
                        {"first_divergence_step", f.first_divergence_step ? json(*f.first_divergence_step) : json(nullptr)},
                        {"bytes_sent_per_token", f.bytes_sent_per_token},
                        {"bytes_received_per_token", f.bytes_received_per_token},
+                       {"head_bytes_sent_per_token", f.head_bytes_sent_per_token},
+                       {"head_bytes_received_per_token", f.head_bytes_received_per_token},
                        {"round_trips_per_token", f.round_trips_per_token},
                        {"ms_per_token", f.ms_per_token},
                        {"server_ms_per_token", f.server_ms_per_token},

@@ -11,21 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "eval/link_model.h"
 #include "eval/range_recorder.h"
 #include "model/model.h"
 #include "wire/encoding.h"
 
 namespace larql {
-
-struct Link {
-  std::string name;  // "100Mbit_2ms"
-  double megabits_per_second;
-  double rtt_ms;
-};
-const std::vector<Link>& what_if_links();
-// "1Gbit/0.2ms,100Mbit/2ms,10Mbit/20ms": a rate in Gbit, Mbit or kbit per second and a
-// round-trip time in ms per link. The error names the part.
-Result<std::vector<Link>> parse_links(const std::string& text);
 
 struct WireBenchOptions {
   std::vector<std::vector<int>> prompts;
@@ -39,10 +30,6 @@ struct WireBenchOptions {
   std::vector<Link> links = what_if_links();  // projected tokens/s for each
 };
 
-inline constexpr const char* kProjectionFormula =
-    "tokens/s = 1000 / (local_ms + server_ms + round_trips × RTT_ms + (bytes_sent + bytes_received) × 8 / (Mbit/s × 1000))"
-    ", all per token";
-
 struct FormatReport {
   wire::Encoding wire;
   bool exact = true;  // every step's logits bit-identical to the reference
@@ -50,7 +37,8 @@ struct FormatReport {
   float max_abs_logit_diff = 0;
   double mean_kl = 0, max_kl = 0;
   std::optional<size_t> first_divergence_step;
-  double bytes_sent_per_token = 0, bytes_received_per_token = 0, round_trips_per_token = 0;
+  double bytes_sent_per_token = 0, bytes_received_per_token = 0, round_trips_per_token = 0;  // bodies
+  double head_bytes_sent_per_token = 0, head_bytes_received_per_token = 0;                 // HTTP heads
   double ms_per_token = 0, server_ms_per_token = 0, transport_ms_per_token = 0, local_ms_per_token = 0;
   size_t f32_fallbacks = 0;
   std::vector<double> kl_per_step;

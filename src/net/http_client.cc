@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <variant>
 
 #include "net/timed_socket.h"
@@ -24,6 +25,14 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr uint64_t kMaxResponseBytes = 1ull << 30;
+
+// The size of a head as Beast writes it (our servers answer with Beast too).
+template <bool is_request, class Fields>
+size_t head_size(const http::header<is_request, Fields>& head) {
+  std::ostringstream out;
+  out << head;
+  return out.str().size();
+}
 
 Error transport_error(const boost::system::error_code& ec, const std::string& doing, int timeout_ms) {
   if (ec == asio::error::timed_out)
@@ -171,6 +180,8 @@ Result<HttpResponse> HttpClient::send(bool post, std::string_view path, std::str
     out.status = int(res.result_int());
     for (const auto& field : res) out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     out.body = std::move(res.body());
+    out.head_bytes_sent = head_size(req.base());
+    out.head_bytes_received = head_size(res.base());
     if (!res.keep_alive()) c.close();
     return out;
   }

@@ -23,6 +23,9 @@ struct HttpResponse {
   int status = 0;
   std::string body;
   HttpHeaders headers;
+  // Bytes of the request's and the response's HTTP heads (request or status line and
+  // fields), for what a link carries besides the bodies.
+  size_t head_bytes_sent = 0, head_bytes_received = 0;
   // The value of a header (case-insensitive name), or "" when absent.
   std::string header(std::string_view name) const;
   // The seconds of a 503's Retry-After; at least 1 (absent or unreadable: 1).

@@ -170,6 +170,8 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   };
   if (!res) return fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
+  stats_.head_bytes_sent += res->head_bytes_sent;
+  stats_.head_bytes_received += res->head_bytes_received;
   if (res->status == 503) {  // busy, not broken (PROTOCOL §9): the caller backs off
     shard.retry_after_s = res->retry_after_s();
     return fail(ErrorCode::overloaded, describe_error(res));

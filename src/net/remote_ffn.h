@@ -30,6 +30,8 @@ struct RemoteFfnStats {
   size_t calls = 0;
   size_t bytes_sent = 0;      // message bodies
   size_t bytes_received = 0;
+  size_t head_bytes_sent = 0;  // HTTP heads
+  size_t head_bytes_received = 0;
   double remote_ms = 0;       // wall time of the calls
   double server_ms = 0;       // the servers' own compute time (latency_ms)
   size_t f32_fallbacks = 0;   // responses that came back as f32 although another encoding was asked for

@@ -33,5 +33,18 @@ TEST(Links, AMalformedLinkIsNamed) {
   }
 }
 
+TEST(LinkModel, BytesOnTheLinkAreHeadsAndBodiesInFramedSegments) {
+  EXPECT_DOUBLE_EQ(framed_bytes(1448, 1), 1448 + 90);       // one full segment
+  EXPECT_DOUBLE_EQ(framed_bytes(1449, 1), 1449 + 2 * 90);   // a byte more needs a second
+  EXPECT_DOUBLE_EQ(framed_bytes(2896, 2), 2896 + 2 * 90);   // two messages of one segment each
+  // 8 Mbit/s carries one byte per microsecond: 1000 bytes are 1 ms.
+  const LinkTraffic t{.local_ms = 1, .server_ms = 2, .transport_ms = 0.5, .round_trips = 2,
+                      .body_bytes_sent = 1000, .body_bytes_received = 1000, .head_bytes_sent = 200, .head_bytes_received = 200};
+  const double each_way = 1200 + 2 * 90;
+  EXPECT_DOUBLE_EQ(projected_ms_per_token(t, {"8Mbit_10ms", 8, 10}), 1 + 2 + 0.5 + 2 * 10 + 2 * each_way / 1000);
+  // Round trips and bytes cost nothing on an infinitely fast link with no delay.
+  EXPECT_NEAR(projected_ms_per_token(t, {"inf", 1e12, 0}), 3.5, 1e-6);
+}
+
 }  // namespace
 }  // namespace larql

@@ -46,6 +46,14 @@ TEST(BenchCli, JsonFieldsExactF32AndBytesFromTheLayouts) {
     EXPECT_EQ(f["bytes_received_per_token"].get<double>(), double(layers * (12 + values_bytes.at(w).second)));
     EXPECT_EQ(f["round_trips_per_token"].get<double>(), double(layers));
     EXPECT_EQ(f["projected_tokens_per_second"].size(), 3u);
+    // Each call's HTTP heads: "POST /v1/walk-ffn HTTP/1.1" and its fields one way, a status
+    // line and fields back; a few hundred bytes, counted apart from the bodies.
+    const double heads_sent = f["head_bytes_sent_per_token"].get<double>() / layers;
+    const double heads_received = f["head_bytes_received_per_token"].get<double>() / layers;
+    EXPECT_GT(heads_sent, 100.0);
+    EXPECT_LT(heads_sent, 600.0);
+    EXPECT_GT(heads_received, 50.0);
+    EXPECT_LT(heads_received, 600.0);
     if (w == "f32") {
       EXPECT_TRUE(f["exact"].get<bool>());
       EXPECT_EQ(f["top1_agreement"], 1.0);
