@@ -9,24 +9,15 @@ round), time to first token (median and worst client), gaps between a client's t
   bench/api_load.py MODEL [--grid] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--parallel 16]"""
 import argparse
 import json
-import re
-import signal
+import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
-
-def start(larql, args):
-    proc = subprocess.Popen([larql] + args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
-    if not match:
-        proc.kill()
-        sys.exit(f"{args[0]} did not start: {line!r}")
-    return proc, match.group(1)
+sys.path.insert(0, os.path.dirname(__file__))
+from larql_procs import start, stop  # noqa: E402
 
 
 def client(url, prompt, tokens, out):
@@ -72,11 +63,11 @@ def main():
                 n = json.load(f)["num_hidden_layers"]
             half = n // 2
             for layers in (f"0-{half - 1}", f"{half}-{n - 1}"):
-                procs.append(start(a.larql, ["serve", a.model, "--port", "0", "--layers", layers, "--threads", str(a.threads)]))
+                procs.append(start([a.larql, "serve", a.model, "--port", "0", "--layers", layers, "--threads", str(a.threads)], "shard " + layers))
             shards = f"0-{half - 1}={procs[0][1]},{half}-{n - 1}={procs[1][1]}"
-            procs.append(start(a.larql, ["router", "--port", "0", "--shards", shards]))
+            procs.append(start([a.larql, "router", "--port", "0", "--shards", shards], "router"))
             args += ["--ffn", procs[-1][1], "--wire", a.wire]
-        procs.append(start(a.larql, args))
+        procs.append(start([a.larql] + args, "larql api", health=None))
         url = procs[-1][1]
         client(url, [1, 2, 3], 4, [])  # warm the page cache
         print(f"model {a.model}, {'grid (two shards + router, ' + a.wire + ' wire)' if a.grid else 'local'}, "
@@ -101,9 +92,7 @@ def main():
             print(f"{n:7d} {tps:8.2f} {tps / base:6.2f} {statistics.median(ttft) * 1000:7.0f}ms {max(ttft) * 1000:7.0f}ms "
                   f"{percentile(gaps, 50) * 1000:6.0f}ms {percentile(gaps, 99) * 1000:6.0f}ms", flush=True)
     finally:
-        for proc, _ in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+        stop(list(reversed(procs)))
 
 
 if __name__ == "__main__":

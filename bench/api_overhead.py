@@ -6,24 +6,15 @@ arrive) and the time to the first token, medians over repetitions.
   bench/api_overhead.py MODEL [--larql build/larql] [--reps 5] [--steps 64] [--threads 2]"""
 import argparse
 import json
-import re
-import signal
+import os
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 
-
-def start_api(larql, model, threads):
-    proc = subprocess.Popen([larql, "api", model, "--port", "0", "--threads", str(threads)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
-    if not match:
-        proc.kill()
-        sys.exit(f"larql api did not start: {line!r}")
-    return proc, match.group(1)
+sys.path.insert(0, os.path.dirname(__file__))
+from larql_procs import start, stop  # noqa: E402
 
 
 def api_run(url, prompt_ids, steps):
@@ -60,7 +51,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     prompt = [1, 2, 3, 4, 5, 6, 7, 8]
-    proc, url = start_api(a.larql, a.model, a.threads)
+    proc, url = start([a.larql, "api", a.model, "--port", "0", "--threads", str(a.threads)], "larql api", health=None)
     try:
         run_tps, api_tps, run_first, api_first = [], [], [], []
         for rep in range(a.reps + 1):  # rep 0 warms the page cache and is dropped
@@ -81,8 +72,7 @@ def main():
         print(f"  larql api  {statistics.median(api_tps):7.2f} tok/s   first token (HTTP, prefill) {statistics.median(api_first) * 1000:6.0f} ms")
         print(f"  api / run  {statistics.median(api_tps) / statistics.median(run_tps):7.3f}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop([(proc, url)])
 
 
 if __name__ == "__main__":

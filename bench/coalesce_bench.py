@@ -7,12 +7,14 @@ the share of layer computations that ran inside another client's matmul.
   bench/coalesce_bench.py MODEL [--larql build/larql] [--clients 1,2,4] [--steps 32] [--threads 2]"""
 import argparse
 import json
-import re
-import signal
+import os
 import subprocess
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from larql_procs import start, stop  # noqa: E402
 
 
 def metric(url, name):
@@ -32,10 +34,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--wire", default="f16")
     a = ap.parse_args()
-    shard = subprocess.Popen([a.larql, "serve", a.model, "--port", "0", "--threads", str(a.threads)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    shard = start([a.larql, "serve", a.model, "--port", "0", "--threads", str(a.threads)], "shard")
+    url = shard[1]
     try:
-        url = re.search(r"listening on (http://[0-9.]+:[0-9]+)", shard.stdout.readline()).group(1)
         run = lambda i: subprocess.Popen([a.larql, "run", a.model, "--ffn", url, "--wire", a.wire, "--prompt-ids",
                                           ",".join(str(1 + 13 * i + k) for k in range(8)), "--steps", str(a.steps),
                                           "--ignore-eos", "--json", "--threads", "1"],
@@ -46,17 +47,16 @@ def main():
         base = None
         for n in map(int, a.clients.split(",")):
             before_c, before_n = metric(url, "larql_shard_coalesced_total"), metric(url, "larql_shard_requests_total")
-            start = time.monotonic()
+            begin = time.monotonic()
             procs = [run(i) for i in range(n)]
             tokens = sum(len(json.loads(p.communicate(timeout=900)[0])["generated_ids"]) for p in procs)
-            wall = time.monotonic() - start
+            wall = time.monotonic() - begin
             tps = tokens / wall
             base = base or tps
             share = (metric(url, "larql_shard_coalesced_total") - before_c) / max(1.0, metric(url, "larql_shard_requests_total") - before_n)
             print(f"{n:7d} {tps:8.2f} {tps / base:6.2f} {100 * share:9.0f}%", flush=True)
     finally:
-        shard.send_signal(signal.SIGTERM)
-        shard.wait(timeout=30)
+        stop([shard])
 
 
 if __name__ == "__main__":

@@ -14,24 +14,15 @@ import argparse
 import http.client
 import json
 import os
-import re
-import signal
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from larql_procs import kill, start, start_shard, stop  # noqa: E402
 
 DEFAULT_LINKS = ",".join(f"{rate}/{rtt}ms" for rtt in ("0.2", "2", "20") for rate in ("1Gbit", "100Mbit", "10Mbit"))
-
-
-def started(proc, what):
-    line = proc.stdout.readline()
-    match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
-    if not match:
-        proc.kill()
-        sys.exit(f"{what} did not start: {line!r}")
-    return match.group(1)
 
 
 def link_args(link):
@@ -45,8 +36,7 @@ def link_args(link):
 def start_proxies(proxy, shards, link):
     procs = []
     for _, url in shards:
-        p = subprocess.Popen([proxy, "--to", url.removeprefix("http://")] + link_args(link), stdout=subprocess.PIPE, text=True)
-        procs.append((p, started(p, "link_proxy")))
+        procs.append(start([proxy, "--to", url.removeprefix("http://")] + link_args(link), "link_proxy", health=None))
     return procs
 
 
@@ -62,22 +52,6 @@ def health_rtt_ms(url, n=20):
         times.append((time.perf_counter() - t) * 1000)
     c.close()
     return statistics.median(times)
-
-
-def start_shard(larql, model, layers, threads):
-    proc = subprocess.Popen([larql, "serve", model, "--port", "0", "--layers", layers, "--threads", str(threads), "--wire-i8"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    url = started(proc, f"shard {layers}")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/v1/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"shard {layers} never became healthy")
 
 
 def layer_count(model):
@@ -97,12 +71,6 @@ def project(larql, model, spec, wires, links, steps, threads):
                           "--links", links, "--json", "--threads", str(threads)],
                          check=True, capture_output=True, text=True).stdout
     return {f["wire"]: f for f in json.loads(out)["formats"]}
-
-
-def stop(procs):
-    for proc, _ in procs:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def effective_rtts(proxy, shards, links):
@@ -168,8 +136,7 @@ def main():
             stop(shards)
             shards = []
     finally:
-        for proc, _ in shards + proxies:
-            proc.kill()
+        kill(shards + proxies)
 
 
 if __name__ == "__main__":

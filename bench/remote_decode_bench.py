@@ -8,34 +8,13 @@ Client and shards share the machine's cores; shards and client each use --thread
 they never compute at the same time (the client waits for each layer's FFN)."""
 import argparse
 import json
-import re
-import signal
+import os
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 
-
-def start_shard(larql, model, layers, threads):
-    proc = subprocess.Popen([larql, "serve", model, "--port", "0", "--layers", layers, "--threads", str(threads), "--wire-i8"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"listening on (http://[0-9.]+:[0-9]+)", line)
-    if not match:
-        proc.kill()
-        sys.exit(f"shard {layers} did not start: {line!r}")
-    url = match.group(1)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/v1/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"shard {layers} never became healthy")
+sys.path.insert(0, os.path.dirname(__file__))
+from larql_procs import start_shard, stop  # noqa: E402
 
 
 def rss_mb(pid):
@@ -104,9 +83,7 @@ def main():
         print(f"client peak RSS: local {local_client['max_rss_bytes'] / 2**20:.0f} MB, "
               f"remote {remote_client['max_rss_bytes'] / 2**20:.0f} MB (no FFN weights read)")
     finally:
-        for proc, _ in shards:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+        stop(shards)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from remote_decode_bench import start_shard  # noqa: E402
+from larql_procs import start_shard  # noqa: E402
 
 PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the", "Hello world", "A quiet machine",
            "The dream of", "Once upon a time", "And it came to pass", "Thou shalt not", "The king of"]

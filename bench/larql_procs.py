@@ -1,0 +1,49 @@
+"""Servers for the benchmark scripts: a `larql serve|api|router ... --port 0` (or a
+link_proxy) started as a child process, its URL read from its start-up line, /v1/health
+polled with a deadline; and stopped with SIGTERM, or killed when a run is cut short."""
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+
+def start(command, what, health="/v1/health", deadline_s=30):
+    """Runs `command` (a list); returns (process, URL) once it listens and, if `health`
+    is a path, answers 200 there."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    match = re.search(r"listening on (https?://[0-9.]+:[0-9]+)", line)
+    if not match:
+        proc.kill()
+        sys.exit(f"{what} did not start: {line!r}")
+    url = match.group(1)
+    if health is None:
+        return proc, url
+    until = time.monotonic() + deadline_s
+    while time.monotonic() < until:
+        try:
+            with urllib.request.urlopen(url + health, timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.05)  # polling a server's start-up, bounded by the deadline
+    proc.kill()
+    sys.exit(f"{what} never became healthy")
+
+
+def start_shard(larql, model, layers, threads, extra=("--wire-i8",)):
+    return start([larql, "serve", model, "--port", "0", "--layers", layers, "--threads", str(threads), *extra], f"shard {layers}")
+
+
+def stop(procs):
+    """SIGTERM each (process, URL) and wait for it; the servers finish what is in flight."""
+    for proc, _ in procs:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def kill(procs):
+    for proc, _ in procs:
+        proc.kill()
