@@ -9,7 +9,8 @@
 // framing (eval/link_model.h: 90 bytes per 1448-byte segment, as `larql bench` projects)
 // at the given rate, and arrives RTT/2 later.
 // TCP's own behaviour over a long path (slow start, ACK clocking) is not modelled: the
-// proxy's two TCP connections are on loopback.
+// proxy's two TCP connections are on loopback. --stall-every N --stall-ms M holds every Nth
+// chunk towards the server M ms longer: a replica with a slow tail, for hedging.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -35,6 +37,8 @@ using Clock = std::chrono::steady_clock;
 struct LinkSpec {
   double one_way_s = 0;
   double bytes_per_s = 0;
+  size_t stall_every = 0;  // every Nth chunk towards the server waits stall_s more (0: none)
+  double stall_s = 0;
 };
 
 double wire_seconds(size_t bytes, const LinkSpec& link) {
@@ -46,6 +50,7 @@ double wire_seconds(size_t bytes, const LinkSpec& link) {
 class Pipe {
  public:
   Pipe(int from, int to, LinkSpec link) : from_(from), to_(to), link_(link) {}
+  Pipe(int from, int to, LinkSpec link, std::atomic<size_t>* chunks) : from_(from), to_(to), link_(link), chunks_(chunks) {}
 
   void run() {
     std::thread writer([this] { deliver(); });
@@ -62,7 +67,9 @@ class Pipe {
       }
       const auto start = std::max(now, link_free);
       link_free = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wire_seconds(size_t(n), link_)));
-      const auto arrive = link_free + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(link_.one_way_s));
+      double delay_s = link_.one_way_s;
+      if (chunks_ && link_.stall_every && ++*chunks_ % link_.stall_every == 0) delay_s += link_.stall_s;  // a tail event
+      const auto arrive = link_free + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay_s));
       queue_.push_back({arrive, std::string(buf.data(), size_t(n))});
       ready_.notify_one();
     }
@@ -100,6 +107,7 @@ class Pipe {
 
   int from_, to_;
   LinkSpec link_;
+  std::atomic<size_t>* chunks_ = nullptr;  // counted across connections, towards the server only
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Chunk> queue_;
@@ -130,6 +138,10 @@ int main(int argc, char** argv) {
   app.add_option("--to", to, "upstream 127.0.0.1:PORT")->required();
   app.add_option("--rtt-ms", rtt_ms, "round-trip time to add")->check(CLI::Range(0.0, 10000.0));
   app.add_option("--mbit", mbit, "rate of each direction, Mbit/s")->check(CLI::Range(0.001, 1e6));
+  size_t stall_every = 0;
+  double stall_ms = 0;
+  app.add_option("--stall-every", stall_every, "hold every Nth chunk sent towards the server --stall-ms longer: a slow tail");
+  app.add_option("--stall-ms", stall_ms, "how long a stalled chunk waits")->check(CLI::Range(0.0, 60000.0));
   CLI11_PARSE(app, argc, argv);
 
   sockaddr_in upstream{};
@@ -140,7 +152,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   upstream.sin_port = htons(uint16_t(std::stoi(to.substr(colon + 1))));
-  const LinkSpec link{rtt_ms / 2000.0, mbit * 1e6 / 8};
+  const LinkSpec link{rtt_ms / 2000.0, mbit * 1e6 / 8, stall_every, stall_ms / 1000.0};
+  static std::atomic<size_t> chunks_to_server{0};
 
   const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in local{};
@@ -165,7 +178,7 @@ int main(int argc, char** argv) {
     no_delay(client);
     no_delay(server);
     std::thread([client, server, link] {
-      Pipe up(client, server, link), down(server, client, link);
+      Pipe up(client, server, link, &chunks_to_server), down(server, client, link);
       std::thread back([&] { down.run(); });
       up.run();
       back.join();

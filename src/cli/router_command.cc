@@ -14,10 +14,21 @@ namespace {
 struct Options {
   RouterOptions router;
   HttpServerOptions http;
+  std::string hedge_after = "0";
 };
 
 int run_router(Options o) {
   block_termination_signals();
+  if (o.hedge_after == "auto") {
+    o.router.hedge_auto = true;
+  } else {
+    char* end = nullptr;
+    o.router.hedge_after_ms = std::strtod(o.hedge_after.c_str(), &end);
+    if (o.hedge_after.empty() || *end != '\0' || !(o.router.hedge_after_ms >= 0)) {
+      std::cerr << "larql router: --hedge-after-ms '" << o.hedge_after << "': expected milliseconds (0: no hedging) or auto\n";
+      return 2;
+    }
+  }
   if (!o.router.shard_key)
     if (const char* key = std::getenv("LARQL_SHARD_KEY"); key && *key) o.router.shard_key = key;
   auto router = Router::create(o.router);
@@ -58,6 +69,10 @@ void add_router_command(CLI::App& app) {
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
   cmd->add_option("--timeout-ms", o->router.timeout_ms, "per-call timeout to a shard")->capture_default_str();
+  cmd->add_option("--hedge-after-ms", o->hedge_after,
+                  "send a call also to a second replica when the first has not answered within this many ms "
+                  "(auto: its recent p95; 0: never)")
+      ->capture_default_str();
   cmd->add_option("--health-interval-ms", o->router.health_interval_ms, "how often each shard's /v1/health is polled")
       ->capture_default_str();
   cmd->add_option("--admin-key", o->router.admin_key, "enables /admin/shards, which then needs this bearer key");

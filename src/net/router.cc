@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <iostream>
 #include <set>
@@ -64,9 +65,27 @@ struct Router::Replica {
       idle.erase(idle.begin(), fresh);
     }
   }
+  std::deque<double> recent_ms;  // the last kRecent round trips, for --hedge-after-ms auto (guarded by mutex)
+  static constexpr size_t kRecent = 64;
+
   void observe(double ms) {
     const double old = latency_ms.load();
     latency_ms.store(old == 0 ? ms : 0.8 * old + 0.2 * ms);
+    std::lock_guard lock(mutex);
+    recent_ms.push_back(ms);
+    if (recent_ms.size() > kRecent) recent_ms.pop_front();
+  }
+  // The 95th percentile of the recent round trips; `fallback` until there are 20 of them.
+  double recent_p95(double fallback) {
+    std::vector<double> v;
+    {
+      std::lock_guard lock(mutex);
+      if (recent_ms.size() < 20) return fallback;
+      v.assign(recent_ms.begin(), recent_ms.end());
+    }
+    const size_t at = v.size() * 95 / 100;
+    std::nth_element(v.begin(), v.begin() + long(at), v.end());
+    return v[at];
   }
 };
 
@@ -287,6 +306,71 @@ void Router::poll_health() {
   }
 }
 
+namespace {
+
+// One call to one replica and what it came to, by PROTOCOL §9's rules.
+struct Outcome {
+  enum class Kind { answer, busy, failed } kind = Kind::failed;
+  std::optional<HttpResponse> response;  // an answer, passed on as it is
+  std::string note;                      // what the error message says about this replica
+  bool timed_out = false;
+  int retry_after_s = 0;
+};
+
+Outcome call_replica(Router::Replica& r, const std::string& body, const std::string& content_type,
+                     const HttpHeaders& headers);
+
+// A first call and maybe a hedge racing it: each runs on a thread of its own and leaves
+// its outcome here; the caller takes the first answer. A loser runs on to its own end
+// (bounded by the router's timeout) and only touches this state and its replica.
+struct Race {
+  std::mutex mutex;
+  std::condition_variable finished_one;
+  std::vector<std::pair<size_t, Outcome>> finished;  // (which call, its outcome), in finishing order
+};
+
+void start_call(const std::shared_ptr<Race>& race, size_t index, std::shared_ptr<Router::Replica> replica,
+                std::shared_ptr<const std::string> body, std::string content_type, HttpHeaders headers) {
+  std::thread([=] {
+    Outcome o = call_replica(*replica, *body, content_type, headers);
+    std::lock_guard lock(race->mutex);
+    race->finished.emplace_back(index, std::move(o));
+    race->finished_one.notify_all();
+  }).detach();
+}
+
+Outcome outcome(Outcome::Kind kind, std::string note, bool timed_out = false, int retry_after_s = 0) {
+  Outcome o;
+  o.kind = kind;
+  o.note = std::move(note);
+  o.timed_out = timed_out;
+  o.retry_after_s = retry_after_s;
+  return o;
+}
+
+Outcome call_replica(Router::Replica& r, const std::string& body, const std::string& content_type,
+                     const HttpHeaders& headers) {
+  using Kind = Outcome::Kind;
+  auto client = r.take();
+  if (!client) return outcome(Kind::failed, " (not an http[s]:// URL)");
+  const auto start = std::chrono::steady_clock::now();
+  auto res = client->post("/v1/walk-ffn", body, content_type, headers);
+  if (!res) {
+    r.healthy = false;
+    return outcome(Kind::failed, " (" + res.error().message + ")", res.error().code == ErrorCode::shard_timeout);
+  }
+  r.observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  r.give(std::move(client));
+  if (res->status == 503) return outcome(Kind::busy, " (busy)", false, res->retry_after_s());
+  const bool deterministic = res->status == 500 && error_code_of(res->body) == error_code_name(ErrorCode::non_finite_output);
+  if (res->status >= 500 && !deterministic) return outcome(Kind::failed, " (HTTP " + std::to_string(res->status) + ")");
+  Outcome answer = outcome(Kind::answer, "");
+  answer.response = std::move(*res);
+  return answer;
+}
+
+}  // namespace
+
 HttpReply Router::forward(const Part& part, const std::string& body, const std::string& content_type,
                           const std::string& accept, const std::string& authorization, Deadline deadline) {
   // Healthy replicas first, the quickest of them first; the others as a last resort.
@@ -300,58 +384,81 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
   HttpHeaders headers;
   if (!accept.empty()) headers.emplace_back("Accept", accept);
   if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
+  std::string tried;
+  bool last_timed_out = false;
+  int busy = 0, retry_after_s = 0;
+  // What is left of the caller's deadline, capped by --timeout-ms; nothing once it passed.
+  auto budget = [&]() -> std::optional<int64_t> {
+    int64_t ms = options_.timeout_ms;
+    if (deadline)
+      ms = std::min(ms, int64_t(std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now()).count()));
+    if (ms <= 0) return std::nullopt;
+    return ms;
+  };
+  auto deadline_passed = [&] {
+    return error_reply(make_error(ErrorCode::deadline_exceeded,
+                                  "the caller's deadline (" + std::string(kDeadlineHeader) + ") passed before layers " +
+                                      part.range.str() + " were answered" + (tried.empty() ? "" : "; tried " + tried)));
+  };
+  auto answer = [&](Outcome& o, const Replica& r) {
+    HttpReply reply{o.response->status, o.response->header("Content-Type"), std::move(o.response->body)};
+    reply.headers.emplace_back("X-Larql-Shard", r.url);
+    return reply;
+  };
+  // A call that did not answer: it is named in the error, and counts as busy or failed.
+  auto note = [&](const Replica& r, const Outcome& o) {
+    tried += (tried.empty() ? "" : ", ") + r.url + o.note;
+    if (o.kind == Outcome::Kind::busy) {
+      ++busy;
+      retry_after_s = retry_after_s == 0 ? o.retry_after_s : std::min(retry_after_s, o.retry_after_s);
+    } else {
+      last_timed_out = o.timed_out;
+    }
+  };
+  headers.emplace_back(kDeadlineHeader, "");
+  size_t next = 0;
+  // Hedging ("The Tail at Scale"): when the first replica has not answered within the
+  // hedge delay, the same idempotent call goes to the second, and the first answer wins.
+  if (hedging() && order.size() >= 2 && order[0]->healthy && order[1]->healthy) {
+    const auto left = budget();
+    if (!left) return deadline_passed();
+    headers.back().second = std::to_string(*left);
+    const double after_ms = options_.hedge_auto ? order[0]->recent_p95(options_.timeout_ms) : options_.hedge_after_ms;
+    auto race = std::make_shared<Race>();
+    auto shared_body = std::make_shared<const std::string>(body);
+    start_call(race, 0, order[0], shared_body, content_type, headers);
+    std::unique_lock lock(race->mutex);
+    size_t started = 1;
+    if (!race->finished_one.wait_for(lock, std::chrono::duration<double, std::milli>(after_ms),
+                                     [&] { return !race->finished.empty(); })) {
+      ++hedges_;
+      started = 2;
+      start_call(race, 1, order[1], shared_body, content_type, headers);
+    }
+    for (size_t seen = 0; seen < started; ++seen) {
+      // Bounded: each call ends within the router's timeout.
+      race->finished_one.wait(lock, [&] { return race->finished.size() > seen; });
+      auto& [index, o] = race->finished[seen];
+      if (o.kind == Outcome::Kind::answer) {
+        if (index == 1) ++hedge_wins_;
+        return answer(o, *order[index]);
+      }
+      note(*order[index], o);
+    }
+    next = started;
+  }
   // PROTOCOL §9: a failure (connection, timeout, 502/504, other 5xx) moves on to the next
   // replica; a 4xx or a deterministic 500 non_finite_output is passed on at once; a 503
   // (busy, not broken) gets one try on another replica, then 503 with the smallest
   // Retry-After given.
-  std::string tried;
-  bool last_timed_out = false;
-  int busy = 0, retry_after_s = 0;
-  headers.emplace_back(kDeadlineHeader, "");
-  for (const auto& r : order) {
-    if (busy >= 2) break;
-    int64_t budget_ms = options_.timeout_ms;
-    if (deadline) {
-      budget_ms = std::min(budget_ms, int64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  *deadline - std::chrono::steady_clock::now()).count()));
-      if (budget_ms <= 0)
-        return error_reply(make_error(ErrorCode::deadline_exceeded,
-                                      "the caller's deadline (" + std::string(kDeadlineHeader) + ") passed before layers " +
-                                          part.range.str() + " were answered" + (tried.empty() ? "" : "; tried " + tried)));
-    }
-    headers.back().second = std::to_string(budget_ms);
+  for (size_t i = next; i < order.size() && busy < 2; ++i) {
+    const auto left = budget();
+    if (!left) return deadline_passed();
+    headers.back().second = std::to_string(*left);
     if (!tried.empty()) ++retries_;
-    auto client = r->take();
-    tried += (tried.empty() ? "" : ", ") + r->url;
-    if (!client) {
-      tried += " (not an http[s]:// URL)";
-      continue;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    auto res = client->post("/v1/walk-ffn", body, content_type, headers);
-    if (!res) {
-      last_timed_out = res.error().code == ErrorCode::shard_timeout;
-      r->healthy = false;
-      tried += " (" + res.error().message + ")";
-      continue;
-    }
-    r->observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    r->give(std::move(client));
-    if (res->status == 503) {
-      ++busy;
-      retry_after_s = retry_after_s == 0 ? res->retry_after_s() : std::min(retry_after_s, res->retry_after_s());
-      tried += " (busy)";
-      continue;
-    }
-    const bool deterministic = res->status == 500 && error_code_of(res->body) == error_code_name(ErrorCode::non_finite_output);
-    if (res->status >= 500 && !deterministic) {
-      last_timed_out = false;
-      tried += " (HTTP " + std::to_string(res->status) + ")";
-      continue;
-    }
-    HttpReply reply{res->status, res->header("Content-Type"), std::move(res->body)};
-    reply.headers.emplace_back("X-Larql-Shard", r->url);
-    return reply;
+    Outcome o = call_replica(*order[i], body, content_type, headers);
+    if (o.kind == Outcome::Kind::answer) return answer(o, *order[i]);
+    note(*order[i], o);
   }
   if (busy > 0) {
     HttpReply reply = error_reply(make_error(ErrorCode::overloaded, "every replica of layers " + part.range.str() +
@@ -607,7 +714,11 @@ HttpReply Router::health() {
 HttpReply Router::metrics() const {
   return {200, "text/plain; version=0.0.4",
           metrics_.render() + "# HELP larql_router_retries_total Calls sent again to another replica after one failed.\n" +
-              "# TYPE larql_router_retries_total counter\nlarql_router_retries_total " + std::to_string(retries_) + "\n"};
+              "# TYPE larql_router_retries_total counter\nlarql_router_retries_total " + std::to_string(retries_) + "\n" +
+              "# HELP larql_router_hedges_total Calls also sent to a second replica because the first was slow.\n" +
+              "# TYPE larql_router_hedges_total counter\nlarql_router_hedges_total " + std::to_string(hedges_) + "\n" +
+              "# HELP larql_router_hedge_wins_total Hedged calls the second replica answered first.\n" +
+              "# TYPE larql_router_hedge_wins_total counter\nlarql_router_hedge_wins_total " + std::to_string(hedge_wins_) + "\n"};
 }
 
 HttpReply Router::admin(const std::string& method, const std::string& body, const std::string& authorization) {

@@ -28,6 +28,11 @@ struct RouterOptions {
   std::optional<std::string> shard_key;   // for the router's own /v1/health and /v1/stats calls
   std::optional<std::string> shard_ca_cert;  // PEM CA that https:// shards' certificates chain to
   std::optional<std::string> admin_key;   // enables /admin/shards
+  // Hedged requests: after this long without an answer, the call also goes to a second
+  // healthy replica of the range (0: never); with hedge_auto, after the first replica's
+  // recent 95th-percentile round trip.
+  double hedge_after_ms = 0;
+  bool hedge_auto = false;
 };
 
 class Router {
@@ -74,7 +79,9 @@ class Router {
   std::shared_ptr<const Map> map_;
   std::vector<std::shared_ptr<Replica>> all_replicas_;  // guarded by map_mutex_
   Metrics metrics_{"larql_router"};
+  bool hedging() const { return options_.hedge_auto || options_.hedge_after_ms > 0; }
   std::atomic<uint64_t> retries_{0};  // calls sent again to another replica after one failed
+  std::atomic<uint64_t> hedges_{0}, hedge_wins_{0};
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> stopping_{false};
   std::mutex poll_mutex_;

@@ -17,6 +17,7 @@
 #include "net/remote_ffn.h"
 #include "support/gated_proxy.h"
 #include "support/http_result.h"
+#include "support/command.h"
 #include "support/demo_model.h"
 #include "support/eventually.h"
 #include "support/process.h"
@@ -116,6 +117,41 @@ TEST(Overload, AClientBacksOffFromABusyShardAndFinishes) {
   std::printf("the client backed off %zu times from the busy shard\n", (*remote)->stats().backoffs);
   EXPECT_GT((*remote)->stats().backoffs, 0u);
   EXPECT_GT(test::server_metric(shard.url(), "larql_shard_errors_total"), 0);  // the 503s it was given
+}
+
+// Hedged requests: a replica that does not answer (held at a gate) is hedged after
+// --hedge-after-ms and the second replica's answer is passed on; without hedging the same
+// call waits for the router's timeout before it tries the second replica.
+TEST(Hedging, AStuckReplicaIsHedgedAndTheOtherAnswers) {
+  ChildProcess a({"serve", kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess b({"serve", kDemo, "--port", "0", "--threads", "1"});
+  test::GatedProxy stuck(a.url());
+  const std::string shards = "0-5=" + stuck.url() + "|" + b.url();  // the stuck replica is tried first
+  ChildProcess hedged({"router", "--port", "0", "--shards", shards, "--timeout-ms", "1500", "--hedge-after-ms", "50"});
+  ChildProcess plain({"router", "--port", "0", "--shards", shards, "--timeout-ms", "1500"});
+  const std::string body = test::demo_f32_request({2}, 1, 0.01f);
+  auto timed_post = [&](const std::string& url) {
+    httplib::Client client(url);
+    client.set_read_timeout(30, 0);
+    const auto start = std::chrono::steady_clock::now();
+    auto res = client.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    EXPECT_EQ(res ? res->get_header_value("X-Larql-Shard") : "", b.url());
+    return ms;
+  };
+  const double with_hedge = timed_post(hedged.url());
+  const double without = timed_post(plain.url());
+  std::printf("a call whose first replica is stuck: %.0f ms hedged after 50 ms, %.0f ms without hedging (timeout 1500 ms)\n",
+              with_hedge, without);
+  EXPECT_LT(with_hedge * 2, without);  // same run: the hedge does not wait for the timeout
+  EXPECT_EQ(test::server_metric(hedged.url(), "larql_router_hedges_total"), 1);
+  EXPECT_EQ(test::server_metric(hedged.url(), "larql_router_hedge_wins_total"), 1);
+  EXPECT_EQ(test::server_metric(plain.url(), "larql_router_hedges_total"), 0);
+  stuck.open();  // the hedged router's first call finishes now, on its own thread, and is dropped
+  const auto bad = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '" + shards + "' --hedge-after-ms soon 2>&1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("--hedge-after-ms 'soon': expected milliseconds (0: no hedging) or auto"), std::string::npos) << bad.output;
 }
 
 TEST(Deadlines, AShardDropsWorkWhoseDeadlinePassed) {
