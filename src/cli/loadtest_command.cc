@@ -1,5 +1,7 @@
 #include "cli/loadtest_command.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
