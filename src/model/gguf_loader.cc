@@ -219,7 +219,7 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (const GgufValue* v = number("final_logit_softcapping")) c.final_softcap = float(v->real);
 
   // RoPE: freq_base on full layers (with linear scaling, if any), freq_base_swa on sliding ones.
-  RopeSpec full{.theta = 10000.0f};
+  RopeSpec full;  // base 10000 unless the file says
   if (const GgufValue* v = number("rope.freq_base")) full.theta = float(v->real);
   if (const GgufValue* v = f.find(arch + ".rope.scaling.type"); v && v->text != "none" && !v->text.empty()) {
     const GgufValue* factor = number("rope.scaling.factor");
@@ -229,7 +229,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
     full.linear_factor = float(factor->real);
   }
   // llama.cpp: Gemma 3's sliding layers use base 10000 unscaled unless the file says otherwise.
-  RopeSpec sliding{.theta = family->name == "gemma3_text" ? 10000.0f : full.theta};
+  RopeSpec sliding;
+  sliding.theta = family->name == "gemma3_text" ? 10000.0f : full.theta;
   if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
   sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
   if (auto s = layer_kinds(f, arch, *family, c, full, sliding, kv_heads, full_head_dim); !s) return fail(s.error().message);
