@@ -8,34 +8,24 @@ round), time to first token (median and worst client), gaps between a client's t
 
   bench/api_load.py MODEL [--grid] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--parallel 16]"""
 import argparse
-import json
 import os
 import statistics
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start, stop  # noqa: E402
+from larql_procs import layer_count, start, stop, stream_completion  # noqa: E402
 
 
 def client(url, prompt, tokens, out):
-    body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
     start = time.monotonic()
     arrivals, count = [], 0
-    with urllib.request.urlopen(req, timeout=900) as r:
-        for raw in r:
-            line = raw.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                count = chunk["usage"]["completion_tokens"]
-            elif chunk["choices"] and chunk["choices"][0]["text"]:
-                arrivals.append(time.monotonic())
+    for now, chunk in stream_completion(url, prompt, tokens, timeout=900):
+        if chunk.get("usage"):
+            count = chunk["usage"]["completion_tokens"]
+        elif chunk["choices"] and chunk["choices"][0]["text"]:
+            arrivals.append(now)
     out.append({"start": start, "arrivals": arrivals, "tokens": count})
 
 
@@ -59,8 +49,7 @@ def main():
     try:
         args = ["api", a.model, "--port", "0", "--parallel", str(a.parallel), "--threads", str(a.threads)]
         if a.grid:
-            with open(a.model + "/config.json") as f:
-                n = json.load(f)["num_hidden_layers"]
+            n = layer_count(a.model)
             half = n // 2
             for layers in (f"0-{half - 1}", f"{half}-{n - 1}"):
                 procs.append(start([a.larql, "serve", a.model, "--port", "0", "--layers", layers, "--threads", str(a.threads)], "shard " + layers))

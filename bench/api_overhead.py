@@ -11,32 +11,22 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start, stop  # noqa: E402
+from larql_procs import start, stop, stream_completion  # noqa: E402
 
 
 def api_run(url, prompt_ids, steps):
-    body = json.dumps({"prompt": prompt_ids, "max_tokens": steps, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
     start = time.monotonic()
     first = last = None
     tokens = 0
-    with urllib.request.urlopen(req, timeout=600) as r:
-        for raw in r:
-            line = raw.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            now = time.monotonic()
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
-            elif chunk["choices"][0]["finish_reason"]:
-                last = now
-            elif first is None:
-                first = now
+    for now, chunk in stream_completion(url, prompt_ids, steps, timeout=600):
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+        elif chunk["choices"][0]["finish_reason"]:
+            last = now
+        elif first is None:
+            first = now
     # decode rate from the first token to the last (as larql run reports it); a token whose
     # text is not complete yet (part of a character) sends no chunk, so count by usage
     return first - start, (tokens - 1) / (last - first) if tokens > 1 else 0.0

@@ -11,18 +11,9 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start, stop  # noqa: E402
-
-
-def metric(url, name):
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return 0.0
+from larql_procs import metric, start, stop  # noqa: E402
 
 
 def main():

@@ -16,18 +16,9 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start, stop  # noqa: E402
-
-
-def metric(url, name):
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return 0.0
+from larql_procs import layer_count, metric, start, stop  # noqa: E402
 
 
 def main():
@@ -48,7 +39,7 @@ def main():
         for shard_url in (procs[0][1], procs[1][1]):
             procs.append(start([a.proxy, "--to", shard_url.removeprefix("http://"), "--stall-every", str(a.stall_every),
                                 "--stall-ms", str(a.stall_ms)], "link_proxy", health=None))
-        shards = f"0-{layers(a.model) - 1}={procs[2][1]}|{procs[3][1]}"
+        shards = f"0-{layer_count(a.model) - 1}={procs[2][1]}|{procs[3][1]}"
         print(f"model {a.model}; two replicas, each behind a proxy holding every {a.stall_every}th request "
               f"{a.stall_ms:.0f} ms longer; {a.clients} clients × {a.seconds:.0f} s of single-row f16 calls per setting")
         print(f"{'--hedge-after-ms':>16s} {'requests':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} {'hedges':>7s} {'won':>5s}")
@@ -64,11 +55,6 @@ def main():
             stop([router])
     finally:
         stop(procs)
-
-
-def layers(model):
-    with open(os.path.join(model, "config.json")) as f:
-        return json.load(f)["num_hidden_layers"]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """Servers for the benchmark scripts: a `larql serve|api|router ... --port 0` (or a
 link_proxy) started as a child process, its URL read from its start-up line, /v1/health
-polled with a deadline; and stopped with SIGTERM, or killed when a run is cut short."""
+polled with a deadline; and stopped with SIGTERM, or killed when a run is cut short. Also
+what the scripts read from servers and models: a /metrics counter, a streamed completion,
+a model's layer count."""
+import json
+import os
 import re
 import signal
 import subprocess
@@ -47,3 +51,31 @@ def stop(procs):
 def kill(procs):
     for proc, _ in procs:
         proc.kill()
+
+
+def metric(url, name):
+    """A counter from the server's /metrics (0 when it has none)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def stream_completion(url, prompt, max_tokens, timeout):
+    """POSTs a greedy streamed /v1/completions to `larql api`; yields (monotonic time, chunk)
+    for each server-sent event until [DONE], the usage chunk included."""
+    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                yield time.monotonic(), json.loads(line[6:])
+
+
+def layer_count(model):
+    """num_hidden_layers of a Hugging Face model directory."""
+    with open(os.path.join(model, "config.json")) as f:
+        return json.load(f)["num_hidden_layers"]

@@ -20,23 +20,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import kill, start, start_shard, stop  # noqa: E402
+from larql_procs import kill, layer_count, start, start_shard, stop  # noqa: E402
 
 DEFAULT_LINKS = ",".join(f"{rate}/{rtt}ms" for rtt in ("0.2", "2", "20") for rate in ("1Gbit", "100Mbit", "10Mbit"))
-
-
-def link_args(link):
-    rate, rtt = link.split("/")
-    for unit, scale in (("Gbit", 1000), ("Mbit", 1), ("kbit", 0.001)):
-        if rate.endswith(unit):
-            return ["--mbit", str(float(rate[:-len(unit)]) * scale), "--rtt-ms", rtt[:-2]]
-    sys.exit(f"link {link}: expected RATE/RTT such as 100Mbit/2ms")
 
 
 def start_proxies(proxy, shards, link):
     procs = []
     for _, url in shards:
-        procs.append(start([proxy, "--to", url.removeprefix("http://")] + link_args(link), "link_proxy", health=None))
+        procs.append(start([proxy, "--to", url.removeprefix("http://"), "--link", link], "link_proxy", health=None))
     return procs
 
 
@@ -52,11 +44,6 @@ def health_rtt_ms(url, n=20):
         times.append((time.perf_counter() - t) * 1000)
     c.close()
     return statistics.median(times)
-
-
-def layer_count(model):
-    with open(os.path.join(model, "config.json")) as f:
-        return json.load(f)["num_hidden_layers"]
 
 
 def measure(larql, model, spec, wire, steps, threads):

@@ -1,7 +1,7 @@
 // A TCP proxy that behaves like a network link, for measuring decode over latency and
 // bandwidth on one machine (this machine's kernel has no tc netem):
 //
-//   link_proxy --to 127.0.0.1:8081 --rtt-ms 20 --mbit 100
+//   link_proxy --to 127.0.0.1:8081 --link 100Mbit/20ms
 //   # prints: link_proxy: 100 Mbit/s, RTT 20 ms, listening on http://127.0.0.1:PORT
 //
 // Each direction of each connection is a link of its own: a chunk read at time t starts
@@ -134,10 +134,10 @@ void no_delay(int fd) {
 int main(int argc, char** argv) {
   CLI::App app{"a TCP proxy with a link's latency and bandwidth"};
   std::string to;
-  double rtt_ms = 0, mbit = 1000;
+  std::string link_text = "1Gbit/0ms";
   app.add_option("--to", to, "upstream 127.0.0.1:PORT")->required();
-  app.add_option("--rtt-ms", rtt_ms, "round-trip time to add")->check(CLI::Range(0.0, 10000.0));
-  app.add_option("--mbit", mbit, "rate of each direction, Mbit/s")->check(CLI::Range(0.001, 1e6));
+  app.add_option("--link", link_text, "rate of each direction and round trip to add, as larql bench --links takes them")
+      ->capture_default_str();
   size_t stall_every = 0;
   double stall_ms = 0;
   app.add_option("--stall-every", stall_every, "hold every Nth chunk sent towards the server --stall-ms longer: a slow tail");
@@ -152,6 +152,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   upstream.sin_port = htons(uint16_t(std::stoi(to.substr(colon + 1))));
+  auto links = larql::parse_links(link_text);
+  if (!links || links->size() != 1) {
+    std::fprintf(stderr, "link_proxy: --link %s\n", links ? "takes one link" : links.error().message.c_str());
+    return 2;
+  }
+  const double mbit = links->front().megabits_per_second, rtt_ms = links->front().rtt_ms;
   const LinkSpec link{rtt_ms / 2000.0, mbit * 1e6 / 8, stall_every, stall_ms / 1000.0};
   static std::atomic<size_t> chunks_to_server{0};
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start_shard, stop  # noqa: E402
+from larql_procs import layer_count, start_shard, stop  # noqa: E402
 
 
 def rss_mb(pid):
@@ -40,8 +40,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
 
-    with open(a.model + "/config.json") as f:
-        n = json.load(f)["num_hidden_layers"]
+    n = layer_count(a.model)
     half = n // 2
     shards = [start_shard(a.larql, a.model, f"0-{half - 1}", a.threads), start_shard(a.larql, a.model, f"{half}-{n - 1}", a.threads)]
     spec = f"0-{half - 1}={shards[0][1]},{half}-{n - 1}={shards[1][1]}"
