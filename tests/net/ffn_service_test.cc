@@ -22,16 +22,15 @@ namespace {
 
 constexpr size_t kHidden = 64;
 
-// Holds every forward() until released, so a test knows a request is mid-compute.
-class GateFfn : public FfnBackend {
+// A gate that forward() calls wait at until the test opens it; the test can wait until
+// one has arrived, so it knows a request is mid-compute.
+class Gate {
  public:
-  Status forward(uint32_t, std::span<const float>, size_t, std::span<float> out) override {
+  void arrive_and_wait() {
     std::unique_lock lock(mutex_);
     entered_ = true;
     changed_.notify_all();
     changed_.wait(lock, [this] { return released_; });
-    std::fill(out.begin(), out.end(), 1.0f);
-    return Ok{};
   }
   void wait_entered() {
     std::unique_lock lock(mutex_);
@@ -47,6 +46,16 @@ class GateFfn : public FfnBackend {
   std::mutex mutex_;
   std::condition_variable changed_;
   bool entered_ = false, released_ = false;
+};
+
+// Holds every forward() at the gate.
+class GateFfn : public FfnBackend, public Gate {
+ public:
+  Status forward(uint32_t, std::span<const float>, size_t, std::span<float> out) override {
+    arrive_and_wait();
+    std::fill(out.begin(), out.end(), 1.0f);
+    return Ok{};
+  }
 };
 
 // An FFN gone wrong: one NaN among its outputs.
@@ -91,38 +100,25 @@ class FfnServiceTest : public ::testing::Test {
   static inline Model* model_ = nullptr;
 };
 
-// Records each forward() and holds the first one until released, passing all to an inner FFN.
-class RecordingFfn : public FfnBackend {
+// Records each forward() and holds the first one at the gate, passing all to an inner FFN.
+class RecordingFfn : public FfnBackend, public Gate {
  public:
   explicit RecordingFfn(FfnBackend& inner) : inner_(inner) {}
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override {
+    bool first;
     {
-      std::unique_lock lock(mutex_);
+      std::lock_guard lock(mutex_);
       calls.emplace_back(layer, rows);
-      if (calls.size() == 1) {
-        entered_ = true;
-        changed_.notify_all();
-        changed_.wait(lock, [this] { return released_; });
-      }
+      first = calls.size() == 1;
     }
+    if (first) arrive_and_wait();
     return inner_.forward(layer, x, rows, out);
-  }
-  void wait_entered() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return entered_; });
-  }
-  void release() {
-    std::lock_guard lock(mutex_);
-    released_ = true;
-    changed_.notify_all();
   }
   std::vector<std::pair<uint32_t, size_t>> calls;
 
  private:
   FfnBackend& inner_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool entered_ = false, released_ = false;
+  std::mutex mutex_;  // guards calls
 };
 
 TEST_F(FfnServiceTest, RequestsForOneLayerThatWaitTogetherShareOneMatmulWithExactResults) {
