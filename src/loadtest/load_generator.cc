@@ -218,14 +218,14 @@ Result<std::vector<wire::Encoding>> resolve_mix(const LoadOptions& options, cons
   return options.mix;
 }
 
-Status post_one_row(const LoadOptions& options, const Target& target, uint32_t layer) {
-  auto client = HttpClient::open(options.url, {.timeout_ms = options.timeout_ms, .ca_cert = {}});
-  if (!client) return client.error();
+namespace {
+
+Status post_one_row_on(HttpClient& client, const LoadOptions& options, const Target& target, uint32_t layer) {
   const std::vector<float> values(target.hidden, 0.5f);
   std::string body;
   auto e = wire::encode_request(wire::Encoding::f32, {.layers = {layer}, .seq_len = 1}, target.hidden, values, body);
   if (!e) return e.error();
-  auto r = (*client)->post("/v1/walk-ffn", body, wire::content_type(wire::Encoding::f32), auth_headers(options.api_key));
+  auto r = client.post("/v1/walk-ffn", body, wire::content_type(wire::Encoding::f32), auth_headers(options.api_key));
   if (!r) return r.error();
   if (r->status != 200)
     return make_error(ErrorCode::invalid_argument,
@@ -233,9 +233,19 @@ Status post_one_row(const LoadOptions& options, const Target& target, uint32_t l
   return Ok{};
 }
 
+}  // namespace
+
+Status post_one_row(const LoadOptions& options, const Target& target, uint32_t layer) {
+  auto client = HttpClient::open(options.url, {.timeout_ms = options.timeout_ms, .ca_cert = {}});
+  if (!client) return client.error();
+  return post_one_row_on(**client, options, target, layer);
+}
+
 Status warm_up(const LoadOptions& options, const Target& target) {
+  auto client = HttpClient::open(options.url, {.timeout_ms = options.timeout_ms, .ca_cert = {}});
+  if (!client) return client.error();
   for (uint32_t layer = target.first_layer; layer <= target.last_layer; ++layer)
-    if (auto s = post_one_row(options, target, layer); !s) return s;
+    if (auto s = post_one_row_on(**client, options, target, layer); !s) return s;
   return Ok{};
 }
 

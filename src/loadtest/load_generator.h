@@ -60,7 +60,8 @@ struct LoadReport {
 // The mix `options` asks for, checked against what `target` accepts and answers in.
 Result<std::vector<wire::Encoding>> resolve_mix(const LoadOptions& options, const Target& target);
 
-// One valid single-row f32 request for `layer`: OK when it is answered 200.
+// One valid single-row f32 request for `layer` on a connection of its own: OK when it is
+// answered 200.
 Status post_one_row(const LoadOptions& options, const Target& target, uint32_t layer);
 
 // One single-row request per owned layer: pages every layer's weights in before a baseline.
