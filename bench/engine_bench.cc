@@ -1,8 +1,11 @@
 // Decode and prefill speed of the local engine, next to the machine's read bandwidth
-// measured in the same run, interleaved (this machine's bandwidth moves between levels
-// from minute to minute), with medians over repetitions.
+// and arithmetic peaks measured in the same run, interleaved (this machine's bandwidth
+// moves between levels from minute to minute), with medians over repetitions.
 //
-//   build/bench/engine_bench MODEL [--reps 5] [--decode-tokens 32] [--prefill-tokens 128] [--threads 2]
+//   build/bench/engine_bench MODEL... [--reps 5] [--decode-tokens 32] [--prefill-tokens 128,512]
+//                            [--threads 2] [--arithmetic f32,bf16-dot]
+//
+// Each model is measured once per arithmetic (dtype.h; it changes only bf16 weights).
 //
 // Effective weight bandwidth = bytes of every weight matrix and norm read per decoded
 // token (classifier included, embedding lookup excluded) × decode tokens/s.
@@ -23,6 +26,7 @@
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
 #include "model/loader.h"
+#include "peak_flops.h"
 
 namespace {
 
@@ -93,28 +97,41 @@ size_t decode_weight_bytes(const Model& m) {
 }  // namespace
 
 struct Measured {
-  std::string path;
+  std::string path, label;
+  Arithmetic arithmetic = Arithmetic::f32;
   Model model;
   size_t rss_before = 0, rss_loaded = 0, file_bytes = 0, weight_bytes = 0;
   double load_s = 0;
-  std::vector<double> decode_tps, prefill_tps;
+  std::vector<double> decode_tps;
+  std::vector<std::vector<double>> prefill_tps;  // per prompt length
 };
 
 int main(int argc, char** argv) {
   CLI::App app{"larql engine benchmark: decode and prefill against read bandwidth"};
   std::vector<std::string> paths;
-  size_t reps = 5, decode_tokens = 32, prefill_tokens = 128, threads = 2;
+  size_t reps = 5, decode_tokens = 32, threads = 2;
+  std::vector<size_t> prefill_tokens{128};
+  std::vector<std::string> arithmetics{"f32"};
   app.add_option("models", paths, "model paths; several are measured interleaved, each against the first")->required();
   app.add_option("--reps", reps, "repetitions (medians reported)");
   app.add_option("--decode-tokens", decode_tokens, "tokens decoded per repetition");
-  app.add_option("--prefill-tokens", prefill_tokens, "prompt length for the prefill measurement");
+  app.add_option("--prefill-tokens", prefill_tokens, "prompt lengths for the prefill measurement")->delimiter(',');
   app.add_option("--threads", threads, "compute threads");
+  app.add_option("--arithmetic", arithmetics, "arithmetics to measure each model with: f32, bf16-dot")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<Measured> models(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
+  std::vector<Measured> models(paths.size() * arithmetics.size());
+  for (size_t i = 0; i < models.size(); ++i) {
     Measured& m = models[i];
-    m.path = paths[i];
+    m.path = paths[i / arithmetics.size()];
+    const auto arithmetic = arithmetic_from_name(arithmetics[i % arithmetics.size()]);
+    if (!arithmetic) {
+      std::fprintf(stderr, "engine_bench: --arithmetic takes f32 or bf16-dot, not %s\n", arithmetics[i % arithmetics.size()].c_str());
+      return 2;
+    }
+    m.arithmetic = *arithmetic;
+    m.label = m.path + " [" + std::string(arithmetic_name(m.arithmetic)) + "]";
+    m.prefill_tps.resize(prefill_tokens.size());
     m.rss_before = rss_bytes();
     const auto load_start = Clock::now();
     auto loaded = load_model(m.path);
@@ -123,6 +140,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     m.model = std::move(*loaded);
+    m.model.use_arithmetic(m.arithmetic);
     m.load_s = seconds_since(load_start);
     m.rss_loaded = rss_bytes();
     for (const auto& f : m.model.files) m.file_bytes += f->size();
@@ -131,12 +149,13 @@ int main(int argc, char** argv) {
 
   ThreadPool pool(threads);
   std::vector<float> buffer(size_t(1.5 * (1u << 30)) / 4, 1.0f);  // 1.5 GiB, far beyond any cache
-  std::vector<double> bandwidth;
+  std::vector<double> bandwidth, fma_peak, dot_peak;
   for (size_t r = 0; r < reps + 1; ++r) {  // repetition 0 warms the page cache and is dropped
     const double bw = read_bandwidth(buffer, threads);
-    if (r > 0) bandwidth.push_back(bw);
+    const bench::Peaks peaks = bench::measure_peaks(threads, 0.1);
+    if (r > 0) bandwidth.push_back(bw), fma_peak.push_back(peaks.f32_fma), dot_peak.push_back(peaks.bf16_dot);
     for (Measured& m : models) {
-      std::vector<int> prompt(prefill_tokens);
+      std::vector<int> prompt(*std::max_element(prefill_tokens.begin(), prefill_tokens.end()));
       for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int((i * 7919 + 3) % m.model.config.vocab);
       LocalFfn ffn(m.model, pool);
       Transformer t(m.model, ffn, pool);
@@ -146,34 +165,53 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "engine_bench: %s\n", gen.error().message.c_str());
         return 1;
       }
-      Transformer p(m.model, ffn, pool);
-      std::vector<float> logits;
-      const auto start = Clock::now();
-      if (!p.forward(prompt, 0, logits)) return 1;
-      const double prefill_s = seconds_since(start);
+      std::vector<double> prefill_tps;
+      for (size_t length : prefill_tokens) {
+        Transformer p(m.model, ffn, pool);
+        std::vector<float> logits;
+        const auto start = Clock::now();
+        if (!p.forward({prompt.data(), length}, 0, logits)) return 1;
+        prefill_tps.push_back(double(length) / seconds_since(start));
+      }
       if (r == 0) continue;
       m.decode_tps.push_back(double(decode_tokens) / gen->decode_seconds);
-      m.prefill_tps.push_back(double(prompt.size()) / prefill_s);
-      std::printf("rep %zu: read %.1f GB/s; %s decode %.2f tok/s (%.1f GB/s of weights), prefill %.1f tok/s\n", r, bw / 1e9,
-                  m.path.c_str(), m.decode_tps.back(), m.decode_tps.back() * double(m.weight_bytes) / 1e9,
-                  m.prefill_tps.back());
+      std::printf("rep %zu: read %.1f GB/s, peaks %.0f/%.0f Gflop/s; %s decode %.2f tok/s (%.1f GB/s of weights), prefill", r,
+                  bw / 1e9, peaks.f32_fma / 1e9, peaks.bf16_dot / 1e9, m.label.c_str(), m.decode_tps.back(),
+                  m.decode_tps.back() * double(m.weight_bytes) / 1e9);
+      for (size_t i = 0; i < prefill_tokens.size(); ++i) {
+        m.prefill_tps[i].push_back(prefill_tps[i]);
+        std::printf(" %.1f", prefill_tps[i]);
+      }
+      std::printf(" tok/s\n");
     }
   }
-  const double bw = median(bandwidth);
+  const double bw = median(bandwidth), fma = median(fma_peak), dot = median(dot_peak);
   std::printf("\nthreads %zu, medians of %zu repetitions\n", threads, reps);
   std::printf("read bandwidth (%zu threads, same run):  %.1f GB/s\n", threads, bw / 1e9);
+  std::printf("arithmetic peaks (%zu threads, same run): f32 FMA %.0f Gflop/s, bf16 dot %.0f Gflop/s%s\n", threads, fma / 1e9,
+              dot / 1e9, dot > 0 ? "" : " (no AVX512_BF16)");
   for (const Measured& m : models) {
-    const double dec = median(m.decode_tps), pre = median(m.prefill_tps);
-    std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s\n", m.path.c_str(), m.model.config.layers,
+    const double dec = median(m.decode_tps);
+    // Of every prefill flop, the weight products: 2 per weight per token (attention's own
+    // products are left out, so the share of peak is a lower bound).
+    const double flops_per_token = 2.0 * double(m.weight_bytes) / (double(dtype_bytes(m.model.layers[0].gate.dtype, 256)) / 256);
+    const bool dot_path = m.model.layers[0].gate.effective_arithmetic() == Arithmetic::bf16_dot && dot > 0;
+    std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s\n", m.label.c_str(), m.model.config.layers,
                 m.model.config.hidden, m.model.config.ffn, m.model.config.vocab,
                 std::string(dtype_name(m.model.layers[0].gate.dtype)).c_str());
     std::printf("decode:   %.2f tok/s; weight bytes per token %.3f GB; effective %.1f GB/s = %.2fx read bandwidth\n", dec,
                 double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / bw);
-    std::printf("prefill:  %.1f tok/s (%zu-token prompt)\n", pre, prefill_tokens);
+    for (size_t i = 0; i < prefill_tokens.size(); ++i) {
+      const double pre = median(m.prefill_tps[i]);
+      std::printf("prefill:  %.1f tok/s (%zu-token prompt); weight products %.0f Gflop/s = %.0f%% of the %s peak\n", pre,
+                  prefill_tokens[i], pre * flops_per_token / 1e9, 100 * pre * flops_per_token / (dot_path ? dot : fma),
+                  dot_path ? "bf16 dot" : "f32 FMA");
+      if (&m != &models.front())
+        std::printf("against %s: prefill %.2fx\n", models.front().label.c_str(), pre / median(models.front().prefill_tps[i]));
+    }
     if (&m != &models.front())
-      std::printf("against %s: decode %.2fx, prefill %.2fx, weight bytes %.2fx\n", models.front().path.c_str(),
-                  dec / median(models.front().decode_tps), pre / median(models.front().prefill_tps),
-                  double(m.weight_bytes) / double(models.front().weight_bytes));
+      std::printf("against %s: decode %.2fx, weight bytes %.2fx\n", models.front().label.c_str(),
+                  dec / median(models.front().decode_tps), double(m.weight_bytes) / double(models.front().weight_bytes));
     std::printf("memory:   load %.3f s; RSS %.0f MB before load, %.0f MB after load (mapped, untouched); weights on disk %.0f MB\n",
                 m.load_s, m.rss_before / 1e6, m.rss_loaded / 1e6, m.file_bytes / 1e6);
   }

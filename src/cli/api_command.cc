@@ -1,3 +1,4 @@
+#include "cli/arithmetic_option.h"
 #include "cli/api_command.h"
 
 #include <cstdlib>
@@ -27,6 +28,7 @@ struct ApiCommandOptions {
   size_t max_queue = 64;
   size_t parallel = 8;
   HttpServerOptions http;
+  std::optional<std::string> arithmetic;
 };
 
 // The model's own chat template text: tokenizer_config.json's chat_template (a string, or
@@ -64,6 +66,7 @@ int api(ApiCommandOptions o) {
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   print_model_notes(*model, "larql api");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -118,6 +121,7 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY everywhere but /health (also LARQL_API_KEY)");
   cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma or gemma4 (default: recognised from the model)");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));

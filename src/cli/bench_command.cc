@@ -1,3 +1,4 @@
+#include "cli/arithmetic_option.h"
 #include "cli/bench_command.h"
 
 #include <fstream>
@@ -19,6 +20,7 @@ struct Options {
   size_t steps = 50, threads = 0;
   std::optional<size_t> assert_topk;
   bool local = false, json = false;
+  std::optional<std::string> arithmetic;
 };
 
 int run_bench(const Options& o) {
@@ -28,6 +30,7 @@ int run_bench(const Options& o) {
   };
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   print_model_notes(*model, "larql bench");
   WireBenchOptions w;
   w.steps = o.steps;
@@ -114,6 +117,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--api-key", o->api_key, "bearer key for the shards");
   cmd->add_option("--ca-cert", o->ca_cert, "CA certificate for https:// shards");
   cmd->add_option("--threads", o->threads, "compute threads");
+  add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_option("--links", o->links, "links to project tokens/s for, e.g. 1Gbit/0.2ms,100Mbit/2ms,10Mbit/20ms (the default)");
   cmd->callback([o] {
     if (int rc = run_bench(*o); rc != 0) throw CLI::RuntimeError(rc);

@@ -1,3 +1,4 @@
+#include "cli/arithmetic_option.h"
 #include "cli/perplexity_command.h"
 
 #include <cstdio>
@@ -24,6 +25,7 @@ struct Options {
   size_t threads = 0;
   bool json = false;
   FfnOptions remote;
+  std::optional<std::string> arithmetic;
 };
 
 int fail(const std::string& message) {
@@ -34,6 +36,7 @@ int fail(const std::string& message) {
 int run(const Options& o) {
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   print_model_notes(*model, "larql perplexity");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -87,6 +90,7 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--chunks", o->eval.chunks, "score at most this many chunks (0: all)")->capture_default_str();
   cmd->add_option("--batch", o->eval.batch, "tokens per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_flag("--json", o->json, "print one JSON object");
   add_ffn_options(cmd, o->remote);
   cmd->callback([o] {

@@ -1,3 +1,4 @@
+#include "cli/arithmetic_option.h"
 #include "cli/run_command.h"
 
 #include <sys/resource.h>
@@ -33,6 +34,7 @@ struct RunOptions {
   bool ignore_eos = false;
   bool json = false;
   FfnOptions remote;
+  std::optional<std::string> arithmetic;
 };
 
 int fail(const std::string& message) {
@@ -45,6 +47,7 @@ int run(const RunOptions& o) {
   const auto load_start = Clock::now();
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   print_model_notes(*model, "larql run");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -147,6 +150,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (with --temperature)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", o->seed, "sampling seed");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   add_ffn_options(cmd, o->remote);

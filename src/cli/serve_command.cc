@@ -1,3 +1,4 @@
+#include "cli/arithmetic_option.h"
 #include "cli/serve_command.h"
 
 #include "cli/http_options.h"
@@ -27,6 +28,7 @@ struct ServeOptions {
   size_t max_queue = 64;
   size_t max_work = 65536;
   HttpServerOptions http;
+  std::optional<std::string> arithmetic;
 };
 
 int serve(ServeOptions o) {
@@ -39,6 +41,7 @@ int serve(ServeOptions o) {
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
+  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   print_model_notes(*model, "larql serve");
   auto encodings = wire::server_encodings(o.wire, model->config.hidden, wire::process_env());
   if (!encodings) return fail(encodings.error().message);
@@ -66,7 +69,9 @@ int serve(ServeOptions o) {
   };
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
                                std::to_string(model->config.layers) + ", hidden " + std::to_string(model->config.hidden) +
-                               ", wire " + wire::describe(*encodings) + ", " + std::to_string(threads) + " threads" +
+                               ", wire " + wire::describe(*encodings) + ", ffn arithmetic " +
+                               std::string(arithmetic_name(model->ffn_arithmetic(owned.first, owned.last))) + ", " +
+                               std::to_string(threads) + " threads" +
                                (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }
@@ -88,6 +93,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
   cmd->add_option("--max-body-mb", o->max_body_mb, "largest request body in MiB")->capture_default_str();
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
+  add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait for compute before 503")->capture_default_str();
   cmd->add_option("--max-work", o->max_work, "largest positions × layers of one request (more: 413 work_too_large)")
       ->capture_default_str();

@@ -96,12 +96,30 @@ inline float load_as_f32(DType t, const void* base, size_t i) {
 // The first n values of a row, dequantised (n a multiple of the block size).
 void dequantize_row(DType t, const void* row, size_t n, float* out);
 
+// How products with bf16 weights are computed, the one format with a choice: "f32" keeps
+// the activations exact (matvec.h's contract), "bf16-dot" rounds them to bf16 and sums as
+// the CPU's bf16 dot product does (bf16_dot.h). Other formats have one arithmetic each.
+enum class Arithmetic { f32, bf16_dot };
+
+inline constexpr std::string_view kArithmeticNames[] = {"f32", "bf16-dot"};
+inline std::string_view arithmetic_name(Arithmetic a) { return kArithmeticNames[static_cast<size_t>(a)]; }
+inline std::optional<Arithmetic> arithmetic_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kArithmeticNames); ++i)
+    if (kArithmeticNames[i] == name) return static_cast<Arithmetic>(i);
+  return std::nullopt;
+}
+
 // A row-major [rows][cols] weight matrix (or a vector: rows = 1) viewed in place.
 struct Matrix {
   DType dtype = DType::f32;
   size_t rows = 0;
   size_t cols = 0;
   const void* data = nullptr;
+  Arithmetic arithmetic = Arithmetic::f32;  // used by bf16 weights only
+
+  // The arithmetic its products use: the chosen one for bf16 weights; "f32" names the
+  // only one of every other format.
+  Arithmetic effective_arithmetic() const { return dtype == DType::bf16 ? arithmetic : Arithmetic::f32; }
 
   size_t row_bytes() const { return dtype_bytes(dtype, cols); }
   const uint8_t* row_ptr(size_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(); }

@@ -1,8 +1,11 @@
 #include "kernels/matvec.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <cstring>
 
+#include "kernels/bf16_dot.h"
 #include "kernels/matvec_tiles.h"
 #include "wire/cpu_features.h"
 
@@ -60,35 +63,86 @@ void block_tile_scalar(const Tile& t) {
 }  // namespace
 
 MatmulIsa best_matmul_isa() {
-  static const MatmulIsa isa = cpu_has_avx512f_bw() && cpu_has_avx2_fma_f16c() ? MatmulIsa::avx512
-                               : cpu_has_avx2_fma_f16c()                       ? MatmulIsa::avx2
-                                                                               : MatmulIsa::scalar;
+  static const MatmulIsa isa = !cpu_has_avx2_fma_f16c() ? MatmulIsa::scalar
+                               : !cpu_has_avx512f_bw()   ? MatmulIsa::avx2
+                               : cpu_has_avx512_bf16()   ? MatmulIsa::avx512bf16
+                                                         : MatmulIsa::avx512;
   return isa;
 }
 
-void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
-  const bool blocked = dtype_is_blocked(w.dtype);
-  void (*tile)(const Tile&) = blocked ? block_tile_scalar : tile_scalar;
-  size_t max_rows = 4, max_tokens = 4;
+namespace {
+
+// The tile function for a product and the largest tile it takes.
+struct TilePlan {
+  void (*tile)(const Tile&);
+  size_t max_rows, max_tokens;
+};
+
+TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
+  const bool blocked = dtype_is_blocked(w.dtype), bf16_dot = w.effective_arithmetic() == Arithmetic::bf16_dot;
+  TilePlan plan{blocked ? block_tile_scalar : bf16_dot ? bf16dot_tile_scalar : tile_scalar, 4, 4};
 #if defined(__x86_64__)
   static const bool vnni = cpu_has_avx512_vnni();  // cpuid is slow (a VM exit): ask once
-  if (isa == MatmulIsa::avx512) {
-    tile = !blocked ? tile_avx512 : vnni ? block_tile_vnni : block_tile_avx512bw;
-    max_rows = n == 1 ? 8 : 4;
-  } else if (isa != MatmulIsa::scalar) {
-    tile = blocked ? block_tile_avx2 : tile_avx2;
-    max_rows = n == 1 ? 4 : 2;  // sixteen ymm registers hold fewer accumulators
-    max_tokens = 2;
+  switch (isa) {
+    case MatmulIsa::scalar: break;
+    case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
+      plan = {blocked ? block_tile_avx2 : bf16_dot ? bf16dot_tile_avx2 : tile_avx2, n == 1 ? 4u : 2u, 2};
+      break;
+    case MatmulIsa::avx512:
+    case MatmulIsa::avx512bf16:
+      plan = {blocked ? (vnni ? block_tile_vnni : block_tile_avx512bw) : tile_avx512, n == 1 ? 8u : 4u, 4};
+      // Six rows by four tokens: each chunk of a token, read from L2, meets six rows in L1.
+      if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
+      else if (bf16_dot) plan.tile = bf16dot_tile_avx512;
+      break;
   }
+#else
+  (void)isa, (void)n;
 #endif
-  // Block formats read the activations quantised (block_dot.h), once per call.
+  return plan;
+}
+
+// Bytes of one token's activations as the tiles read them.
+size_t activation_bytes(const Matrix& w) {
+  if (dtype_is_blocked(w.dtype)) return w.cols;  // 8-bit integers (plus a little per block)
+  if (w.effective_arithmetic() == Arithmetic::bf16_dot) return 2 * bf16dot::padded(w.cols);
+  return 4 * w.cols;
+}
+
+// Tokens are taken in blocks whose activations fit in a core's L2 beside a tile's rows, so
+// that every row of a thread's range reads them from there; the rows are read once per block.
+constexpr size_t kActivationBlockBytes = 512 << 10;
+
+}  // namespace
+
+void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
+  const TilePlan plan = plan_tiles(isa, w, n);
+  // Activations in the form the tiles read, once per call: quantised for block formats
+  // (block_dot.h), rounded to bf16 for the bf16-dot arithmetic (bf16_dot.h).
   thread_local QuantizedActivations quantized;
-  if (blocked) quantized.quantize(x, n, w.cols);
-  const QuantizedActivations* qa = blocked ? &quantized : nullptr;
+  thread_local std::vector<uint16_t> rounded;
+  Tile base{&w, x, y, 0, 0, 0, 0};
+  if (dtype_is_blocked(w.dtype)) {
+    quantized.quantize(x, n, w.cols);
+    base.qa = &quantized;
+  } else if (w.effective_arithmetic() == Arithmetic::bf16_dot) {
+    rounded.resize(n * bf16dot::padded(w.cols));
+    bf16dot::round_activations(x, n, w.cols, rounded.data());
+    base.xb = rounded.data();
+  }
+  const size_t block_tokens =
+      std::max<size_t>(1, kActivationBlockBytes / activation_bytes(w) / plan.max_tokens) * plan.max_tokens;
   auto rows = [&](size_t begin, size_t end) {
-    for (size_t r0 = begin; r0 < end; r0 += max_rows)
-      for (size_t t0 = 0; t0 < n; t0 += max_tokens)
-        tile(Tile{&w, x, y, r0, std::min(max_rows, end - r0), t0, std::min(max_tokens, n - t0), qa});
+    Tile t = base;
+    for (size_t b0 = 0; b0 < n; b0 += block_tokens) {
+      const size_t b1 = std::min(n, b0 + block_tokens);
+      for (t.r0 = begin; t.r0 < end; t.r0 += plan.max_rows)
+        for (t.t0 = b0; t.t0 < b1; t.t0 += plan.max_tokens) {
+          t.nr = std::min(plan.max_rows, end - t.r0);
+          t.nt = std::min(plan.max_tokens, b1 - t.t0);
+          plan.tile(t);
+        }
+    }
   };
   // Small products are not worth waking the workers for.
   if (w.rows * w.cols * n < (1u << 15))

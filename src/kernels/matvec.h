@@ -1,6 +1,7 @@
 // Matrix-vector and matrix-matrix products over weights in their stored format, for decode
 // (one token) and prefill (many). The GGML block formats follow block_dot.h's contract
-// (activations quantised to 8 bits, integer dot products); f32, f16 and bf16 this one:
+// (activations quantised to 8 bits, integer dot products); bf16 weights whose Matrix asks
+// for the bf16-dot arithmetic follow bf16_dot.h's; f32, f16 and bf16 otherwise this one:
 //
 // Every output element is one dot product with a fixed arithmetic: sixteen lanes of FMA
 // accumulation over k (element k goes to lane k mod 16, the tail padded with zeros), then
@@ -17,7 +18,9 @@
 
 namespace larql {
 
-enum class MatmulIsa { scalar, avx2, avx512 };
+// avx512bf16 differs from avx512 only for the bf16-dot arithmetic, which it runs with the
+// CPU's own vdpbf16ps instead of an emulation.
+enum class MatmulIsa { scalar, avx2, avx512, avx512bf16 };
 
 // The widest implementation this CPU runs (all give identical results).
 MatmulIsa best_matmul_isa();

@@ -70,12 +70,7 @@ LARQL_AVX2 void tile_fixed(const Tile& t) {
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) {
-      alignas(32) float lanes[16];
-      _mm256_store_ps(lanes, lo[r][j]);
-      _mm256_store_ps(lanes + 8, hi[r][j]);
-      t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(lanes);
-    }
+    for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(lo[r][j], hi[r][j]);
 }
 
 using TileFn = void (*)(const Tile&);

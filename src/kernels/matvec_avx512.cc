@@ -64,11 +64,7 @@ LARQL_AVX512 void tile_fixed(const Tile& t) {
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[r][j]);
-      t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(lanes);
-    }
+    for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(acc[r][j]);
 }
 
 using TileFn = void (*)(const Tile&);

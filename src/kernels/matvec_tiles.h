@@ -3,6 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/block_dot.h"
 #include "kernels/dtype.h"
@@ -16,6 +21,7 @@ struct Tile {
   float* y;
   size_t r0, nr, t0, nt;
   const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
+  const uint16_t* xb = nullptr;              // x rounded to bf16, rows padded (bf16_dot.h)
 };
 
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).
@@ -28,6 +34,27 @@ inline float reduce16(const float* l) {
 }
 
 #if defined(__x86_64__)
+// The same tree on registers (a tile's epilogue runs it once per output).
+__attribute__((target("avx"))) inline float reduce16(__m256 lo, __m256 hi) {
+  const __m256 a = _mm256_add_ps(lo, hi);                                               // l[i] + l[i+8]
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));  // a[i] + a[i+4]
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));                                  // b[i] + b[i+2]
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));                              // c[0] + c[1]
+}
+
+__attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
+  return reduce16(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+#endif
+
+// bf16-dot arithmetic (bf16_dot.h): the scalar oracle, and the same limits as the f32
+// tiles of each ISA except the instruction's own, which takes up to 6 rows × 4 tokens.
+void bf16dot_tile_scalar(const Tile& t);
+
+#if defined(__x86_64__)
+void bf16dot_tile_avx2(const Tile& t);        // emulated
+void bf16dot_tile_avx512(const Tile& t);      // emulated
+void bf16dot_tile_avx512bf16(const Tile& t);  // vdpbf16ps
 void tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1, else nr, nt ≤ 2
 void tile_avx512(const Tile& t);  // nr ≤ 8 with nt = 1, else nr, nt ≤ 4
 // Block-format weights (block_dot.h's contract), same tile limits.

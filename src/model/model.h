@@ -131,6 +131,30 @@ struct Model {
   Matrix rope_freqs;         // [max head_dim / 2] GGUF's frequency divisors (Llama 3, Gemma 4); empty otherwise
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
   std::vector<std::string> notes;  // what the loader skipped or assumed, for the commands to print
+
+  // Every matrix, for what applies to all of them.
+  template <typename F>
+  void for_each_matrix(F&& f) {
+    for (Matrix* m : {&embed, &final_norm, &classifier, &rope_freqs}) f(*m);
+    for (LayerWeights& l : layers)
+      for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+                        &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale})
+        f(*m);
+  }
+
+  // How products with its bf16 weights are computed (dtype.h's Arithmetic).
+  void use_arithmetic(Arithmetic a) {
+    for_each_matrix([a](Matrix& m) { m.arithmetic = a; });
+  }
+
+  // The arithmetic of the FFN's products in layers [first, last]: the name a shard gives as
+  // ffn_arithmetic (PROTOCOL §8), and what a client compares with its own.
+  Arithmetic ffn_arithmetic(size_t first, size_t last) const {
+    for (size_t l = first; l <= last && l < layers.size(); ++l)
+      for (const Matrix* m : {&layers[l].gate, &layers[l].up, &layers[l].down})
+        if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
+    return Arithmetic::f32;
+  }
 };
 
 }  // namespace larql

@@ -116,6 +116,22 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   } else {
     warnings->push_back("shard " + url + " does not list its layers (a reference server?); coverage not checked");
   }
+  // Remote results equal local ones only when both compute the FFN the same way: a client
+  // that computes exactly (f32) refuses a shard that does not; the other way round only
+  // costs the client its own arithmetic's speed, so it is said but allowed.
+  if (stats.contains("ffn_arithmetic") && stats["ffn_arithmetic"].is_string()) {
+    const std::string theirs = stats["ffn_arithmetic"].get<std::string>();
+    const Arithmetic ours = model_.ffn_arithmetic(range.first, range.last);
+    if (theirs != arithmetic_name(ours)) {
+      const std::string what = "computes the FFN with the " + theirs + " arithmetic, this client with " +
+                               std::string(arithmetic_name(ours));
+      if (ours == Arithmetic::f32)
+        return shard_error(ErrorCode::invalid_argument, url,
+                           what + ": remote results would differ from local ones (start the shard with --arithmetic f32, "
+                                  "or pass --arithmetic " + theirs + " here)");
+      warnings->push_back("shard " + url + " " + what);
+    }
+  }
   if (stats.contains("layer_fingerprints")) {
     const json& fp = stats["layer_fingerprints"];
     for (uint32_t l = range.first; l <= range.last; ++l) {

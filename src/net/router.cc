@@ -173,9 +173,14 @@ Status Router::load_stats(Replica& replica, const LayerRange& range) {
     num_layers_ = stats.value("num_layers", size_t{0});
     model_name_ = stats.value("model", std::string());
     family_ = stats.value("family", std::string());
+    ffn_arithmetic_ = stats.value("ffn_arithmetic", std::string("f32"));
   } else if (hidden != hidden_) {
     return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves hidden size " + std::to_string(hidden) +
                                                        "; the other shards serve " + std::to_string(hidden_));
+  } else if (const std::string a = stats.value("ffn_arithmetic", std::string("f32")); a != ffn_arithmetic_) {
+    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " computes the FFN with the " + a +
+                                                       " arithmetic; the other shards with " + ffn_arithmetic_ +
+                                                       ": one grid computes one way, so it is refused");
   }
   if (stats.contains("layers")) {
     const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
@@ -680,7 +685,8 @@ HttpReply Router::stats() {
     if (map->owner(layer) >= 0) fps[std::to_string(layer)] = fp;
   json layers_json = nullptr;
   if (!map->entries.empty()) layers_json = {{"start", map->entries.front().range.first}, {"end", map->entries.back().range.last}};
-  return json_reply({{"model", model_name_},
+  return json_reply({{"ffn_arithmetic", ffn_arithmetic_},
+                     {"model", model_name_},
                      {"family", family_},
                      {"hidden_size", hidden_},
                      {"num_layers", num_layers_},

@@ -74,7 +74,7 @@ class Router {
   std::map<uint32_t, std::string> fingerprints_;  // per layer, guarded by map_mutex_
   size_t hidden_ = 0;
   size_t num_layers_ = 0;
-  std::string model_name_, family_;
+  std::string model_name_, family_, ffn_arithmetic_;
   mutable std::mutex map_mutex_;
   std::shared_ptr<const Map> map_;
   std::vector<std::shared_ptr<Replica>> all_replicas_;  // guarded by map_mutex_

@@ -68,4 +68,15 @@ bool cpu_has_avx512_vnni() {
 #endif
 }
 
+bool cpu_has_avx512_bf16() {
+  if (masked("avx512bf16") || !cpu_has_avx512f_bw()) return false;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return a & (1u << 5);  // AVX512_BF16
+#else
+  return false;
+#endif
+}
+
 }  // namespace larql

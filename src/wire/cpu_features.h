@@ -4,7 +4,7 @@
 namespace larql {
 
 // Every check honours LARQL_CPU_MASK, a comma-separated list of features to treat as
-// absent ("avx512vnni", "avx512", "avx2"; masking one masks those above it), so that the fallbacks run
+// absent ("avx512vnni", "avx512bf16", "avx512", "avx2"; masking one masks those above it), so that the fallbacks run
 // and are tested on any CPU (make test runs the kernel tests masked).
 
 // AVX2, FMA and F16C, with the OS saving YMM state.
@@ -15,5 +15,8 @@ bool cpu_has_avx512f_bw();
 
 // The above plus AVX512_VNNI and AVX512VL (masked also by "avx512vnni").
 bool cpu_has_avx512_vnni();
+
+// AVX-512 F/BW plus AVX512_BF16 (vdpbf16ps, vcvtneps2bf16; masked also by "avx512bf16").
+bool cpu_has_avx512_bf16();
 
 }  // namespace larql

@@ -63,11 +63,13 @@ std::vector<float> random_vector(size_t n, uint32_t seed) {
 // The SIMD paths this CPU runs (LARQL_CPU_MASK hides some); the rest are named as unchecked.
 std::vector<MatmulIsa> simd_isas() {
   std::vector<MatmulIsa> isas;
-  if (best_matmul_isa() != MatmulIsa::scalar) isas.push_back(MatmulIsa::avx2);
-  else std::printf("NOT CHECKED on this CPU: the avx2 matmul\n");
-  if (best_matmul_isa() == MatmulIsa::avx512) isas.push_back(MatmulIsa::avx512);
-  else std::printf("NOT CHECKED on this CPU: the avx512 matmul\n");
-  if (best_matmul_isa() == MatmulIsa::avx512 && !cpu_has_avx512_vnni())
+  const MatmulIsa best = best_matmul_isa();
+  for (MatmulIsa isa : {MatmulIsa::avx2, MatmulIsa::avx512, MatmulIsa::avx512bf16}) {
+    static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512bf16"};
+    if (isa <= best) isas.push_back(isa);
+    else std::printf("NOT CHECKED on this CPU: the %s matmul\n", kNames[int(isa)]);
+  }
+  if (best >= MatmulIsa::avx512 && !cpu_has_avx512_vnni())
     std::printf("NOT CHECKED on this CPU: the avx512 vnni block-format tiles (the avx512bw ones run instead)\n");
   return isas;
 }

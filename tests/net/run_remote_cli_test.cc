@@ -34,10 +34,10 @@ json run_json(const std::string& extra) {
   return json::parse(r.output, nullptr, false);
 }
 
-std::string synth(const std::string& name, size_t hidden, size_t heads, uint64_t seed) {
+std::string synth(const std::string& name, size_t hidden, size_t heads, uint64_t seed, DType dtype = DType::f32) {
   const auto dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
   EXPECT_TRUE(write_synthetic_checkpoint(dir.string(), {.hidden = hidden, .layers = 6, .ffn = 64, .heads = heads, .kv_heads = 2,
-                                                        .vocab = 256, .context = 64, .dtype = DType::f32, .seed = seed})
+                                                        .vocab = 256, .context = 64, .dtype = dtype, .seed = seed})
                   .ok());
   return dir.string();
 }
@@ -92,6 +92,32 @@ TEST(RunRemoteCli, ShardsOfAnotherShapeOrModelOrCoverageAreRefused) {
   EXPECT_NE(r.output.find("shard " + demo.url() + ": serves layers 0-2 but is asked for 0-5"), std::string::npos) << r.output;
   std::filesystem::remove_all(narrow_dir);
   std::filesystem::remove_all(other_dir);
+}
+
+TEST(RunRemoteCli, Bf16DotShardsEqualALocalBf16DotRunAndExactClientsRefuseThem) {
+  const std::string dir = synth("larql_cli_bf16", 64, 4, 5, DType::bf16);
+  ChildProcess shard({"serve", dir, "--port", "0", "--threads", "1", "--arithmetic", "bf16-dot"});
+  const std::string run = "run " + dir + " --prompt-ids 1,2,3,4,5 --steps 12 --json --threads 1";
+  const auto local = larql(run + " --arithmetic bf16-dot");
+  const auto remote = larql(run + " --arithmetic bf16-dot --wire f32 --ffn " + shard.url());
+  ASSERT_EQ(local.status, 0) << local.output;
+  ASSERT_EQ(remote.status, 0) << remote.output;
+  EXPECT_EQ(json::parse(remote.output)["generated_ids"], json::parse(local.output)["generated_ids"]);
+
+  // A client computing exactly (the default) refuses it; LARQL_ARITHMETIC chooses too.
+  const auto exact = larql(run + " --ffn " + shard.url());
+  EXPECT_NE(exact.status, 0);
+  EXPECT_NE(exact.output.find("shard " + shard.url() + ": computes the FFN with the bf16-dot arithmetic, this client with f32"),
+            std::string::npos)
+      << exact.output;
+  const auto from_env = test::run_command("LARQL_ARITHMETIC=bf16-dot " + std::string(LARQL_BINARY) + " " + run +
+                                          " --wire f32 --ffn " + shard.url() + " 2>&1");
+  ASSERT_EQ(from_env.status, 0) << from_env.output;
+  EXPECT_EQ(json::parse(from_env.output)["generated_ids"], json::parse(local.output)["generated_ids"]);
+  const auto unknown = larql(run + " --arithmetic bf16");
+  EXPECT_NE(unknown.status, 0);
+  EXPECT_NE(unknown.output.find("--arithmetic takes f32 or bf16-dot, not \"bf16\""), std::string::npos) << unknown.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RunRemoteCli, AServerThatListsNoWireFormatsGetsF32AndAWarning) {

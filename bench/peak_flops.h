@@ -1,0 +1,102 @@
+// The machine's arithmetic peak, measured in the same run as what is compared with it: a
+// register-only loop of independent multiply-adds on every thread, f32 FMA (AVX-512 or
+// AVX2) and, where the CPU has it, the bf16 dot product vdpbf16ps (64 flops per zmm).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "wire/cpu_features.h"
+
+namespace larql::bench {
+
+#if defined(__x86_64__)
+// 24 independent accumulators: enough to cover the instructions' latency on any core.
+template <typename Step>
+inline double time_loop(size_t iterations, Step step) {
+  const auto start = std::chrono::steady_clock::now();
+  step(iterations);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+__attribute__((target("avx512f"), noinline)) inline float fma_loop_avx512(size_t iterations) {
+  __m512 a[24];
+  const __m512 m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+#pragma GCC unroll 24
+  for (int i = 0; i < 24; ++i) a[i] = _mm512_set1_ps(float(i));
+  for (size_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+  __m512 s = a[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"), noinline)) inline float fma_loop_avx2(size_t iterations) {
+  __m256 a[12];
+  const __m256 m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(float(i));
+  for (size_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 24
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+  __m256 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+  alignas(32) float o[8];
+  _mm256_store_ps(o, s);
+  return o[0];
+}
+
+__attribute__((target("avx512f,avx512bf16"), noinline)) inline float dpbf16_loop(size_t iterations) {
+  __m512 a[24];
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3a80);
+#pragma GCC unroll 24
+  for (int i = 0; i < 24; ++i) a[i] = _mm512_set1_ps(float(i));
+  for (size_t it = 0; it < iterations; ++it)
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
+  __m512 s = a[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+#endif
+
+struct Peaks {
+  double f32_fma = 0;   // flop/s, all threads
+  double bf16_dot = 0;  // flop/s, all threads; 0 without AVX512_BF16
+};
+
+// Runs each loop for about `seconds` on `threads` threads at once.
+inline Peaks measure_peaks(size_t threads, double seconds = 0.2) {
+  Peaks p;
+#if defined(__x86_64__)
+  auto on_all = [&](auto loop, double flops_per_iteration) {
+    const size_t probe = 1 << 16;
+    const double probe_s = time_loop(probe, loop);
+    const size_t iterations = std::max<size_t>(probe, size_t(double(probe) * seconds / std::max(probe_s, 1e-9)));
+    std::vector<double> elapsed(threads);
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t) pool.emplace_back([&, t] { elapsed[t] = time_loop(iterations, loop); });
+    for (auto& th : pool) th.join();
+    return double(threads) * double(iterations) * flops_per_iteration / *std::max_element(elapsed.begin(), elapsed.end());
+  };
+  if (cpu_has_avx512f_bw())
+    p.f32_fma = on_all([](size_t n) { volatile float s = fma_loop_avx512(n); (void)s; }, 24 * 16 * 2);
+  else if (cpu_has_avx2_fma_f16c())
+    p.f32_fma = on_all([](size_t n) { volatile float s = fma_loop_avx2(n); (void)s; }, 12 * 8 * 2);
+  if (cpu_has_avx512_bf16())
+    p.bf16_dot = on_all([](size_t n) { volatile float s = dpbf16_loop(n); (void)s; }, 24 * 32 * 2);
+#else
+  (void)threads, (void)seconds;
+#endif
+  return p;
+}
+
+}  // namespace larql::bench

@@ -1,0 +1,39 @@
+// AVX-512 tiles for bf16_dot.h's contract: vdpbf16ps where the CPU has AVX512_BF16, its
+// emulation elsewhere (bf16_dot_avx512_tiles.inc, compiled once for each).
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <array>
+#include <utility>
+
+#include "kernels/bf16_dot.h"
+#include "kernels/matvec_tiles.h"
+
+namespace larql {
+namespace {
+
+#define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define LARQL_BF16_HW 1
+namespace hw {
+#include "kernels/bf16_dot_avx512_tiles.inc"
+}  // namespace hw
+#undef LARQL_TILE_TARGET
+#undef LARQL_BF16_HW
+
+#define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define LARQL_BF16_HW 0
+namespace emulated {
+#include "kernels/bf16_dot_avx512_tiles.inc"
+}  // namespace emulated
+#undef LARQL_TILE_TARGET
+#undef LARQL_BF16_HW
+
+}  // namespace
+
+void bf16dot_tile_avx512bf16(const Tile& t) { hw::dispatch(t); }
+void bf16dot_tile_avx512(const Tile& t) { emulated::dispatch(t); }
+
+}  // namespace larql
+
+#endif
