@@ -150,7 +150,8 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   // pairs is known once the layer's head size is (proportional_fraction, resolved below).
   float full_fraction = 0, sliding_fraction = 0;
   auto parse_rope = [&](const json& params, float theta, float& proportional_fraction) -> Result<RopeSpec> {
-    RopeSpec rope{.theta = optional_float(params, "rope_theta", theta)};
+    RopeSpec rope;
+    rope.theta = optional_float(params, "rope_theta", theta);
     const std::string type = params.is_object() ? params.value("rope_type", params.value("type", std::string("default"))) : "default";
     if (type == "linear") rope.linear_factor = optional_float(params, "factor", 1.0f);
     else if (type == "proportional") {

@@ -42,7 +42,7 @@ Result<Model> load_llama2c(const std::string& path) {
                          ", and n_heads of n_kv_heads " + std::to_string(c.kv_heads));
   c.head_dim = c.hidden / c.heads;
   c.norm_eps = 1e-5f;
-  c.set_uniform_layers(RopeSpec{.theta = 10000.0f});
+  c.set_uniform_layers(RopeSpec{});  // base 10000
   c.rope_layout = RopeLayout::adjacent_pairs;
   c.activation = Activation::silu;
   c.bos_id = 1;

@@ -60,7 +60,9 @@ TEST_P(GemmaRemote, TwoShardsOverF32AreBitIdenticalToLocal) {
   ASSERT_TRUE(doc.contains("formats")) << doc.dump();
   EXPECT_TRUE(doc["remote_f32_exact"].get<bool>()) << "remote f32 must equal the local model bit for bit";
   for (const auto& f : doc["formats"]) {
-    if (f["wire"] == "f32") EXPECT_EQ(f["max_abs_logit_diff"].get<double>(), 0.0);
+    if (f["wire"] == "f32") {
+      EXPECT_EQ(f["max_abs_logit_diff"].get<double>(), 0.0);
+    }
     EXPECT_TRUE(std::isfinite(f["max_abs_logit_diff"].get<double>())) << f["wire"];
   }
   print_formats(GetParam(), doc);
