@@ -15,12 +15,6 @@
 namespace larql {
 namespace {
 
-struct FlushSubnormals {
-  unsigned saved = _mm_getcsr();
-  FlushSubnormals() { _mm_setcsr(saved | 0x8040u); }  // FTZ (bit 15), DAZ (bit 6)
-  ~FlushSubnormals() { _mm_setcsr(saved); }
-};
-
 LARQL_AVX2 inline __m256 odd_half(__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u)))); }
 LARQL_AVX2 inline __m256 even_half(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 

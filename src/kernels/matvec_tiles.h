@@ -42,6 +42,14 @@ __attribute__((target("avx"))) inline float reduce16(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));                              // c[0] + c[1]
 }
 
+// While it lives, this thread's SSE/AVX arithmetic flushes subnormal results to zero
+// (MXCSR bit 15) and reads subnormal inputs as zero (bit 6): the emulations of vdpbf16ps.
+struct FlushSubnormals {
+  unsigned saved = _mm_getcsr();
+  FlushSubnormals() { _mm_setcsr(saved | 0x8040u); }
+  ~FlushSubnormals() { _mm_setcsr(saved); }
+};
+
 __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
   return reduce16(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
