@@ -6,7 +6,8 @@ ids); reported per N: aggregate generated tok/s (all tokens over the wall time o
 round), time to first token (median and worst client), gaps between a client's tokens
 (p50, p99). Loopback only; every round is bounded by a timeout.
 
-  bench/api_load.py MODEL [--grid] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--parallel 16]"""
+  bench/api_load.py MODEL [--grid] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--parallel 16]
+                      [--arithmetic f32|bf16-dot]"""
 import argparse
 import os
 import statistics
@@ -44,15 +45,17 @@ def main():
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--parallel", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--arithmetic", default="f32", help="f32 or bf16-dot, for the FFN wherever it runs")
     a = ap.parse_args()
     procs = []
     try:
-        args = ["api", a.model, "--port", "0", "--parallel", str(a.parallel), "--threads", str(a.threads)]
+        args = ["api", a.model, "--port", "0", "--parallel", str(a.parallel), "--threads", str(a.threads), "--arithmetic", a.arithmetic]
         if a.grid:
             n = layer_count(a.model)
             half = n // 2
             for layers in (f"0-{half - 1}", f"{half}-{n - 1}"):
-                procs.append(start([a.larql, "serve", a.model, "--port", "0", "--layers", layers, "--threads", str(a.threads)], "shard " + layers))
+                procs.append(start([a.larql, "serve", a.model, "--port", "0", "--layers", layers, "--threads", str(a.threads),
+                                     "--arithmetic", a.arithmetic], "shard " + layers))
             shards = f"0-{half - 1}={procs[0][1]},{half}-{n - 1}={procs[1][1]}"
             procs.append(start([a.larql, "router", "--port", "0", "--shards", shards], "router"))
             args += ["--ffn", procs[-1][1], "--wire", a.wire]
@@ -60,7 +63,7 @@ def main():
         url = procs[-1][1]
         client(url, [1, 2, 3], 4, [])  # warm the page cache
         print(f"model {a.model}, {'grid (two shards + router, ' + a.wire + ' wire)' if a.grid else 'local'}, "
-              f"{a.tokens} tokens per client, --parallel {a.parallel}, {a.threads} threads")
+              f"{a.tokens} tokens per client, --parallel {a.parallel}, {a.threads} threads, {a.arithmetic} arithmetic")
         print(f"{'clients':>7s} {'tok/s':>8s} {'x N=1':>6s} {'ttft p50':>9s} {'ttft max':>9s} {'gap p50':>8s} {'gap p99':>8s}")
         base = None
         for n in map(int, a.clients.split(",")):

@@ -140,6 +140,7 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
         for (t.t0 = b0; t.t0 < b1; t.t0 += plan.max_tokens) {
           t.nr = std::min(plan.max_rows, end - t.r0);
           t.nt = std::min(plan.max_tokens, b1 - t.t0);
+          t.prefetch_next_rows = t.t0 + t.nt == b1;
           plan.tile(t);
         }
     }

@@ -36,11 +36,11 @@ LARQL_AVX2 void tile_fixed(const Tile& t) {
   __m256 lo[NR][NT], hi[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) lo[r][j] = hi[r][j] = _mm256_setzero_ps();
-  // Decode: each row prefetches its bytes in the next tile's rows, one line per 64 bytes.
+  // Each row prefetches its bytes in the next tile's rows, one line per 64 bytes.
   constexpr size_t kValueBytes = T == DType::f32 ? 4 : 2;
   const size_t ahead = NR * t.w->row_bytes();
   for (size_t k = 0; k < main; k += 16) {
-    if (NT == 1 && (k * kValueBytes) % 64 == 0)
+    if (t.prefetch_next_rows && (k * kValueBytes) % 64 == 0)
       for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k * kValueBytes + ahead), _MM_HINT_T0);
     __m256 xl[NT], xh[NT];
     for (int j = 0; j < NT; ++j) {

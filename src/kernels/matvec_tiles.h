@@ -22,6 +22,10 @@ struct Tile {
   size_t r0, nr, t0, nt;
   const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
   const uint16_t* xb = nullptr;              // x rounded to bf16, rows padded (bf16_dot.h)
+  // The last tile over these rows in a token block: the f32 tiles prefetch the next
+  // tile's rows then, which the next tile in time reads (the others find their rows in
+  // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.
+  bool prefetch_next_rows = true;
 };
 
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).
