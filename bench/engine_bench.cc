@@ -3,9 +3,11 @@
 // moves between levels from minute to minute), with medians over repetitions.
 //
 //   build/bench/engine_bench MODEL... [--reps 5] [--decode-tokens 32] [--prefill-tokens 128,512]
-//                            [--threads 2] [--arithmetic f32,bf16-dot]
+//                            [--threads 2] [--arithmetic f32,bf16-dot] [--pages huge,mapped]
 //
-// Each model is measured once per arithmetic (dtype.h; it changes only bf16 weights).
+// Each model is measured once per arithmetic (dtype.h; it changes only bf16 weights) and
+// per placement of its weights: "huge" copies them to 2 MiB pages as the commands do
+// (model/huge_pages.h), "mapped" computes on the file's mapping (--no-huge-pages).
 //
 // Effective weight bandwidth = bytes of every weight matrix and norm read per decoded
 // token (classifier included, embedding lookup excluded) × decode tokens/s.
@@ -25,6 +27,7 @@
 
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
+#include "model/huge_pages.h"
 #include "model/loader.h"
 #include "peak_flops.h"
 
@@ -111,26 +114,35 @@ int main(int argc, char** argv) {
   std::vector<std::string> paths;
   size_t reps = 5, decode_tokens = 32, threads = 2;
   std::vector<size_t> prefill_tokens{128};
-  std::vector<std::string> arithmetics{"f32"};
+  std::vector<std::string> arithmetics{"f32"}, pages{"huge"};
   app.add_option("models", paths, "model paths; several are measured interleaved, each against the first")->required();
   app.add_option("--reps", reps, "repetitions (medians reported)");
   app.add_option("--decode-tokens", decode_tokens, "tokens decoded per repetition");
   app.add_option("--prefill-tokens", prefill_tokens, "prompt lengths for the prefill measurement")->delimiter(',');
   app.add_option("--threads", threads, "compute threads");
   app.add_option("--arithmetic", arithmetics, "arithmetics to measure each model with: f32, bf16-dot")->delimiter(',');
+  app.add_option("--pages", pages, "weights on huge pages (a copy, as the commands do), in the file's mapping, or both: "
+                                   "huge, mapped")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<Measured> models(paths.size() * arithmetics.size());
+  const size_t variants = arithmetics.size() * pages.size();
+  std::vector<Measured> models(paths.size() * variants);
   for (size_t i = 0; i < models.size(); ++i) {
     Measured& m = models[i];
-    m.path = paths[i / arithmetics.size()];
-    const auto arithmetic = arithmetic_from_name(arithmetics[i % arithmetics.size()]);
+    m.path = paths[i / variants];
+    const std::string& a_name = arithmetics[i % variants / pages.size()];
+    const std::string& placement = pages[i % pages.size()];
+    const auto arithmetic = arithmetic_from_name(a_name);
     if (!arithmetic) {
-      std::fprintf(stderr, "engine_bench: --arithmetic takes f32 or bf16-dot, not %s\n", arithmetics[i % arithmetics.size()].c_str());
+      std::fprintf(stderr, "engine_bench: --arithmetic takes f32 or bf16-dot, not %s\n", a_name.c_str());
+      return 2;
+    }
+    if (placement != "huge" && placement != "mapped") {
+      std::fprintf(stderr, "engine_bench: --pages takes huge or mapped, not %s\n", placement.c_str());
       return 2;
     }
     m.arithmetic = *arithmetic;
-    m.label = m.path + " [" + std::string(arithmetic_name(m.arithmetic)) + "]";
+    m.label = m.path + " [" + std::string(arithmetic_name(m.arithmetic)) + ", " + placement + "]";
     m.prefill_tps.resize(prefill_tokens.size());
     m.rss_before = rss_bytes();
     const auto load_start = Clock::now();
@@ -141,6 +153,11 @@ int main(int argc, char** argv) {
     }
     m.model = std::move(*loaded);
     m.model.use_arithmetic(m.arithmetic);
+    if (placement == "huge")
+      if (auto placed = place_on_huge_pages(m.model, {WeightsUsed::all}); !placed) {
+        std::fprintf(stderr, "engine_bench: %s\n", placed.error().message.c_str());
+        return 1;
+      }
     m.load_s = seconds_since(load_start);
     m.rss_loaded = rss_bytes();
     for (const auto& f : m.model.files) m.file_bytes += f->size();
@@ -212,8 +229,9 @@ int main(int argc, char** argv) {
     if (&m != &models.front())
       std::printf("against %s: decode %.2fx, weight bytes %.2fx\n", models.front().label.c_str(),
                   dec / median(models.front().decode_tps), double(m.weight_bytes) / double(models.front().weight_bytes));
-    std::printf("memory:   load %.3f s; RSS %.0f MB before load, %.0f MB after load (mapped, untouched); weights on disk %.0f MB\n",
-                m.load_s, m.rss_before / 1e6, m.rss_loaded / 1e6, m.file_bytes / 1e6);
+    std::printf("memory:   load %.3f s; RSS %.0f MB before load, %.0f MB after load; weights on disk %.0f MB, on huge pages %.0f MB\n",
+                m.load_s, m.rss_before / 1e6, m.rss_loaded / 1e6, m.file_bytes / 1e6,
+                m.model.huge_pages ? m.model.huge_pages->bytes() / 1e6 : 0.0);
   }
   return 0;
 }

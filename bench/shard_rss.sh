@@ -1,6 +1,7 @@
 #!/bin/bash
 # Resident memory of a shard before and after one walk-ffn call to each layer it owns:
-# it should grow with the owned layers' FFN weights only (the file is mapped, not read).
+# the owned layers' FFN weights only (copied to huge pages at start-up; with
+# LARQL_HUGE_PAGES=0 the file is mapped and they come in with the call).
 #   bench/shard_rss.sh MODEL A-B [HIDDEN]      e.g. build/models/synth-0.85b-q8_0.gguf 0-3 2048
 set -eu
 model=$1; layers=$2; hidden=${3:-2048}

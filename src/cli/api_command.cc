@@ -1,4 +1,5 @@
 #include "cli/arithmetic_option.h"
+#include "cli/huge_pages_option.h"
 #include "cli/api_command.h"
 
 #include <cstdlib>
@@ -29,6 +30,7 @@ struct ApiCommandOptions {
   size_t parallel = 8;
   HttpServerOptions http;
   std::optional<std::string> arithmetic;
+  bool no_huge_pages = false;
 };
 
 // The model's own chat template text: tokenizer_config.json's chat_template (a string, or
@@ -67,6 +69,8 @@ int api(ApiCommandOptions o) {
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
   if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
+  if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
+    return fail(placed.error().message);
   print_model_notes(*model, "larql api");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -122,6 +126,7 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma or gemma4 (default: recognised from the model)");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
+  add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));

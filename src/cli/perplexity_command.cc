@@ -1,4 +1,5 @@
 #include "cli/arithmetic_option.h"
+#include "cli/huge_pages_option.h"
 #include "cli/perplexity_command.h"
 
 #include <cstdio>
@@ -26,6 +27,7 @@ struct Options {
   bool json = false;
   FfnOptions remote;
   std::optional<std::string> arithmetic;
+  bool no_huge_pages = false;
 };
 
 int fail(const std::string& message) {
@@ -37,6 +39,7 @@ int run(const Options& o) {
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
   if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
+  if (auto placed = place_weights(*model, o.no_huge_pages, {WeightsUsed::all}); !placed) return fail(placed.error().message);
   print_model_notes(*model, "larql perplexity");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -91,6 +94,7 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--batch", o->eval.batch, "tokens per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
+  add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_flag("--json", o->json, "print one JSON object");
   add_ffn_options(cmd, o->remote);
   cmd->callback([o] {

@@ -1,4 +1,5 @@
 #include "cli/arithmetic_option.h"
+#include "cli/huge_pages_option.h"
 #include "cli/run_command.h"
 
 #include <sys/resource.h>
@@ -35,6 +36,7 @@ struct RunOptions {
   bool json = false;
   FfnOptions remote;
   std::optional<std::string> arithmetic;
+  bool no_huge_pages = false;
 };
 
 int fail(const std::string& message) {
@@ -48,6 +50,8 @@ int run(const RunOptions& o) {
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
   if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
+  if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
+    return fail(placed.error().message);
   print_model_notes(*model, "larql run");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -151,6 +155,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "sampling seed");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
+  add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   add_ffn_options(cmd, o->remote);

@@ -1,4 +1,5 @@
 #include "cli/arithmetic_option.h"
+#include "cli/huge_pages_option.h"
 #include "cli/serve_command.h"
 
 #include "cli/http_options.h"
@@ -29,6 +30,7 @@ struct ServeOptions {
   size_t max_work = 65536;
   HttpServerOptions http;
   std::optional<std::string> arithmetic;
+  bool no_huge_pages = false;
 };
 
 int serve(ServeOptions o) {
@@ -53,6 +55,8 @@ int serve(ServeOptions o) {
       return fail("--layers " + r->str() + " goes beyond the model's " + std::to_string(model->config.layers) + " layers");
     owned = *r;
   }
+  if (auto placed = place_weights(*model, o.no_huge_pages, {WeightsUsed::ffn, owned.first, owned.last}); !placed)
+    return fail(placed.error().message);
   const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   ThreadPool pool(threads);
   LocalFfn ffn(*model, pool);
@@ -94,6 +98,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body-mb", o->max_body_mb, "largest request body in MiB")->capture_default_str();
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
+  add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait for compute before 503")->capture_default_str();
   cmd->add_option("--max-work", o->max_work, "largest positions × layers of one request (more: 413 work_too_large)")
       ->capture_default_str();

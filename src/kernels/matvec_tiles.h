@@ -55,7 +55,9 @@ struct FlushSubnormals {
 };
 
 __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
-  return reduce16(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  // The zero-masked extract: GCC 12 warns that the unmasked one reads an uninitialised value.
+  const __m256d hi = _mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 1);
+  return reduce16(_mm512_castps512_ps256(v), _mm256_castpd_ps(hi));
 }
 #endif
 

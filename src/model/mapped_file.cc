@@ -29,7 +29,12 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
     }
   }
   ::close(fd);  // the mapping keeps the file alive
-  return std::shared_ptr<MappedFile>(new MappedFile(path, static_cast<const uint8_t*>(data), size));
+  return std::shared_ptr<MappedFile>(new MappedFile(path, static_cast<const uint8_t*>(data), size, st.st_dev, st.st_ino));
+}
+
+bool MappedFile::is(int fd) const {
+  struct stat st {};
+  return fstat(fd, &st) == 0 && st.st_dev == device_ && st.st_ino == inode_ && size_t(st.st_size) == size_;
 }
 
 MappedFile::~MappedFile() {

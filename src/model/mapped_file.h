@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <sys/types.h>
+
 #include "wire/errors.h"
 
 namespace larql {
@@ -22,12 +24,17 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Whether fd is open on the file this maps (not one since put in its place).
+  bool is(int fd) const;
 
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size) : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, size_t size, dev_t device, ino_t inode)
+      : path_(std::move(path)), data_(data), size_(size), device_(device), inode_(inode) {}
   std::string path_;
   const uint8_t* data_;
   size_t size_;
+  dev_t device_;
+  ino_t inode_;
 };
 
 }  // namespace larql

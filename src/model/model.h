@@ -16,6 +16,8 @@
 
 namespace larql {
 
+class HugePageRegion;  // model/huge_pages.h
+
 enum class RopeLayout {
   adjacent_pairs,  // llama2.c: rotate (x[2i], x[2i+1])
   half_split,      // Hugging Face: rotate (x[i], x[i + head_dim/2])
@@ -130,6 +132,7 @@ struct Model {
   Matrix classifier;         // [vocab][hidden]; the embedding itself when tied
   Matrix rope_freqs;         // [max head_dim / 2] GGUF's frequency divisors (Llama 3, Gemma 4); empty otherwise
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
+  std::shared_ptr<HugePageRegion> huge_pages;      // the used weights, when copied there (huge_pages.h)
   std::vector<std::string> notes;  // what the loader skipped or assumed, for the commands to print
 
   // Every matrix, for what applies to all of them.

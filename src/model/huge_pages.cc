@@ -1,0 +1,104 @@
+#include "model/huge_pages.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace larql {
+namespace {
+
+constexpr size_t kHugePage = 2u << 20;
+constexpr size_t kAlign = 64;  // every matrix starts on a cache line
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
+  std::vector<Matrix*> out;
+  auto is_ffn = [](const LayerWeights& l, const Matrix* m) { return m == &l.gate || m == &l.up || m == &l.down; };
+  if (p.used != WeightsUsed::ffn) {
+    for (Matrix* m : {&model.embed, &model.final_norm, &model.classifier, &model.rope_freqs}) out.push_back(m);
+    for (LayerWeights& l : model.layers)
+      for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+                        &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale})
+        if (p.used == WeightsUsed::all || !is_ffn(l, m)) out.push_back(m);
+  } else {
+    for (size_t i = p.first; i <= p.last && i < model.layers.size(); ++i)
+      for (Matrix* m : {&model.layers[i].gate, &model.layers[i].up, &model.layers[i].down}) out.push_back(m);
+  }
+  std::erase_if(out, [](const Matrix* m) { return m->data == nullptr || m->bytes() == 0; });
+  return out;
+}
+
+// Copies `bytes` at `from` to `to`: with pread from the file mapped there, so that the
+// mapping's pages are never faulted in, or from memory for weights in no file (or a file
+// that is no longer the one mapped).
+void copy_weights(const Model& model, const uint8_t* from, size_t bytes, uint8_t* to, std::map<const MappedFile*, int>& fds) {
+  for (const auto& file : model.files) {
+    if (from < file->data() || from + bytes > file->data() + file->size()) continue;
+    auto [it, added] = fds.try_emplace(file.get(), -1);
+    if (added) {
+      it->second = ::open(file->path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (it->second >= 0 && !file->is(it->second)) ::close(std::exchange(it->second, -1));
+    }
+    size_t done = 0;
+    const off_t offset = off_t(from - file->data());
+    while (it->second >= 0 && done < bytes) {
+      const ssize_t n = ::pread(it->second, to + done, bytes - done, offset + off_t(done));
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    if (done == bytes) return;
+    break;
+  }
+  std::memcpy(to, from, bytes);
+}
+
+}  // namespace
+
+HugePageRegion::~HugePageRegion() { munmap(data_, bytes_); }
+
+bool huge_pages_available() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(f, line);
+  return line.find("[always]") != std::string::npos || line.find("[madvise]") != std::string::npos;
+}
+
+Result<size_t> place_on_huge_pages(Model& model, const HugePagePlacement& placement) {
+  const std::vector<Matrix*> matrices = used_matrices(model, placement);
+  // Where each matrix goes, by where it is: one used twice (tied embeddings) is copied once.
+  std::map<const void*, std::pair<size_t, size_t>> places;  // offset, bytes
+  size_t total = 0;
+  for (const Matrix* m : matrices)
+    if (places.try_emplace(m->data, total, m->bytes()).second) total += round_up(m->bytes(), kAlign);
+  if (total == 0 || total < placement.min_bytes || !huge_pages_available()) return size_t(0);
+
+  // Over-allocate by one huge page so the region can start on a 2 MiB boundary.
+  const size_t length = round_up(total, kHugePage) + kHugePage;
+  void* raw = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED)
+    return make_error(ErrorCode::internal, "cannot allocate " + std::to_string(total >> 20) +
+                                               " MiB for the weights on huge pages: " + std::strerror(errno));
+  auto region = std::make_shared<HugePageRegion>(raw, length);
+  uint8_t* base = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
+  madvise(base, length - kHugePage, MADV_HUGEPAGE);  // a hint: without it the copy still works
+
+  std::map<const MappedFile*, int> fds;
+  for (const auto& [from, place] : places) copy_weights(model, static_cast<const uint8_t*>(from), place.second, base + place.first, fds);
+  for (const auto& [file, fd] : fds)
+    if (fd >= 0) ::close(fd);
+  for (Matrix* m : matrices) m->data = base + places.at(m->data).first;
+  mprotect(base, length - kHugePage, PROT_READ);  // weights are read-only, as in their files
+  model.huge_pages = std::move(region);
+  return total;
+}
+
+}  // namespace larql
