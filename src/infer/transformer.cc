@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/dot.h"
 #include "kernels/matvec.h"
 #include "kernels/ops.h"
 
@@ -92,10 +93,7 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
       for (size_t j = 0; j < seen; ++j) {
-        const float* k = keys + (first + j) * kv_dim + kvh * hd;
-        float s = 0;
-        for (size_t i = 0; i < hd; ++i) s += q[i] * k[i];
-        att[j] = s * scale;
+        att[j] = dot(q, keys + (first + j) * kv_dim + kvh * hd, hd) * scale;
       }
       if (c.attention_softcap > 0) softcap(att, seen, c.attention_softcap);
       softmax(att, seen);

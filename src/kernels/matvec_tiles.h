@@ -55,9 +55,11 @@ struct FlushSubnormals {
 };
 
 __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
-  // The zero-masked extract: GCC 12 warns that the unmasked one reads an uninitialised value.
+  // Zero-masked extracts: GCC 12 implements the cast and the unmasked extract with an
+  // undefined register and warns that it is read uninitialised.
+  const __m256d lo = _mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 0);
   const __m256d hi = _mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 1);
-  return reduce16(_mm512_castps512_ps256(v), _mm256_castpd_ps(hi));
+  return reduce16(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi));
 }
 #endif
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/block_dot.h"
+#include "kernels/dot.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
 #include "wire/cpu_features.h"
@@ -72,6 +73,23 @@ std::vector<MatmulIsa> simd_isas() {
   if (best >= MatmulIsa::avx512 && !cpu_has_avx512_vnni())
     std::printf("NOT CHECKED on this CPU: the avx512 vnni block-format tiles (the avx512bw ones run instead)\n");
   return isas;
+}
+
+// dot() is the one-row, one-token f32 product: the same bits on every ISA, and the same
+// as the scalar matmul's.
+TEST(Matmul, DotIsTheOneRowF32ProductOnEveryIsa) {
+  ThreadPool pool(1);
+  for (size_t n : {1u, 7u, 15u, 16u, 17u, 64u, 80u, 100u, 128u, 256u, 257u}) {
+    auto a = random_vector(n, uint32_t(n)), b = random_vector(n, uint32_t(n) + 1000);
+    a[0] = -0.0f;  // signed zeros and wide ranges go through the lanes as in the matmul
+    if (n > 3) a[3] = 1e30f, b[3] = 1e-30f;
+    const Matrix row{DType::f32, 1, n, a.data()};
+    float reference = 0;
+    matmul_with(MatmulIsa::scalar, row, b.data(), 1, &reference, pool);
+    EXPECT_EQ(dot_with(MatmulIsa::scalar, a.data(), b.data(), n), reference) << "n " << n;
+    for (MatmulIsa isa : simd_isas()) EXPECT_EQ(dot_with(isa, a.data(), b.data(), n), reference) << "n " << n << " isa " << int(isa);
+    EXPECT_EQ(dot(a.data(), b.data(), n), reference);
+  }
 }
 
 TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
