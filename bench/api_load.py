@@ -4,10 +4,13 @@
 Each client streams one greedy completion of --tokens tokens from its own prompt (token
 ids); reported per N: aggregate generated tok/s (all tokens over the wall time of the
 round), time to first token (median and worst client), gaps between a client's tokens
-(p50, p99). Loopback only; every round is bounded by a timeout.
+(p50, p99). The list of client counts is run --rounds times, interleaved, and each
+figure is the median over rounds (this machine's speed moves from minute to minute; the
+ratios to N=1 are then taken within one run). Loopback only; every round is bounded by a
+timeout.
 
   bench/api_load.py MODEL [--grid] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--parallel 16]
-                      [--arithmetic f32|bf16-dot]"""
+                      [--arithmetic f32|bf16-dot] [--rounds 3]"""
 import argparse
 import os
 import statistics
@@ -35,6 +38,23 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else 0.0
 
 
+def run_round(url, n, tokens):
+    """N concurrent clients once: aggregate tok/s, time to first token, gaps between tokens."""
+    results, threads = [], []
+    begin = time.monotonic()
+    for i in range(n):
+        prompt = [1] + [100 + 17 * i + k for k in range(8)]
+        threads.append(threading.Thread(target=client, args=(url, prompt, tokens, results)))
+        threads[-1].start()
+    for t in threads:
+        t.join(timeout=900)
+    wall = time.monotonic() - begin
+    ttft = [r["arrivals"][0] - r["start"] for r in results if r["arrivals"]]
+    gaps = [b - a_ for r in results for a_, b in zip(r["arrivals"], r["arrivals"][1:])]
+    return {"tps": sum(r["tokens"] for r in results) / wall, "ttft_p50": statistics.median(ttft), "ttft_max": max(ttft),
+            "gap_p50": percentile(gaps, 50), "gap_p99": percentile(gaps, 99)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -46,6 +66,7 @@ def main():
     ap.add_argument("--parallel", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--arithmetic", default="f32", help="f32 or bf16-dot, for the FFN wherever it runs")
+    ap.add_argument("--rounds", type=int, default=3, help="the clients list is run this many times, interleaved; medians reported")
     a = ap.parse_args()
     procs = []
     try:
@@ -63,26 +84,18 @@ def main():
         url = procs[-1][1]
         client(url, [1, 2, 3], 4, [])  # warm the page cache
         print(f"model {a.model}, {'grid (two shards + router, ' + a.wire + ' wire)' if a.grid else 'local'}, "
-              f"{a.tokens} tokens per client, --parallel {a.parallel}, {a.threads} threads, {a.arithmetic} arithmetic")
+              f"{a.tokens} tokens per client, --parallel {a.parallel}, {a.threads} threads, {a.arithmetic} arithmetic, medians of {a.rounds} rounds")
         print(f"{'clients':>7s} {'tok/s':>8s} {'x N=1':>6s} {'ttft p50':>9s} {'ttft max':>9s} {'gap p50':>8s} {'gap p99':>8s}")
-        base = None
-        for n in map(int, a.clients.split(",")):
-            results, threads = [], []
-            begin = time.monotonic()
-            for i in range(n):
-                prompt = [1] + [100 + 17 * i + k for k in range(8)]
-                threads.append(threading.Thread(target=client, args=(url, prompt, a.tokens, results)))
-                threads[-1].start()
-            for t in threads:
-                t.join(timeout=900)
-            wall = time.monotonic() - begin
-            total = sum(r["tokens"] for r in results)
-            tps = total / wall
-            base = base or tps
-            ttft = [r["arrivals"][0] - r["start"] for r in results if r["arrivals"]]
-            gaps = [b - a_ for r in results for a_, b in zip(r["arrivals"], r["arrivals"][1:])]
-            print(f"{n:7d} {tps:8.2f} {tps / base:6.2f} {statistics.median(ttft) * 1000:7.0f}ms {max(ttft) * 1000:7.0f}ms "
-                  f"{percentile(gaps, 50) * 1000:6.0f}ms {percentile(gaps, 99) * 1000:6.0f}ms", flush=True)
+        counts = list(map(int, a.clients.split(",")))
+        rounds = {n: [] for n in counts}  # per N, one result per round
+        for r in range(a.rounds):
+            for n in counts:
+                rounds[n].append(run_round(url, n, a.tokens))
+        base = statistics.median(x["tps"] for x in rounds[counts[0]])
+        for n in counts:
+            med = lambda key: statistics.median(x[key] for x in rounds[n])  # noqa: E731
+            print(f"{n:7d} {med('tps'):8.2f} {med('tps') / base:6.2f} {med('ttft_p50') * 1000:7.0f}ms {med('ttft_max') * 1000:7.0f}ms "
+                  f"{med('gap_p50') * 1000:6.0f}ms {med('gap_p99') * 1000:6.0f}ms", flush=True)
     finally:
         stop(list(reversed(procs)))
 

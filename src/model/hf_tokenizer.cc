@@ -248,7 +248,8 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_document(const json& doc,
   if (auto s = flatten(doc.value("pre_tokenizer", json()), "pretokenizers", steps); !s) return bad_file(path, s.error().message);
   for (const auto& p : steps) {
     const std::string type = p.value("type", "");
-    PreTokenizerStep step{PreTokenizerStep::split};
+    PreTokenizerStep step{};
+    step.kind = PreTokenizerStep::split;
     if (type == "Split") {
       auto pattern = read_pattern(p.value("pattern", json::object()));
       if (!pattern) return bad_file(path, "pre_tokenizer Split: " + pattern.error().message);
@@ -282,7 +283,8 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_document(const json& doc,
   if (auto s = flatten(doc.value("decoder", json()), "decoders", steps); !s) return bad_file(path, s.error().message);
   for (const auto& d : steps) {
     const std::string type = d.value("type", "");
-    DecoderStep step{DecoderStep::fuse};
+    DecoderStep step{};
+    step.kind = DecoderStep::fuse;
     if (type == "ByteLevel") step.kind = DecoderStep::byte_level;
     else if (type == "ByteFallback") step.kind = DecoderStep::byte_fallback;
     else if (type == "Fuse") step.kind = DecoderStep::fuse;
