@@ -1,6 +1,5 @@
 #include "net/router.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -8,6 +7,7 @@
 #include <iostream>
 #include <set>
 
+#include "net/descriptors.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "wire/codec.h"
@@ -360,6 +360,8 @@ Outcome call_replica(Router::Replica& r, const std::string& body, const std::str
   if (!client) return outcome(Kind::failed, " (not an http[s]:// URL)");
   const auto start = std::chrono::steady_clock::now();
   auto res = client->post("/v1/walk-ffn", body, content_type, headers);
+  if (!res && descriptors_scarce(descriptor_use()))  // the router's own shortage, likely why the call failed
+    return outcome(Kind::busy, " (the router is short of file descriptors)", false, 1);
   if (!res) {
     r.healthy = false;
     return outcome(Kind::failed, " (" + res.error().message + ")", res.error().code == ErrorCode::shard_timeout);
@@ -483,6 +485,15 @@ HttpReply Router::walk_ffn(const std::string& body, const std::string& content_t
     metrics_.count_error(e.code);
     return error_reply(e);
   };
+  // Shed while the descriptors that calls to the shards need are running out (each takes
+  // one, a hedge two): a 503 the client retries, not a 500 "Too many open files".
+  if (const DescriptorUse use = descriptor_use(); descriptors_scarce(use)) {
+    HttpReply reply = fail(make_error(ErrorCode::overloaded, "router busy: " + std::to_string(use.lowest_free) +
+                                                                 " or more of its " + std::to_string(use.limit) +
+                                                                 " file descriptors are open; retry shortly"));
+    reply.retry_after_s = 1;
+    return reply;
+  }
   const auto map = current_map();
   const BodyType body_type = body_type_from_content_type(content_type);
   const auto encoding = body_type.binary;

@@ -5,12 +5,17 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <sys/resource.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "infer/local_ffn.h"
 #include "model/loader.h"
@@ -72,6 +77,41 @@ TEST(Overload, FortyClientsAgainstBusyShardsGetOnly200And503WithRetryAfter) {
   EXPECT_GT(statuses[200], 0);
   EXPECT_GT(statuses[503], 0) << "the shards were never busy: the test did not load them";
   EXPECT_EQ(busy_without_retry_after, 0);
+}
+
+// A router short of file descriptors sheds with 503 and Retry-After, naming them, instead of
+// failing with "Too many open files"; it serves again once connections close. The router's
+// limit is lowered to 128 from outside (prlimit) and 100 idle connections take most of it.
+TEST(Overload, ARouterShortOfDescriptorsShedsWith503AndRecovers) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess router({"router", "--port", "0", "--shards", "0-5=" + shard.url()});
+  const rlimit low{128, 128};
+  ASSERT_EQ(prlimit(router.pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  const std::string body = test::demo_f32_request({2}, 1, 0.01f);
+  // Status and body of one request; -1 when there was no answer.
+  auto post = [&] {
+    httplib::Client client(router.url());
+    client.set_read_timeout(30, 0);
+    auto res = client.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+    return res ? std::tuple{res->status, res->body, res->get_header_value("Retry-After")} : std::tuple{-1, std::string(), std::string()};
+  };
+  const auto [first, first_body, unused] = post();
+  ASSERT_EQ(first, 200) << first_body;
+
+  std::vector<std::unique_ptr<test::RawConnection>> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(std::make_unique<test::RawConnection>(router.port()));
+  std::tuple<int, std::string, std::string> shed;
+  ASSERT_TRUE(test::eventually([&] {  // once the router has accepted them all
+    shed = post();
+    return std::get<0>(shed) == 503;
+  })) << std::get<0>(shed) << " " << std::get<1>(shed);
+  EXPECT_EQ(json::parse(std::get<1>(shed)).value("code", ""), "overloaded");
+  EXPECT_NE(std::get<1>(shed).find("file descriptors"), std::string::npos) << std::get<1>(shed);
+  EXPECT_FALSE(std::get<2>(shed).empty()) << "a 503 without Retry-After";
+
+  idle.clear();
+  int again = 0;
+  EXPECT_TRUE(test::eventually([&] { return (again = std::get<0>(post())) == 200; })) << "last status " << again;
 }
 
 TEST(Overload, NonFiniteOutputPassesThroughAtOnce) {
