@@ -9,6 +9,7 @@
 #include "net/http_client.h"
 #include "net/http_reply.h"
 #include "net/shard_spec.h"
+#include "net/shard_stats.h"
 #include "wire/codec.h"
 #include "wire/wire_config.h"
 
@@ -103,24 +104,22 @@ EncodingSet RemoteFfn::request_encodings() const {
 Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector<std::string>* warnings) {
   const std::string& url = shard.url;
   const LayerRange& range = shard.range;
-  auto stats = json::parse(body, nullptr, false);
-  if (stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size") || !stats["hidden_size"].is_number_unsigned())
-    return shard_error(ErrorCode::shard_unavailable, url, "/v1/stats is not the JSON of a larql shard");
-  if (stats["hidden_size"].get<size_t>() != model_.config.hidden)
-    return shard_error(ErrorCode::invalid_argument, url, "serves hidden size " + stats["hidden_size"].dump() +
+  auto stats = parse_shard_stats(body);
+  if (!stats) return shard_error(stats.error().code, url, stats.error().message);
+  if (stats->hidden != model_.config.hidden)
+    return shard_error(ErrorCode::invalid_argument, url, "serves hidden size " + std::to_string(stats->hidden) +
                                                              "; the local model has " + std::to_string(model_.config.hidden));
-  if (stats.contains("layers")) {
-    const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
-    if (!served.contains(range.first) || !served.contains(range.last))
-      return shard_error(ErrorCode::invalid_argument, url, "serves layers " + served.str() + " but is asked for " + range.str());
+  if (stats->layers) {
+    if (!stats->layers->contains(range.first) || !stats->layers->contains(range.last))
+      return shard_error(ErrorCode::invalid_argument, url, "serves layers " + stats->layers->str() + " but is asked for " + range.str());
   } else {
     warnings->push_back("shard " + url + " does not list its layers (a reference server?); coverage not checked");
   }
   // Remote results equal local ones only when both compute the FFN the same way: a client
   // that computes exactly (f32) refuses a shard that does not; the other way round only
   // costs the client its own arithmetic's speed, so it is said but allowed.
-  if (stats.contains("ffn_arithmetic") && stats["ffn_arithmetic"].is_string()) {
-    const std::string theirs = stats["ffn_arithmetic"].get<std::string>();
+  {
+    const std::string& theirs = stats->ffn_arithmetic;
     const Arithmetic ours = model_.ffn_arithmetic(range.first, range.last);
     if (theirs != arithmetic_name(ours)) {
       const std::string what = "computes the FFN with the " + theirs + " arithmetic, this client with " +
@@ -132,24 +131,23 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
       warnings->push_back("shard " + url + " " + what);
     }
   }
-  if (stats.contains("layer_fingerprints")) {
-    const json& fp = stats["layer_fingerprints"];
+  if (stats->fingerprints) {
     for (uint32_t l = range.first; l <= range.last; ++l) {
-      const std::string key = std::to_string(l), local = layer_fingerprint(model_, l);
-      if (!fp.contains(key) || fp[key] != local)
-        return shard_error(ErrorCode::invalid_argument, url, "layer " + key + " fingerprint " +
-                                                                 (fp.contains(key) ? fp[key].dump() : "missing") +
+      const std::string local = layer_fingerprint(model_, l);
+      const auto theirs = stats->fingerprints->find(l);
+      if (theirs == stats->fingerprints->end() || theirs->second != local)
+        return shard_error(ErrorCode::invalid_argument, url, "layer " + std::to_string(l) + " fingerprint " +
+                                                                 (theirs == stats->fingerprints->end() ? "missing" : "\"" + theirs->second + "\"") +
                                                                  " differs from the local model's \"" + local +
                                                                  "\": the shard serves a different model");
     }
   } else {
     warnings->push_back("shard " + url + " sends no layer fingerprints; it is not checked to hold the same model");
   }
-  if (stats.contains("wire") && stats["wire"].contains("request")) {
+  if (stats->request_encodings) {
     EncodingSet accepts{Encoding::f32};
-    for (const auto& name : stats["wire"]["request"])
-      if (name.is_string())
-        if (auto e = encoding_from_name(name.get<std::string>())) accepts.insert(*e);
+    for (const auto& name : *stats->request_encodings)
+      if (auto e = encoding_from_name(name)) accepts.insert(*e);
     shard.request_encoding = options_.wire.request_encoding(accepts);
     if (shard.request_encoding != options_.wire.preferred)
       warnings->push_back("shard " + url + " does not take " + std::string(encoding_name(options_.wire.preferred)) +
@@ -158,10 +156,8 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   } else {
     warnings->push_back("shard " + url + " does not list its wire formats; sending f32 requests");
   }
-  if (stats.contains("max_body_bytes") && stats["max_body_bytes"].is_number_unsigned())
-    shard.max_body_bytes = stats["max_body_bytes"].get<size_t>();
-  if (stats.contains("max_work") && stats["max_work"].is_number_unsigned() && stats["max_work"].get<size_t>() > 0)
-    shard.max_work = stats["max_work"].get<size_t>();
+  if (stats->max_body_bytes) shard.max_body_bytes = *stats->max_body_bytes;
+  if (stats->max_work) shard.max_work = *stats->max_work;
   return Ok{};
 }
 

@@ -10,6 +10,7 @@
 #include "net/descriptors.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "net/shard_stats.h"
 #include "wire/codec.h"
 #include "wire/json_codec.h"
 
@@ -26,7 +27,7 @@ struct Router::Replica {
   std::atomic<bool> needs_key{false};  // its /v1/stats answered 401 to the router's key (or to none)
   std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
   std::mutex mutex;                    // guards stats and idle
-  json stats;                          // null until read
+  std::optional<ShardStats> stats;     // none until read
   // Connections not in use, the most recently returned last. One idle for longer than
   // kPooledIdleLifetime belonged to a burst that has ended: closing it gives the router's
   // and the shard's descriptors back.
@@ -162,45 +163,41 @@ Status Router::load_stats(Replica& replica, const LayerRange& range) {
     return make_error(ErrorCode::unauthorized,
                       "shard " + replica.url + (options_.shard_key ? " refuses the router's --shard-key"
                                                                    : " requires a key: pass --shard-key (or LARQL_SHARD_KEY)"));
-  auto stats = json::parse(res->body, nullptr, false);
-  if (res->status != 200 || stats.is_discarded() || !stats.is_object() || !stats.contains("hidden_size"))
+  if (res->status != 200)
     return make_error(ErrorCode::shard_unavailable, "shard " + replica.url + ": /v1/stats answered HTTP " +
                                                         std::to_string(res->status) + " without a shard's stats");
+  auto stats = parse_shard_stats(res->body);
+  if (!stats) return make_error(stats.error().code, "shard " + replica.url + ": " + stats.error().message);
   std::lock_guard lock(map_mutex_);
-  const size_t hidden = stats.value("hidden_size", size_t{0});
   if (hidden_ == 0) {
-    hidden_ = hidden;
-    num_layers_ = stats.value("num_layers", size_t{0});
-    model_name_ = stats.value("model", std::string());
-    family_ = stats.value("family", std::string());
-    ffn_arithmetic_ = stats.value("ffn_arithmetic", std::string("f32"));
-  } else if (hidden != hidden_) {
-    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves hidden size " + std::to_string(hidden) +
-                                                       "; the other shards serve " + std::to_string(hidden_));
-  } else if (const std::string a = stats.value("ffn_arithmetic", std::string("f32")); a != ffn_arithmetic_) {
-    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " computes the FFN with the " + a +
-                                                       " arithmetic; the other shards with " + ffn_arithmetic_ +
-                                                       ": one grid computes one way, so it is refused");
+    hidden_ = stats->hidden;
+    num_layers_ = stats->num_layers;
+    model_name_ = stats->model;
+    family_ = stats->family;
+    ffn_arithmetic_ = stats->ffn_arithmetic;
+  } else if (stats->hidden != hidden_) {
+    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves hidden size " +
+                                                       std::to_string(stats->hidden) + "; the other shards serve " +
+                                                       std::to_string(hidden_));
+  } else if (stats->ffn_arithmetic != ffn_arithmetic_) {
+    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " computes the FFN with the " +
+                                                       stats->ffn_arithmetic + " arithmetic; the other shards with " +
+                                                       ffn_arithmetic_ + ": one grid computes one way, so it is refused");
   }
-  if (stats.contains("layers")) {
-    const LayerRange served{stats["layers"].value("start", 0u), stats["layers"].value("end", 0u)};
-    if (!served.contains(range.first) || !served.contains(range.last))
-      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves layers " + served.str() +
-                                                         " but is mapped to " + range.str());
-  }
-  const json fp = stats.value("layer_fingerprints", json::object());
-  for (uint32_t l = range.first; l <= range.last; ++l) {
-    const std::string key = std::to_string(l);
-    if (!fp.contains(key)) continue;
-    const std::string value = fp[key].get<std::string>();
-    auto [it, inserted] = fingerprints_.emplace(l, value);
-    if (!inserted && it->second != value)
-      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " has fingerprint " + value + " for layer " +
-                                                         key + ", other replicas have " + it->second +
-                                                         ": it serves a different model and is refused");
+  if (stats->layers && (!stats->layers->contains(range.first) || !stats->layers->contains(range.last)))
+    return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves layers " + stats->layers->str() +
+                                                       " but is mapped to " + range.str());
+  for (uint32_t l = range.first; l <= range.last && stats->fingerprints; ++l) {
+    const auto theirs = stats->fingerprints->find(l);
+    if (theirs == stats->fingerprints->end()) continue;
+    auto [it, inserted] = fingerprints_.emplace(l, theirs->second);
+    if (!inserted && it->second != theirs->second)
+      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " has fingerprint " + theirs->second +
+                                                         " for layer " + std::to_string(l) + ", other replicas have " +
+                                                         it->second + ": it serves a different model and is refused");
   }
   std::lock_guard replica_lock(replica.mutex);
-  replica.stats = std::move(stats);
+  replica.stats = std::move(*stats);
   return Ok{};
 }
 
@@ -292,7 +289,7 @@ void Router::poll_health() {
       bool needs_stats;
       {
         std::lock_guard lock(r->mutex);
-        needs_stats = r->stats.is_null();
+        needs_stats = !r->stats;
       }
       if (up && needs_stats && !r->refused) {
         auto s = load_stats(*r, r->range);
@@ -673,9 +670,9 @@ HttpReply Router::stats() {
       replicas.push_back({{"url", r->url}, {"state", r->refused ? "refused" : r->needs_key ? "needs key" : (up ? "up" : "down")},
                           {"latency_ms", r->latency_ms.load()}});
       std::lock_guard replica_lock(r->mutex);
-      if (!up || r->stats.is_null()) continue;
-      std::set<std::string> formats;
-      for (const auto& f : r->stats.value("wire", json::object()).value("request", json::array({"f32"}))) formats.insert(f.get<std::string>());
+      if (!up || !r->stats) continue;
+      const auto& listed = r->stats->request_encodings;
+      const std::set<std::string> formats = listed ? std::set<std::string>(listed->begin(), listed->end()) : std::set<std::string>{"f32"};
       if (!wire) {
         wire = formats;
       } else {
@@ -683,7 +680,7 @@ HttpReply Router::stats() {
         std::set_intersection(wire->begin(), wire->end(), formats.begin(), formats.end(), std::inserter(both, both.begin()));
         wire = both;
       }
-      const size_t limit = r->stats.value("max_body_bytes", size_t{64u << 20});
+      const size_t limit = r->stats->max_body_bytes.value_or(size_t{64u << 20});
       max_body = max_body == 0 ? limit : std::min(max_body, limit);
     }
     shards.push_back({{"layers", e.range.str()}, {"replicas", replicas}});

@@ -3,6 +3,8 @@
 // replica dies mid-generation, a clear error when a whole range is gone, keyed shards,
 // malformed shard maps, and resharding while a generation runs.
 #include <gtest/gtest.h>
+
+#include <atomic>
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include "support/gated_proxy.h"
 #include "support/http_result.h"
 #include "support/demo_model.h"
+#include "support/eventually.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 #include "wire/byte_io.h"
@@ -263,6 +266,42 @@ TEST_F(RouterTest, MalformedShardMapsAreStartUpErrors) {
     EXPECT_EQ(r.status, 2) << spec;
     EXPECT_NE(r.output.find(std::string("larql router: ") + says), std::string::npos) << spec << ": " << r.output;
   }
+}
+
+// Stats of the wrong shape (here "layers" as a string) keep that replica down, named in
+// the router's /v1/stats; the router keeps serving the other range and answering health
+// while its poller reads them again and again.
+TEST_F(RouterTest, AShardWithMalformedStatsStaysDownAndTheRouterServesOn) {
+  auto real = shard("3-5");
+  httplib::Server fake;
+  std::atomic<int> stats_reads{0};
+  fake.Get("/v1/stats", [&](const httplib::Request&, httplib::Response& res) {
+    ++stats_reads;
+    res.set_content(R"({"hidden_size":384,"layers":"0-2","layer_fingerprints":{"0":1}})", "application/json");
+  });
+  fake.Get("/v1/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { fake.listen_after_bind(); });
+  const std::string fake_url = "http://127.0.0.1:" + std::to_string(port);
+  {
+    auto r = router("0-2=" + fake_url + ",3-5=" + real->url());
+    httplib::Client c(r->url());
+    ASSERT_TRUE(test::eventually([&] { return stats_reads >= 4; })) << "the health poller reads the stats again";
+    auto health = c.Get("/v1/health");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(json::parse(health->body).value("status", ""), "degraded") << health->body;
+    auto stats = c.Get("/v1/stats");
+    ASSERT_TRUE(stats);
+    EXPECT_NE(stats->body.find(fake_url), std::string::npos) << stats->body;
+    std::vector<float> x(kHidden, 0.5f);
+    std::string body;
+    ASSERT_TRUE(wire::encode_request(wire::Encoding::f32, {.layers = {4}, .seq_len = 1}, kHidden, x, body).ok());
+    auto res = c.Post("/v1/walk-ffn", body, "application/x-larql-ffn");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+  }
+  fake.stop();
+  serving.join();
 }
 
 TEST_F(RouterTest, AShardThatAnswersGarbageIsNamedNotTrusted) {

@@ -1,0 +1,85 @@
+#include "net/shard_stats.h"
+
+#include <nlohmann/json.hpp>
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+
+Error not_stats(const std::string& what) {
+  return make_error(ErrorCode::shard_unavailable, "/v1/stats is not the JSON of a larql shard: " + what);
+}
+
+// An unsigned number at `key`, if there is one; an error if there is something else.
+Result<std::optional<size_t>> unsigned_field(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::optional<size_t>();
+  if (!j[key].is_number_unsigned()) return not_stats(std::string(key) + " is " + j[key].dump(-1).substr(0, 40) + ", not a count");
+  return std::optional<size_t>(j[key].get<size_t>());
+}
+
+Result<std::string> string_field(const json& j, const char* key, std::string fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) return not_stats(std::string(key) + " is not a string");
+  return j[key].get<std::string>();
+}
+
+}  // namespace
+
+Result<ShardStats> parse_shard_stats(std::string_view body) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return not_stats("not a JSON object");
+  ShardStats s;
+  auto hidden = unsigned_field(j, "hidden_size");
+  if (!hidden) return hidden.error();
+  if (!*hidden || **hidden == 0) return not_stats("no hidden_size");
+  s.hidden = **hidden;
+  auto layers = unsigned_field(j, "num_layers");
+  if (!layers) return layers.error();
+  s.num_layers = layers->value_or(0);
+  for (auto [key, field] : {std::pair{"model", &s.model}, std::pair{"family", &s.family}}) {
+    auto text = string_field(j, key, "");
+    if (!text) return text.error();
+    *field = *text;
+  }
+  auto arithmetic = string_field(j, "ffn_arithmetic", "f32");
+  if (!arithmetic) return arithmetic.error();
+  s.ffn_arithmetic = *arithmetic;
+
+  if (j.contains("layers") && !j["layers"].is_null()) {
+    const json& l = j["layers"];
+    if (!l.is_object()) return not_stats("layers is not an object with start and end");
+    auto start = unsigned_field(l, "start"), end = unsigned_field(l, "end");
+    if (!start) return start.error();
+    if (!end) return end.error();
+    if (!*start || !*end || **start > **end || **end > UINT32_MAX) return not_stats("layers is not a range start ≤ end");
+    s.layers = LayerRange{uint32_t(**start), uint32_t(**end)};
+  }
+  if (j.contains("layer_fingerprints") && !j["layer_fingerprints"].is_null()) {
+    const json& fp = j["layer_fingerprints"];
+    if (!fp.is_object()) return not_stats("layer_fingerprints is not an object");
+    s.fingerprints.emplace();
+    for (const auto& [key, value] : fp.items()) {
+      const auto layer = parse_layer_range(key);
+      if (!layer || layer->first != layer->last || !value.is_string())
+        return not_stats("layer_fingerprints has \"" + key.substr(0, 20) + "\": not a layer number and a string");
+      (*s.fingerprints)[layer->first] = value.get<std::string>();
+    }
+  }
+  if (j.contains("wire") && j["wire"].is_object() && j["wire"].contains("request")) {
+    const json& names = j["wire"]["request"];
+    if (!names.is_array()) return not_stats("wire.request is not a list");
+    s.request_encodings.emplace();
+    for (const auto& name : names)
+      if (name.is_string()) s.request_encodings->push_back(name.get<std::string>());  // unknown names are skipped
+  }
+  auto max_body = unsigned_field(j, "max_body_bytes");
+  if (!max_body) return max_body.error();
+  s.max_body_bytes = *max_body;
+  auto max_work = unsigned_field(j, "max_work");
+  if (!max_work) return max_work.error();
+  if (*max_work && **max_work > 0) s.max_work = *max_work;
+  return s;
+}
+
+}  // namespace larql

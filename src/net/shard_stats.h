@@ -1,0 +1,34 @@
+// A shard's /v1/stats (PROTOCOL §8) as the router and the client read it: one parser,
+// checked field by field, so that a shard answering something else is refused with a
+// message naming the field, never with an exception. Fields a reference server may leave
+// out are optional here, and each reader says what it does without them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/layer_range.h"
+#include "wire/errors.h"
+
+namespace larql {
+
+struct ShardStats {
+  size_t hidden = 0;                           // hidden_size: the one required field
+  size_t num_layers = 0;
+  std::string model, family;
+  std::string ffn_arithmetic = "f32";          // absent: the exact arithmetic
+  std::optional<LayerRange> layers;            // the layers it serves
+  std::optional<std::map<uint32_t, std::string>> fingerprints;  // layer_fingerprints
+  std::optional<std::vector<std::string>> request_encodings;    // wire.request, as named
+  std::optional<size_t> max_body_bytes, max_work;
+};
+
+// The error says which field is not what §8 says it is.
+Result<ShardStats> parse_shard_stats(std::string_view body);
+
+}  // namespace larql
