@@ -10,6 +10,7 @@
 #include "net/descriptors.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "net/range_attempts.h"
 #include "net/shard_stats.h"
 #include "wire/codec.h"
 #include "wire/json_codec.h"
@@ -127,17 +128,11 @@ HttpHeaders key_headers(const std::optional<std::string>& key) {
 // A shard's error passed on, its message naming the shard and layers.
 HttpReply name_shard_in_error(HttpReply reply, const std::string& url, const LayerRange& range) {
   auto j = json::parse(reply.body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
+  if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()) {
     j["error"] = "shard " + url + " (layers " + range.str() + "): " + j["error"].get<std::string>();
     reply.body = json_text(j);
   }
   return reply;
-}
-
-// The `code` of a PROTOCOL §7 error body, or "".
-std::string error_code_of(const std::string& body) {
-  const auto j = json::parse(body, nullptr, false);
-  return j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -310,67 +305,45 @@ void Router::poll_health() {
 
 namespace {
 
-// One call to one replica and what it came to, by PROTOCOL §9's rules.
-struct Outcome {
-  enum class Kind { answer, busy, failed } kind = Kind::failed;
-  std::optional<HttpResponse> response;  // an answer, passed on as it is
-  std::string note;                      // what the error message says about this replica
-  bool timed_out = false;
-  int retry_after_s = 0;
-};
-
-Outcome call_replica(Router::Replica& r, const std::string& body, const std::string& content_type,
-                     const HttpHeaders& headers);
+// One call to one replica: the HTTP exchange, the replica's health and latency, and what
+// it came to by §9's rules (range_attempts.h).
+CallResult call_replica(Router::Replica& r, const std::string& body, const std::string& content_type,
+                        const HttpHeaders& headers) {
+  auto client = r.take();
+  if (!client) {
+    CallResult unusable;
+    unusable.note = " (not an http[s]:// URL)";
+    return unusable;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto res = client->post("/v1/walk-ffn", body, content_type, headers);
+  const bool own_shortage = !res && descriptors_scarce(descriptor_use());
+  if (res) {
+    r.observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    r.give(std::move(client));
+  } else if (!own_shortage) {
+    r.healthy = false;
+  }
+  return classify_call(res, own_shortage);
+}
 
 // A first call and maybe a hedge racing it: each runs on a thread of its own and leaves
-// its outcome here; the caller takes the first answer. A loser runs on to its own end
+// its result here; the caller takes the first answer. A loser runs on to its own end
 // (bounded by the router's timeout) and only touches this state and its replica.
 struct Race {
   std::mutex mutex;
   std::condition_variable finished_one;
-  std::vector<std::pair<size_t, Outcome>> finished;  // (which call, its outcome), in finishing order
+  std::vector<std::pair<size_t, CallResult>> finished;  // (which call, its result), in finishing order
 };
 
 void start_call(const std::shared_ptr<Race>& race, size_t index, std::shared_ptr<Router::Replica> replica,
                 std::shared_ptr<const std::string> body, std::string content_type, HttpHeaders headers) {
   std::thread([=] {
-    Outcome o = call_replica(*replica, *body, content_type, headers);
+    CallResult o = call_replica(*replica, *body, content_type, headers);
     std::lock_guard lock(race->mutex);
     race->finished.emplace_back(index, std::move(o));
     race->finished_one.notify_all();
   }).detach();
-}
-
-Outcome outcome(Outcome::Kind kind, std::string note, bool timed_out = false, int retry_after_s = 0) {
-  Outcome o;
-  o.kind = kind;
-  o.note = std::move(note);
-  o.timed_out = timed_out;
-  o.retry_after_s = retry_after_s;
-  return o;
-}
-
-Outcome call_replica(Router::Replica& r, const std::string& body, const std::string& content_type,
-                     const HttpHeaders& headers) {
-  using Kind = Outcome::Kind;
-  auto client = r.take();
-  if (!client) return outcome(Kind::failed, " (not an http[s]:// URL)");
-  const auto start = std::chrono::steady_clock::now();
-  auto res = client->post("/v1/walk-ffn", body, content_type, headers);
-  if (!res && descriptors_scarce(descriptor_use()))  // the router's own shortage, likely why the call failed
-    return outcome(Kind::busy, " (the router is short of file descriptors)", false, 1);
-  if (!res) {
-    r.healthy = false;
-    return outcome(Kind::failed, " (" + res.error().message + ")", res.error().code == ErrorCode::shard_timeout);
-  }
-  r.observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  r.give(std::move(client));
-  if (res->status == 503) return outcome(Kind::busy, " (busy)", false, res->retry_after_s());
-  const bool deterministic = res->status == 500 && error_code_of(res->body) == error_code_name(ErrorCode::non_finite_output);
-  if (res->status >= 500 && !deterministic) return outcome(Kind::failed, " (HTTP " + std::to_string(res->status) + ")");
-  Outcome answer = outcome(Kind::answer, "");
-  answer.response = std::move(*res);
-  return answer;
 }
 
 }  // namespace
@@ -388,44 +361,16 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
   HttpHeaders headers;
   if (!accept.empty()) headers.emplace_back("Accept", accept);
   if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
-  std::string tried;
-  bool last_timed_out = false;
-  int busy = 0, retry_after_s = 0;
-  // What is left of the caller's deadline, capped by --timeout-ms; nothing once it passed.
-  auto budget = [&]() -> std::optional<int64_t> {
-    int64_t ms = options_.timeout_ms;
-    if (deadline)
-      ms = std::min(ms, int64_t(std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now()).count()));
-    if (ms <= 0) return std::nullopt;
-    return ms;
-  };
-  auto deadline_passed = [&] {
-    return error_reply(make_error(ErrorCode::deadline_exceeded,
-                                  "the caller's deadline (" + std::string(kDeadlineHeader) + ") passed before layers " +
-                                      part.range.str() + " were answered" + (tried.empty() ? "" : "; tried " + tried)));
-  };
-  auto answer = [&](Outcome& o, const Replica& r) {
-    HttpReply reply{o.response->status, o.response->header("Content-Type"), std::move(o.response->body)};
-    reply.headers.emplace_back("X-Larql-Shard", r.url);
-    return reply;
-  };
-  // A call that did not answer: it is named in the error, and counts as busy or failed.
-  auto note = [&](const Replica& r, const Outcome& o) {
-    tried += (tried.empty() ? "" : ", ") + r.url + o.note;
-    if (o.kind == Outcome::Kind::busy) {
-      ++busy;
-      retry_after_s = retry_after_s == 0 ? o.retry_after_s : std::min(retry_after_s, o.retry_after_s);
-    } else {
-      last_timed_out = o.timed_out;
-    }
-  };
   headers.emplace_back(kDeadlineHeader, "");
+  RangeAttempts attempts(part.range.str());
+  auto budget = [&] { return try_budget(options_.timeout_ms, deadline, std::chrono::steady_clock::now()); };
+  auto url_of = [&](size_t i) { return order[i]->url; };
   size_t next = 0;
   // Hedging ("The Tail at Scale"): when the first replica has not answered within the
   // hedge delay, the same idempotent call goes to the second, and the first answer wins.
   if (hedging() && order.size() >= 2 && order[0]->healthy && order[1]->healthy) {
     const auto left = budget();
-    if (!left) return deadline_passed();
+    if (!left) return to_http(RangeResult::failed(attempts.deadline_passed()));
     headers.back().second = std::to_string(*left);
     const double after_ms = options_.hedge_auto ? order[0]->recent_p95(options_.timeout_ms) : options_.hedge_after_ms;
     auto race = std::make_shared<Race>();
@@ -443,36 +388,38 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
       // Bounded: each call ends within the router's timeout.
       race->finished_one.wait(lock, [&] { return race->finished.size() > seen; });
       auto& [index, o] = race->finished[seen];
-      if (o.kind == Outcome::Kind::answer) {
+      if (o.kind == CallResult::Kind::answer) {
         if (index == 1) ++hedge_wins_;
-        return answer(o, *order[index]);
+        return to_http(RangeResult::answered(index, std::move(*o.response)), order[index]->url);
       }
-      note(*order[index], o);
+      attempts.note(order[index]->url, o);
     }
     next = started;
   }
-  // PROTOCOL §9: a failure (connection, timeout, 502/504, other 5xx) moves on to the next
-  // replica; a 4xx or a deterministic 500 non_finite_output is passed on at once; a 503
-  // (busy, not broken) gets one try on another replica, then 503 with the smallest
-  // Retry-After given.
-  for (size_t i = next; i < order.size() && busy < 2; ++i) {
-    const auto left = budget();
-    if (!left) return deadline_passed();
-    headers.back().second = std::to_string(*left);
-    if (!tried.empty()) ++retries_;
-    Outcome o = call_replica(*order[i], body, content_type, headers);
-    if (o.kind == Outcome::Kind::answer) return answer(o, *order[i]);
-    note(*order[i], o);
-  }
-  if (busy > 0) {
-    HttpReply reply = error_reply(make_error(ErrorCode::overloaded, "every replica of layers " + part.range.str() +
-                                                                        " tried is busy: " + tried + "; retry later"));
-    reply.retry_after_s = retry_after_s;
+  // PROTOCOL §9, range_attempts.h: a failure moves on to the next replica, an answer
+  // (4xx and a deterministic 500 included) is passed on, a busy one gets one more try.
+  RangeResult result = try_in_order(
+      next, order.size(), attempts, url_of, budget,
+      [&](size_t i, int64_t budget_ms) {
+        headers.back().second = std::to_string(budget_ms);
+        return call_replica(*order[i], body, content_type, headers);
+      },
+      [&] { ++retries_; });
+  const std::string url = result.replica ? order[*result.replica]->url : std::string();
+  return to_http(std::move(result), url);
+}
+
+// The one place a range's domain result becomes HTTP: an answer as the shard gave it,
+// naming the shard; an error as a §7 body, with Retry-After when it is overloaded.
+HttpReply Router::to_http(RangeResult result, const std::string& url) {
+  if (result.answer) {
+    HttpReply reply{result.answer->status, result.answer->header("Content-Type"), std::move(result.answer->body)};
+    reply.headers.emplace_back("X-Larql-Shard", url);
     return reply;
   }
-  const ErrorCode code = last_timed_out ? ErrorCode::shard_timeout : ErrorCode::shard_unavailable;
-  return error_reply(make_error(code, "every replica of layers " + part.range.str() + " failed: " +
-                                          (tried.empty() ? "no replica is mapped" : tried)));
+  HttpReply reply = error_reply(*result.error);
+  if (result.error->code == ErrorCode::overloaded) reply.retry_after_s = result.retry_after_s;
+  return reply;
 }
 
 HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "net/ffn_service.h"
+#include "net/range_attempts.h"
 #include "net/shard_spec.h"
 
 namespace larql {
@@ -64,6 +65,7 @@ class Router {
   struct Part;
   HttpReply forward(const Part& part, const std::string& body, const std::string& content_type, const std::string& accept,
                     const std::string& authorization, Deadline deadline);
+  static HttpReply to_http(RangeResult result, const std::string& url = {});
   HttpReply merge_binary(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
   HttpReply merge_json(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
 
