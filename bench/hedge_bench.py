@@ -10,7 +10,9 @@ request --stall-ms longer (a replica that is always slow is simply avoided: the 
 prefers the replica with the lower recent latency, so hedging is for tails that can hit
 whichever replica is first). For each router setting (no hedging, a fixed delay, auto)
 a fresh router over the same replicas gets `larql loadtest` (single-row, single-layer
-f16 calls), and p50/p99/max are printed with the router's hedge counters."""
+f16 calls), and p50/p99/max are printed with the router's hedge counters. Then the client
+hedges itself: `larql run --ffn "RANGE=P1|P2" --hedge-after-ms H` decodes --steps tokens
+through the same proxies (no router), and the gaps between its tokens are printed."""
 import argparse
 import json
 import os
@@ -31,6 +33,8 @@ def main():
     ap.add_argument("--stall-every", type=int, default=10)
     ap.add_argument("--stall-ms", type=float, default=100)
     ap.add_argument("--hedges", default="0,10,auto")
+    ap.add_argument("--client-hedges", default="0,10")
+    ap.add_argument("--steps", type=int, default=150, help="tokens each client run decodes")
     a = ap.parse_args()
     procs = []
     try:
@@ -53,6 +57,16 @@ def main():
                   f"{metric(router[1], 'larql_router_hedges_total'):7.0f} {metric(router[1], 'larql_router_hedge_wins_total'):5.0f}",
                   flush=True)
             stop([router])
+        print(f"\nlarql run --ffn through the same two proxies, {a.steps} tokens per setting")
+        print(f"{'--hedge-after-ms':>16s} {'tok/s':>8s} {'gap p50':>8s} {'gap p99':>8s} {'gap max':>8s} {'hedges':>7s} {'won':>5s}")
+        for hedge in a.client_hedges.split(","):
+            out = subprocess.run([a.larql, "run", a.model, "--ffn", shards, "--wire", "f16", "--prompt-ids", "1,300,301",
+                                  "--steps", str(a.steps), "--ignore-eos", "--json", "--hedge-after-ms", hedge],
+                                 capture_output=True, text=True, timeout=600).stdout
+            run = json.loads(out)
+            gap = run["token_ms"]
+            print(f"{hedge:>16s} {run['tokens_per_second']:8.1f} {gap['p50']:8.2f} {gap['p99']:8.2f} {gap['max']:8.2f} "
+                  f"{run['hedges']:7d} {run['hedge_wins']:5d}", flush=True)
     finally:
         stop(procs)
 

@@ -14,6 +14,14 @@ void add_ffn_options(CLI::App* cmd, FfnOptions& o) {
   cmd->add_option("--api-key", o.api_key, "bearer key for the shards (also LARQL_API_KEY)");
   cmd->add_option("--ca-cert", o.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
   cmd->add_option("--timeout-ms", o.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
+  add_hedge_option(cmd, o);
+}
+
+void add_hedge_option(CLI::App* cmd, FfnOptions& o) {
+  cmd->add_option("--hedge-after-ms", o.hedge_after_ms,
+                  "with --ffn replicas (\"0-5=URL|URL\"): a call the first has not answered within this many ms also goes "
+                  "to the second; the first answer wins (0: off)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 Result<std::unique_ptr<FfnBackend>> make_ffn_backend(const Model& model, ThreadPool& pool, const FfnOptions& o,
@@ -22,7 +30,7 @@ Result<std::unique_ptr<FfnBackend>> make_ffn_backend(const Model& model, ThreadP
   if (!o.ffn) return std::unique_ptr<FfnBackend>(std::make_unique<LocalFfn>(model, pool));
   auto wire = wire::client_wire(o.wire, wire::process_env());
   if (!wire) return wire.error();
-  RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms};
+  RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms, o.hedge_after_ms};
   if (!ro.api_key)
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
   std::vector<std::string> warnings;

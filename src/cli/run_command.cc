@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -92,7 +93,9 @@ int run(const RunOptions& o) {
     text += piece;
     if (!o.json) std::cout << piece << std::flush;
   };
+  std::vector<Clock::time_point> arrivals;  // of each generated token, for the gaps between them
   auto on_token = [&](int token) {
+    arrivals.push_back(Clock::now());
     emit(stream ? stream->push(token) : (first ? "" : " ") + std::to_string(token));
     first = false;
   };
@@ -116,6 +119,14 @@ int run(const RunOptions& o) {
                        {"prefill_tokens_per_second", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
                        {"load_seconds", load_seconds},
                        {"threads", pool.size()}};
+    if (arrivals.size() > 1) {  // time between consecutive tokens: the tail a user feels
+      std::vector<double> gaps;
+      for (size_t i = 1; i < arrivals.size(); ++i)
+        gaps.push_back(std::chrono::duration<double, std::milli>(arrivals[i] - arrivals[i - 1]).count());
+      std::sort(gaps.begin(), gaps.end());
+      auto at = [&](double q) { return gaps[std::min(gaps.size() - 1, size_t(q * double(gaps.size())))]; };
+      out["token_ms"] = {{"p50", at(0.50)}, {"p99", at(0.99)}, {"max", gaps.back()}};
+    }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     out["max_rss_bytes"] = size_t(usage.ru_maxrss) * 1024;  // peak resident memory, Linux reports KiB
@@ -129,6 +140,8 @@ int run(const RunOptions& o) {
       out["remote_calls"] = st.calls;
       out["f32_fallbacks"] = st.f32_fallbacks;
       out["backoffs"] = st.backoffs;
+      out["hedges"] = st.hedges;
+      out["hedge_wins"] = st.hedge_wins;
     }
     std::cout << out.dump() << "\n";
   } else {

@@ -1,6 +1,8 @@
 #include "net/remote_ffn.h"
 
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <chrono>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -21,11 +23,68 @@ using namespace wire;
 struct RemoteFfn::Shard {
   std::string url;
   LayerRange range;
-  std::unique_ptr<HttpClient> client;
+  std::unique_ptr<HttpClient> client;  // for /v1/stats, and the first of `idle`
+  HttpClientOptions client_options;
   Encoding request_encoding = Encoding::f32;  // the best of the client's ladder that the shard takes
   size_t max_body_bytes = 64u << 20;
   size_t max_work = SIZE_MAX;   // positions × layers per request (a shard's --max-work)
   int retry_after_s = 1;        // from its last 503
+  // Keep-alive connections not in use (guarded by RemoteFfn::hedge_mutex_): a hedged call's
+  // loser holds its own until it ends, so the next call to this shard opens another.
+  std::vector<std::unique_ptr<HttpClient>> idle;
+};
+
+// A hedged call and the one racing it (hedge_after_ms): each runs on a thread of its own
+// with its own request buffer and leaves its response here; forward() takes the first that
+// succeeded. The loser runs on to its end (bounded by --timeout-ms) on its own connection.
+// Threads kept for hedged calls, each taking the next job: starting a thread per call cost
+// 1–5 ms on our VMs, more than most hedges save.
+class RemoteFfn::CallThreads {
+ public:
+  ~CallThreads() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Runs `job` on an idle thread, or a new one when none is idle (throws std::system_error
+  // when none can be started).
+  void run(std::function<void()> job) {
+    std::lock_guard lock(mutex_);
+    if (idle_ == jobs_.size()) threads_.emplace_back([this] { loop(); });
+    jobs_.push_back(std::move(job));
+    wake_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) return;  // stopping, nothing left
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+struct RemoteFfn::Race {
+  std::vector<std::optional<Result<HttpResponse>>> responses{2};
+  std::vector<std::string> bodies{2};
+  size_t finished = 0;
 };
 
 namespace {
@@ -40,7 +99,8 @@ std::string describe_error(const Result<HttpResponse>& res) {
   if (!res) return res.error().message;
   std::string detail = res->body;
   auto j = json::parse(res->body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error")) detail = j["error"].dump() + " (" + j.value("code", "") + ")";
+  if (!j.is_discarded() && j.is_object() && j.contains("error"))
+    detail = j["error"].dump() + " (" + (j.contains("code") ? j["code"].dump() : std::string("no code")) + ")";
   return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
 }
 
@@ -50,8 +110,12 @@ Error shard_error(ErrorCode code, const std::string& url, const std::string& wha
 
 }  // namespace
 
-RemoteFfn::RemoteFfn(const Model& model, RemoteFfnOptions options) : model_(model), options_(std::move(options)) {}
-RemoteFfn::~RemoteFfn() = default;
+RemoteFfn::RemoteFfn(const Model& model, RemoteFfnOptions options)
+    : model_(model), options_(std::move(options)), call_threads_(std::make_unique<CallThreads>()) {}
+RemoteFfn::~RemoteFfn() {
+  std::unique_lock lock(hedge_mutex_);
+  hedge_done_.wait(lock, [&] { return running_calls_ == 0; });  // a hedged call's loser ends within --timeout-ms
+}
 
 Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const RemoteFfnOptions& options,
                                                       std::vector<std::string>* warnings) {
@@ -73,6 +137,7 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
       auto client = HttpClient::open(url, {options.timeout_ms, options.ca_cert});
       if (!client) return shard_error(ErrorCode::invalid_argument, url, client.error().message);
       shard->client = std::move(*client);
+      shard->client_options = {options.timeout_ms, options.ca_cert};
       auto res = shard->client->get("/v1/stats", auth_headers(options));
       if (!res || res->status >= 500) {  // a replica that is down now: the others may serve
         unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + describe_error(res) + ")";
@@ -161,26 +226,33 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   return Ok{};
 }
 
-Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
-                       std::chrono::steady_clock::time_point deadline) {
+Result<HttpResponse> RemoteFfn::exchange(Shard& shard, uint32_t layer, const float* x, size_t rows,
+                                         std::chrono::steady_clock::time_point deadline, std::string& body) const {
   const size_t hidden = model_.config.hidden;
-  auto enc = encode_request(shard.request_encoding, {.layers = {layer}, .seq_len = uint32_t(rows)}, hidden, {x, rows * hidden}, body_);
+  auto enc = encode_request(shard.request_encoding, {.layers = {layer}, .seq_len = uint32_t(rows)}, hidden, {x, rows * hidden}, body);
   if (!enc)
     return make_error(ErrorCode::non_finite_input, "refusing to send layer " + std::to_string(layer) + "'s FFN input: " +
                                                        enc.error().message);
   HttpHeaders headers = auth_headers(options_);
   headers.emplace_back("Accept", options_.wire.accept);
-  const auto start = std::chrono::steady_clock::now();
+  const auto now = std::chrono::steady_clock::now();
   headers.emplace_back(kDeadlineHeader,
-                       std::to_string(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start).count())));
-  auto res = shard.client->post("/v1/walk-ffn", body_, content_type(enc->encoding), headers);
-  stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                       std::to_string(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count())));
+  auto client = take_connection(shard);
+  if (!client) return client.error();
+  auto res = (*client)->post("/v1/walk-ffn", body, content_type(enc->encoding), headers);
+  give_connection(shard, std::move(*client));
+  return res;
+}
+
+Status RemoteFfn::accept(Shard& shard, uint32_t layer, size_t rows, const Result<HttpResponse>& res, size_t body_bytes, float* out) {
+  const size_t hidden = model_.config.hidden;
   ++stats_.calls;
-  stats_.bytes_sent += body_.size();
+  stats_.bytes_sent += body_bytes;
   auto fail = [&](ErrorCode code, const std::string& what) {
     return shard_error(code, shard.url, "layer " + std::to_string(layer) + ": " + what);
   };
-  if (!res) return fail(res.error().code, res.error().message);
+  if (!res) return res.error().code == ErrorCode::non_finite_input ? res.error() : fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
   stats_.head_bytes_sent += res->head_bytes_sent;
   stats_.head_bytes_received += res->head_bytes_received;
@@ -205,6 +277,88 @@ Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows
   return Ok{};
 }
 
+Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
+                       std::chrono::steady_clock::time_point deadline) {
+  const auto start = std::chrono::steady_clock::now();
+  auto res = exchange(shard, layer, x, rows, deadline, body_);
+  stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return accept(shard, layer, rows, res, body_.size(), out);
+}
+
+std::optional<Status> RemoteFfn::hedged_call(Shard& first, Shard& second, uint32_t layer, const float* x, size_t rows, float* out,
+                                             std::chrono::steady_clock::time_point deadline) {
+  auto race = std::make_shared<Race>();
+  Shard* shards[2] = {&first, &second};
+  const auto start = std::chrono::steady_clock::now();
+  auto launch = [&](size_t i) {
+    ++running_calls_;
+    call_threads_->run([this, race, i, shard = shards[i], layer, rows, deadline, input = std::vector<float>(x, x + rows * model_.config.hidden)] {
+      std::string body;
+      auto res = exchange(*shard, layer, input.data(), rows, deadline, body);
+      std::lock_guard lock(hedge_mutex_);
+      race->bodies[i] = std::move(body);
+      race->responses[i] = std::move(res);
+      ++race->finished;
+      --running_calls_;
+      hedge_done_.notify_all();
+    });
+  };
+  std::unique_lock lock(hedge_mutex_);
+  try {
+    launch(0);
+  } catch (const std::system_error&) {  // no thread to be had: the caller tries in turn
+    --running_calls_;
+    return std::nullopt;
+  }
+  size_t started = 1;
+  if (!hedge_done_.wait_for(lock, std::chrono::duration<double, std::milli>(options_.hedge_after_ms),
+                            [&] { return race->finished > 0; })) {
+    try {
+      launch(1);
+      ++stats_.hedges;
+      started = 2;
+    } catch (const std::system_error&) {
+      --running_calls_;
+    }
+  }
+  // The first call to succeed wins; a failure waits for the other (each ends by the deadline).
+  std::optional<Status> last;
+  std::vector<bool> taken(2, false);
+  for (size_t seen = 0; seen < started; ++seen) {
+    hedge_done_.wait(lock, [&] { return race->finished > seen; });
+    const size_t i = race->responses[0] && !taken[0] ? 0 : 1;
+    taken[i] = true;
+    const Result<HttpResponse>& res = *race->responses[i];
+    stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    Status status = accept(*shards[i], layer, rows, res, race->bodies[i].size(), out);
+    if (status) {
+      if (i == 1) ++stats_.hedge_wins;
+      return status;
+    }
+    last = std::move(status);
+  }
+  return last;
+}
+
+Result<std::unique_ptr<HttpClient>> RemoteFfn::take_connection(Shard& shard) const {
+  {
+    std::lock_guard lock(hedge_mutex_);
+    if (shard.client) return std::move(shard.client);
+    if (!shard.idle.empty()) {
+      auto c = std::move(shard.idle.back());
+      shard.idle.pop_back();
+      return c;
+    }
+  }
+  return HttpClient::open(shard.url, shard.client_options);  // every open one is held by a call
+}
+
+void RemoteFfn::give_connection(Shard& shard, std::unique_ptr<HttpClient> connection) const {
+  std::lock_guard lock(hedge_mutex_);
+  if (!shard.client) shard.client = std::move(connection);
+  else if (shard.idle.size() < 2) shard.idle.push_back(std::move(connection));  // more are closed
+}
+
 Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
   const size_t hidden = model_.config.hidden;
   if (layer >= layer_shards_.size())
@@ -214,23 +368,43 @@ Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows,
   for (int attempt = 0;; ++attempt) {
     std::string failures;
     int busy_retry_after_s = 0;  // smallest Retry-After of the replicas that were busy
-    for (Shard* shard : layer_shards_[layer]) {  // replicas in turn
-      // A prefill whose message would exceed the server's body or work limit goes in chunks of positions.
+    // A prefill whose message would exceed a server's body or work limit goes in chunks of positions.
+    auto chunk_for = [&](const Shard& shard) {
       const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden);
-      const size_t fit = shard->max_body_bytes > 64 ? (shard->max_body_bytes - 64) / per_row : 1;
-      const size_t chunk = std::max<size_t>(1, std::min({rows, fit, shard->max_work}));
+      const size_t fit = shard.max_body_bytes > 64 ? (shard.max_body_bytes - 64) / per_row : 1;
+      return std::max<size_t>(1, std::min({rows, fit, shard.max_work}));
+    };
+    const std::vector<Shard*>& replicas = layer_shards_[layer];
+    size_t next = 0;
+    // Hedging ("The Tail at Scale"): the first two replicas race when the first has not
+    // answered within hedge_after_ms; only calls that need no chunks are hedged.
+    // A call that failed: busy ones give their Retry-After, other failures move on, and an
+    // error that is the caller's ends the forward.
+    auto failed = [&](const Shard& shard, const Status& status) -> std::optional<Error> {
+      const ErrorCode code = status.error().code;
+      if (code == ErrorCode::overloaded)
+        busy_retry_after_s = busy_retry_after_s == 0 ? shard.retry_after_s : std::min(busy_retry_after_s, shard.retry_after_s);
+      else if (code != ErrorCode::shard_unavailable && code != ErrorCode::shard_timeout)
+        return status.error();
+      failures += (failures.empty() ? "" : "; ") + status.error().message;
+      return std::nullopt;
+    };
+    if (options_.hedge_after_ms > 0 && replicas.size() >= 2 && chunk_for(*replicas[0]) == rows && chunk_for(*replicas[1]) == rows)
+      if (auto status = hedged_call(*replicas[0], *replicas[1], layer, x.data(), rows, out.data(), deadline)) {
+        if (*status) return Ok{};
+        if (auto e = failed(*replicas[0], *status)) return *e;
+        next = 2;
+      }
+    for (size_t k = next; k < replicas.size(); ++k) {  // replicas in turn
+      Shard* shard = replicas[k];
+      const size_t chunk = chunk_for(*shard);
       Status status = Ok{};
       for (size_t r = 0; r < rows && status; r += chunk) {
         const size_t n = std::min(chunk, rows - r);
         status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden, deadline);
       }
       if (status) return Ok{};
-      const ErrorCode code = status.error().code;
-      if (code == ErrorCode::overloaded)
-        busy_retry_after_s = busy_retry_after_s == 0 ? shard->retry_after_s : std::min(busy_retry_after_s, shard->retry_after_s);
-      else if (code != ErrorCode::shard_unavailable && code != ErrorCode::shard_timeout)
-        return status.error();
-      failures += (failures.empty() ? "" : "; ") + status.error().message;
+      if (auto e = failed(*shard, status)) return *e;
     }
     if (busy_retry_after_s == 0)
       return make_error(ErrorCode::shard_unavailable, "every replica for layer " + std::to_string(layer) + " failed: " + failures);

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <memory>
 #include <random>
 #include <optional>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "infer/ffn_backend.h"
+#include "net/http_client.h"
 #include "model/model.h"
 #include "wire/encoding.h"
 #include "wire/wire_config.h"
@@ -24,6 +27,9 @@ struct RemoteFfnOptions {
   std::optional<std::string> api_key;    // sent as Authorization: Bearer
   std::optional<std::string> ca_cert;    // for https:// shards with a private CA
   int timeout_ms = 30000;
+  // Hedged requests: a call the first free replica of a layer has not answered within this
+  // many ms also goes to the second, and the first success wins (0: never).
+  double hedge_after_ms = 0;
 };
 
 struct RemoteFfnStats {
@@ -36,6 +42,8 @@ struct RemoteFfnStats {
   double server_ms = 0;       // the servers' own compute time (latency_ms)
   size_t f32_fallbacks = 0;   // responses that came back as f32 although another encoding was asked for
   size_t backoffs = 0;        // waits because every replica of a layer answered 503 (busy)
+  size_t hedges = 0;          // calls also sent to a second replica (hedge_after_ms)
+  size_t hedge_wins = 0;      // of those, answered by the second first
 };
 
 class RemoteFfn : public FfnBackend {
@@ -54,6 +62,8 @@ class RemoteFfn : public FfnBackend {
   wire::EncodingSet request_encodings() const;
 
   struct Shard;
+  struct Race;
+  class CallThreads;
 
  private:
   RemoteFfn(const Model& model, RemoteFfnOptions options);
@@ -61,6 +71,18 @@ class RemoteFfn : public FfnBackend {
   // shard as X-Larql-Deadline-Ms, so that it drops work nobody waits for any more.
   Status call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
               std::chrono::steady_clock::time_point deadline);
+  // The HTTP exchange of a call, into its own body buffer (safe on a hedge's thread), and
+  // what forward() makes of its response (statistics, checks, decoding into out).
+  Result<HttpResponse> exchange(Shard& shard, uint32_t layer, const float* x, size_t rows,
+                                std::chrono::steady_clock::time_point deadline, std::string& body) const;
+  Status accept(Shard& shard, uint32_t layer, size_t rows, const Result<HttpResponse>& response, size_t body_bytes, float* out);
+  // `first`, and `second` too if `first` is slower than hedge_after_ms; none if no thread
+  // could be started (then the caller goes on in turn).
+  std::optional<Status> hedged_call(Shard& first, Shard& second, uint32_t layer, const float* x, size_t rows, float* out,
+                                    std::chrono::steady_clock::time_point deadline);
+  // A keep-alive connection to the shard for one call, and back when it is done.
+  Result<std::unique_ptr<HttpClient>> take_connection(Shard& shard) const;
+  void give_connection(Shard& shard, std::unique_ptr<HttpClient> connection) const;
   // Checks a shard's /v1/stats against the local model and learns its wire and body limit.
   Status check_shard(Shard& shard, const std::string& stats_body, std::vector<std::string>* warnings);
 
@@ -71,6 +93,10 @@ class RemoteFfn : public FfnBackend {
   RemoteFfnStats stats_;
   std::string body_;  // request buffer, reused
   std::minstd_rand jitter_{std::random_device{}()};  // spreads the backoff of clients busy at the same time
+  mutable std::mutex hedge_mutex_;         // guards Shard::client and idle, running_calls_ and every Race
+  std::condition_variable hedge_done_;     // a hedged call ended
+  size_t running_calls_ = 0;               // hedged calls on call_threads_
+  std::unique_ptr<CallThreads> call_threads_;  // last: destroyed (joined) first
 };
 
 }  // namespace larql

@@ -194,6 +194,71 @@ TEST(Hedging, AStuckReplicaIsHedgedAndTheOtherAnswers) {
   EXPECT_NE(bad.output.find("--hedge-after-ms 'soon': expected milliseconds (0: no hedging) or auto"), std::string::npos) << bad.output;
 }
 
+// The client hedges too: with "0-5=STUCK|B" and --hedge-after-ms 50, a forward whose first
+// replica is stuck is answered by the second, exactly, long before the timeout; while the
+// loser still holds its connection, the next call opens another to the first replica and is
+// hedged again; and without hedging the same forward waits out its timeout.
+TEST(Hedging, AClientHedgesAStuckReplicaWhileItsLosersHoldTheirConnections) {
+  ChildProcess a({"serve", kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess b({"serve", kDemo, "--port", "0", "--threads", "1"});
+  test::GatedProxy stuck(a.url());
+  auto model = load_model(kDemo);
+  ASSERT_TRUE(model.ok());
+  ThreadPool pool(1);
+  LocalFfn local(*model, pool);
+  std::vector<float> x(kHidden), expected(kHidden);
+  for (size_t i = 0; i < kHidden; ++i) x[i] = 0.01f * float(i % 17) - 0.08f;
+  ASSERT_TRUE(local.forward(2, x, 1, expected).ok());
+
+  auto connect = [&](double hedge_after_ms) {
+    std::vector<std::string> warnings;
+    RemoteFfnOptions o{"0-5=" + stuck.url() + "|" + b.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {},
+                       1500, hedge_after_ms};
+    auto r = RemoteFfn::connect(*model, o, &warnings);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() ? std::move(*r) : nullptr;
+  };
+  auto timed_forward = [&](RemoteFfn& ffn, uint32_t layer, bool exact) {
+    std::vector<float> y(kHidden, 9.0f);
+    const auto start = std::chrono::steady_clock::now();
+    const Status status = ffn.forward(layer, x, 1, y);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (exact) {
+      EXPECT_EQ(y, expected) << "the hedge's answer is the exact one";
+    }
+    return std::pair{ms, status.ok() ? std::string() : status.error().message};
+  };
+  {
+    auto hedged = connect(50);
+    ASSERT_NE(hedged, nullptr);
+    const auto [with_hedge, hedged_error] = timed_forward(*hedged, 2, true);
+    EXPECT_EQ(hedged_error, "");
+    EXPECT_EQ(hedged->stats().hedges, 1u);
+    EXPECT_EQ(hedged->stats().hedge_wins, 1u);
+    ASSERT_TRUE(stuck.wait_for_waiting(1));
+    const auto [next_ms, next_error] = timed_forward(*hedged, 3, false);
+    EXPECT_EQ(next_error, "");
+    EXPECT_LT(next_ms, 750) << "the next call did not wait for the stuck replica";
+    EXPECT_EQ(hedged->stats().hedges, 2u);
+    EXPECT_TRUE(stuck.wait_for_waiting(2)) << "the second stuck call came on a connection of its own";
+    // Without hedging the first replica takes the whole --timeout-ms, which is also the
+    // forward's: it fails, naming the stuck replica.
+    auto plain = connect(0);
+    ASSERT_NE(plain, nullptr);
+    const auto [without, plain_error] = timed_forward(*plain, 2, false);
+    EXPECT_NE(plain_error.find(stuck.url()), std::string::npos) << plain_error;
+    std::printf("client, first replica stuck: %.0f ms hedged after 50 ms, %.0f ms without hedging (timeout 1500 ms)\n",
+                with_hedge, without);
+    EXPECT_LT(with_hedge * 2, without);  // same run: the hedge does not wait for the timeout
+    EXPECT_EQ(plain->stats().hedges, 0u);
+    stuck.open();  // the losers end now; the clients' destructors wait for them
+  }
+  const auto bad = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt-ids 1 --steps 1 --ffn " + b.url() +
+                                     " --hedge-after-ms -5 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("--hedge-after-ms"), std::string::npos) << bad.output;
+}
+
 TEST(Deadlines, AShardDropsWorkWhoseDeadlinePassed) {
   ChildProcess shard({"serve", kDemo, "--port", "0"});
   httplib::Client c(shard.url());
