@@ -34,9 +34,6 @@ struct RemoteFfn::Shard {
   std::vector<std::unique_ptr<HttpClient>> idle;
 };
 
-// A hedged call and the one racing it (hedge_after_ms): each runs on a thread of its own
-// with its own request buffer and leaves its response here; forward() takes the first that
-// succeeded. The loser runs on to its end (bounded by --timeout-ms) on its own connection.
 // Threads kept for hedged calls, each taking the next job: starting a thread per call cost
 // 1–5 ms on our VMs, more than most hedges save.
 class RemoteFfn::CallThreads {
@@ -81,6 +78,9 @@ class RemoteFfn::CallThreads {
   bool stopping_ = false;
 };
 
+// A hedged call and the one racing it (hedge_after_ms): each runs on a kept thread with its
+// own request buffer and leaves its response here; forward() takes the first that
+// succeeded. The loser runs on to its end (bounded by --timeout-ms) on its own connection.
 struct RemoteFfn::Race {
   std::vector<std::optional<Result<HttpResponse>>> responses{2};
   std::vector<std::string> bodies{2};
@@ -247,12 +247,13 @@ Result<HttpResponse> RemoteFfn::exchange(Shard& shard, uint32_t layer, const flo
 
 Status RemoteFfn::accept(Shard& shard, uint32_t layer, size_t rows, const Result<HttpResponse>& res, size_t body_bytes, float* out) {
   const size_t hidden = model_.config.hidden;
+  if (!res && res.error().code == ErrorCode::non_finite_input) return res.error();  // never sent
   ++stats_.calls;
   stats_.bytes_sent += body_bytes;
   auto fail = [&](ErrorCode code, const std::string& what) {
     return shard_error(code, shard.url, "layer " + std::to_string(layer) + ": " + what);
   };
-  if (!res) return res.error().code == ErrorCode::non_finite_input ? res.error() : fail(res.error().code, res.error().message);
+  if (!res) return fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
   stats_.head_bytes_sent += res->head_bytes_sent;
   stats_.head_bytes_received += res->head_bytes_received;
