@@ -91,4 +91,51 @@ RangeResult try_in_order(size_t first, size_t count, RangeAttempts& attempts, co
   return RangeResult::failed(e, e.code == ErrorCode::overloaded ? attempts.retry_after_s() : 0);
 }
 
+namespace {
+
+class RealRaceClock : public RaceClock {
+ public:
+  bool wait(std::unique_lock<std::mutex>& lock, std::condition_variable& finished, double ms,
+            const std::function<bool()>& done) override {
+    if (ms < 0) {
+      finished.wait(lock, done);
+      return true;
+    }
+    return finished.wait_for(lock, std::chrono::duration<double, std::milli>(ms), done);
+  }
+};
+
+}  // namespace
+
+RaceClock& real_race_clock() {
+  static RealRaceClock clock;
+  return clock;
+}
+
+void HedgeRace::finish(size_t call, CallResult result) {
+  std::lock_guard lock(mutex_);
+  finished_.emplace_back(call, std::move(result));
+  finished_one_.notify_all();
+}
+
+RangeResult HedgeRace::run(double after_ms, const std::function<void(size_t)>& start, const std::function<void()>& on_hedge,
+                           RangeAttempts& attempts, const std::function<std::string(size_t)>& url_of, RaceClock& clock) {
+  std::unique_lock lock(mutex_);
+  start(0);
+  started_ = 1;
+  if (!clock.wait(lock, finished_one_, after_ms, [&] { return !finished_.empty(); })) {
+    on_hedge();
+    start(1);
+    started_ = 2;
+  }
+  for (size_t seen = 0; seen < started_; ++seen) {
+    // Each call ends by its timeout; only a fake clock with nothing left to finish says no.
+    if (!clock.wait(lock, finished_one_, -1, [&] { return finished_.size() > seen; })) break;
+    auto& [call, result] = finished_[seen];
+    if (result.kind == CallResult::Kind::answer) return RangeResult::answered(call, std::move(*result.response));
+    attempts.note(url_of(call), result);
+  }
+  return RangeResult::failed(attempts.exhausted());
+}
+
 }  // namespace larql

@@ -5,6 +5,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+#include <vector>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -78,6 +82,39 @@ struct RangeResult {
     r.retry_after_s = retry_after_s;
     return r;
   }
+};
+
+// How a race waits: until `done()` holds or `ms` milliseconds pass (ms < 0: no limit),
+// with `lock` held around `done()`; returns done(). The real one waits on the race's
+// condition variable; tests pass a fake that moves its own time and finishes calls.
+class RaceClock {
+ public:
+  virtual ~RaceClock() = default;
+  virtual bool wait(std::unique_lock<std::mutex>& lock, std::condition_variable& finished, double ms,
+                    const std::function<bool()>& done) = 0;
+};
+RaceClock& real_race_clock();
+
+// Hedging ("The Tail at Scale"): call 0 starts at once and, when it has not finished within
+// `after_ms`, call 1 (the same idempotent request to the next replica); the first answer
+// wins and a failure waits for the other. Calls run elsewhere (a thread each) and report
+// with finish(); a loser's report after the race is over is dropped.
+class HedgeRace {
+ public:
+  void finish(size_t call, CallResult result);
+  // finish() for a caller that already holds the race's lock: a fake clock, inside wait().
+  void finish_locked(size_t call, CallResult result) { finished_.emplace_back(call, std::move(result)); }
+  // The winner and its answer, or none (every started call noted in `attempts`).
+  // `start(i)` begins call i; `on_hedge` counts call 1's start.
+  RangeResult run(double after_ms, const std::function<void(size_t)>& start, const std::function<void()>& on_hedge,
+                  RangeAttempts& attempts, const std::function<std::string(size_t)>& url_of, RaceClock& clock);
+  size_t started() const { return started_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable finished_one_;
+  std::vector<std::pair<size_t, CallResult>> finished_;  // (call, result) in finishing order
+  size_t started_ = 0;
 };
 
 // The sequence: replicas [first, count) in order until one answers, a second is busy or

@@ -327,23 +327,11 @@ CallResult call_replica(Router::Replica& r, const std::string& body, const std::
   return classify_call(res, own_shortage);
 }
 
-// A first call and maybe a hedge racing it: each runs on a thread of its own and leaves
-// its result here; the caller takes the first answer. A loser runs on to its own end
-// (bounded by the router's timeout) and only touches this state and its replica.
-struct Race {
-  std::mutex mutex;
-  std::condition_variable finished_one;
-  std::vector<std::pair<size_t, CallResult>> finished;  // (which call, its result), in finishing order
-};
-
-void start_call(const std::shared_ptr<Race>& race, size_t index, std::shared_ptr<Router::Replica> replica,
+// One call of a hedge race on a thread of its own; a loser runs on to its own end (bounded
+// by the router's timeout) and only touches the race and its replica.
+void start_call(const std::shared_ptr<HedgeRace>& race, size_t index, std::shared_ptr<Router::Replica> replica,
                 std::shared_ptr<const std::string> body, std::string content_type, HttpHeaders headers) {
-  std::thread([=] {
-    CallResult o = call_replica(*replica, *body, content_type, headers);
-    std::lock_guard lock(race->mutex);
-    race->finished.emplace_back(index, std::move(o));
-    race->finished_one.notify_all();
-  }).detach();
+  std::thread([=] { race->finish(index, call_replica(*replica, *body, content_type, headers)); }).detach();
 }
 
 }  // namespace
@@ -373,28 +361,17 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
     if (!left) return to_http(RangeResult::failed(attempts.deadline_passed()));
     headers.back().second = std::to_string(*left);
     const double after_ms = options_.hedge_auto ? order[0]->recent_p95(options_.timeout_ms) : options_.hedge_after_ms;
-    auto race = std::make_shared<Race>();
+    auto race = std::make_shared<HedgeRace>();
     auto shared_body = std::make_shared<const std::string>(body);
-    start_call(race, 0, order[0], shared_body, content_type, headers);
-    std::unique_lock lock(race->mutex);
-    size_t started = 1;
-    if (!race->finished_one.wait_for(lock, std::chrono::duration<double, std::milli>(after_ms),
-                                     [&] { return !race->finished.empty(); })) {
-      ++hedges_;
-      started = 2;
-      start_call(race, 1, order[1], shared_body, content_type, headers);
+    RangeResult raced = race->run(
+        after_ms, [&](size_t i) { start_call(race, i, order[i], shared_body, content_type, headers); }, [&] { ++hedges_; },
+        attempts, url_of, real_race_clock());
+    if (raced.answer) {
+      if (*raced.replica == 1) ++hedge_wins_;
+      const std::string url = order[*raced.replica]->url;
+      return to_http(std::move(raced), url);
     }
-    for (size_t seen = 0; seen < started; ++seen) {
-      // Bounded: each call ends within the router's timeout.
-      race->finished_one.wait(lock, [&] { return race->finished.size() > seen; });
-      auto& [index, o] = race->finished[seen];
-      if (o.kind == CallResult::Kind::answer) {
-        if (index == 1) ++hedge_wins_;
-        return to_http(RangeResult::answered(index, std::move(*o.response)), order[index]->url);
-      }
-      attempts.note(order[index]->url, o);
-    }
-    next = started;
+    next = race->started();
   }
   // PROTOCOL §9, range_attempts.h: a failure moves on to the next replica, an answer
   // (4xx and a deterministic 500 included) is passed on, a busy one gets one more try.

@@ -135,5 +135,105 @@ TEST(RangeAttempts, ARangeWithoutReplicasSaysSo) {
   EXPECT_NE(r.error->message.find("no replica is mapped"), std::string::npos);
 }
 
+// A clock for a HedgeRace that runs on scripted time: call i finishes `after` ms after it
+// starts, with its result; a wait moves time to the next finish or to the wait's end.
+class FakeRaceClock : public RaceClock {
+ public:
+  FakeRaceClock(HedgeRace& race, std::vector<std::pair<double, CallResult>> script)
+      : race_(race), script_(std::move(script)), start_ms_(script_.size(), -1), delivered_(script_.size(), false) {}
+  void started(size_t call) { start_ms_[call] = now; }
+  bool wait(std::unique_lock<std::mutex>&, std::condition_variable&, double ms, const std::function<bool()>& done) override {
+    const double until = ms < 0 ? 1e300 : now + ms;
+    while (!done()) {
+      size_t next = script_.size();
+      for (size_t c = 0; c < script_.size(); ++c)
+        if (start_ms_[c] >= 0 && !delivered_[c] && (next == script_.size() || finish_at(c) < finish_at(next))) next = c;
+      if (next == script_.size() || finish_at(next) > until) {
+        if (ms < 0) return false;  // nothing left to finish: a real race would wait for the timeout
+        now = until;
+        return false;
+      }
+      now = finish_at(next);
+      delivered_[next] = true;
+      race_.finish_locked(next, script_[next].second);
+    }
+    return true;
+  }
+  double now = 0;
+
+ private:
+  double finish_at(size_t c) const { return start_ms_[c] + script_[c].first; }
+  HedgeRace& race_;
+  std::vector<std::pair<double, CallResult>> script_;
+  std::vector<double> start_ms_;
+  std::vector<bool> delivered_;
+};
+
+struct HedgeRun {
+  RangeResult result;
+  size_t started = 0, hedges = 0;
+  double hedged_at = -1, ended_at = 0;
+  std::string tried;  // the error's message, when no call answered
+};
+
+HedgeRun race(double after_ms, std::vector<std::pair<double, Result<HttpResponse>>> calls) {
+  std::vector<std::pair<double, CallResult>> script;
+  for (auto& [ms, response] : calls) script.emplace_back(ms, classify_call(response, false));
+  HedgeRace hedge_race;
+  FakeRaceClock clock(hedge_race, std::move(script));
+  RangeAttempts attempts("0-2");
+  HedgeRun run;
+  run.result = hedge_race.run(
+      after_ms, [&](size_t i) { clock.started(i); }, [&] { ++run.hedges, run.hedged_at = clock.now; }, attempts,
+      [](size_t i) { return std::string("http://") + char('a' + i); }, clock);
+  run.started = hedge_race.started();
+  run.ended_at = clock.now;
+  if (run.result.error) run.tried = run.result.error->message;
+  return run;
+}
+
+TEST(HedgeRace, AFirstAnswerWithinTheDelayIsNotHedged) {
+  const HedgeRun r = race(10, {{5, response(200, "a")}, {1, response(200, "b")}});
+  ASSERT_TRUE(r.result.answer);
+  EXPECT_EQ(r.result.replica, 0u);
+  EXPECT_EQ(r.hedges, 0u);
+  EXPECT_EQ(r.started, 1u);
+  EXPECT_EQ(r.ended_at, 5);
+}
+
+TEST(HedgeRace, ASlowFirstCallIsHedgedAtTheDelayAndTheSecondWins) {
+  const HedgeRun r = race(10, {{100, response(200, "a")}, {3, response(200, "b")}});
+  ASSERT_TRUE(r.result.answer);
+  EXPECT_EQ(r.result.replica, 1u);
+  EXPECT_EQ(r.result.answer->body, "b");
+  EXPECT_EQ(r.hedges, 1u);
+  EXPECT_EQ(r.hedged_at, 10);
+  EXPECT_EQ(r.ended_at, 13) << "the answer is taken when it comes, not when the first call ends";
+}
+
+TEST(HedgeRace, AFailedHedgeWaitsForTheFirstCall) {
+  const HedgeRun r = race(10, {{40, response(200, "a")}, {5, response(503, "{}", {{"Retry-After", "2"}})}});
+  ASSERT_TRUE(r.result.answer);
+  EXPECT_EQ(r.result.replica, 0u);
+  EXPECT_EQ(r.hedges, 1u);
+  EXPECT_EQ(r.ended_at, 40);
+}
+
+TEST(HedgeRace, AFirstCallThatFailsBeforeTheDelayIsNotHedgedAndTheSequenceGoesOn) {
+  const HedgeRun r = race(10, {{2, response(502)}, {1, response(200)}});
+  EXPECT_FALSE(r.result.answer);
+  EXPECT_EQ(r.started, 1u) << "the router goes on in turn from the second replica";
+  EXPECT_EQ(r.hedges, 0u);
+  EXPECT_NE(r.tried.find("http://a (HTTP 502)"), std::string::npos) << r.tried;
+}
+
+TEST(HedgeRace, TwoFailuresAreBothNamed) {
+  const HedgeRun r = race(10, {{30, make_error(ErrorCode::shard_timeout, "timed out")}, {2, response(500, R"({"code":"internal"})")}});
+  EXPECT_FALSE(r.result.answer);
+  EXPECT_EQ(r.started, 2u);
+  EXPECT_NE(r.tried.find("http://b (HTTP 500), http://a (timed out)"), std::string::npos) << r.tried;
+  EXPECT_EQ(r.result.error->code, ErrorCode::shard_timeout) << "the last to fail timed out";
+}
+
 }  // namespace
 }  // namespace larql
