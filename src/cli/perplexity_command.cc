@@ -39,7 +39,8 @@ int run(const Options& o) {
   auto model = load_model(o.model);
   if (!model) return fail(model.error().message);
   if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
-  if (auto placed = place_weights(*model, o.no_huge_pages, {WeightsUsed::all}); !placed) return fail(placed.error().message);
+  if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
+    return fail(placed.error().message);
   print_model_notes(*model, "larql perplexity");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
