@@ -72,7 +72,19 @@ bool huge_pages_available() {
   return line.find("[always]") != std::string::npos || line.find("[madvise]") != std::string::npos;
 }
 
+size_t memory_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  while (f >> key >> kib) {
+    if (key == "MemAvailable:") return kib << 10;
+    f.ignore(64, '\n');
+  }
+  return 0;
+}
+
 Result<size_t> place_on_huge_pages(Model& model, const HugePagePlacement& placement) {
+  if (model.huge_pages) return size_t(0);  // placed once: matrices outside this selection may point there
   const std::vector<Matrix*> matrices = used_matrices(model, placement);
   // Where each matrix goes, by where it is: one used twice (tied embeddings) is copied once.
   std::map<const void*, std::pair<size_t, size_t>> places;  // offset, bytes
@@ -80,6 +92,7 @@ Result<size_t> place_on_huge_pages(Model& model, const HugePagePlacement& placem
   for (const Matrix* m : matrices)
     if (places.try_emplace(m->data, total, m->bytes()).second) total += round_up(m->bytes(), kAlign);
   if (total == 0 || total < placement.min_bytes || !huge_pages_available()) return size_t(0);
+  if (double(total) > placement.max_share_of_available * double(memory_available_bytes())) return size_t(0);
 
   // Over-allocate by one huge page so the region can start on a 2 MiB boundary.
   const size_t length = round_up(total, kHugePage) + kHugePage;

@@ -24,6 +24,9 @@ struct HugePagePlacement {
   WeightsUsed used = WeightsUsed::all;
   size_t first = 0, last = 0;     // the FFN layers, for WeightsUsed::ffn
   size_t min_bytes = 64u << 20;   // below this the weights fit the TLB's reach: keep the mapping
+  // Above this share of the memory available (MemAvailable) the copy could run the machine
+  // out of memory where the mapping would only page: keep the mapping.
+  double max_share_of_available = 0.5;
 };
 
 // Owns the anonymous region the weights were copied into.
@@ -43,9 +46,13 @@ class HugePageRegion {
 // Whether the kernel gives huge pages to a region that asks (THP "always" or "madvise").
 bool huge_pages_available();
 
+// /proc/meminfo's MemAvailable in bytes (0 when unknown).
+size_t memory_available_bytes();
+
 // Copies the used weights into huge pages and points the model's matrices there; the region
-// is kept in model.huge_pages. Returns the bytes copied: 0 when huge pages are unavailable
-// or the weights are fewer than min_bytes (the model is then left as it was).
+// is kept in model.huge_pages. Returns the bytes copied: 0 when huge pages are unavailable,
+// the weights are fewer than min_bytes or more than the memory allows, or the model was
+// placed before (the model is then left as it was).
 Result<size_t> place_on_huge_pages(Model& model, const HugePagePlacement& placement);
 
 }  // namespace larql

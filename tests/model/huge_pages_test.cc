@@ -84,5 +84,30 @@ TEST(HugePages, WeightsBelowTheFloorStayInTheirMapping) {
   EXPECT_EQ(model->huge_pages, nullptr);
 }
 
+TEST(HugePages, WeightsBeyondTheMemoryAvailableStayInTheirMapping) {
+  EXPECT_GT(memory_available_bytes(), 0u) << "/proc/meminfo has MemAvailable";
+  auto model = load_model(test::kDemo);
+  ASSERT_TRUE(model.ok());
+  const void* embed = model->embed.data;
+  HugePagePlacement placement{WeightsUsed::all, 0, 0, 0};
+  placement.max_share_of_available = 1e-9;  // a few bytes: far less than the demo model's weights
+  auto placed = place_on_huge_pages(*model, placement);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(*placed, 0u);
+  EXPECT_EQ(model->embed.data, embed);
+}
+
+TEST(HugePages, AModelIsPlacedOnce) {
+  auto model = load_model(test::kDemo);
+  ASSERT_TRUE(model.ok());
+  auto first = place_on_huge_pages(*model, {WeightsUsed::all, 0, 0, 0});
+  ASSERT_TRUE(first.ok());
+  const void* embed = model->embed.data;
+  auto second = place_on_huge_pages(*model, {WeightsUsed::all, 0, 0, 0});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, 0u);
+  EXPECT_EQ(model->embed.data, embed) << "the first region stays: nothing points into a freed one";
+}
+
 }  // namespace
 }  // namespace larql
