@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,16 +23,17 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
   std::vector<Matrix*> out;
-  auto is_ffn = [](const LayerWeights& l, const Matrix* m) { return m == &l.gate || m == &l.up || m == &l.down; };
-  if (p.used != WeightsUsed::ffn) {
-    for (Matrix* m : {&model.embed, &model.final_norm, &model.classifier, &model.rope_freqs}) out.push_back(m);
-    for (LayerWeights& l : model.layers)
-      for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                        &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale})
-        if (p.used == WeightsUsed::all || !is_ffn(l, m)) out.push_back(m);
-  } else {
+  if (p.used == WeightsUsed::ffn) {
     for (size_t i = p.first; i <= p.last && i < model.layers.size(); ++i)
-      for (Matrix* m : {&model.layers[i].gate, &model.layers[i].up, &model.layers[i].down}) out.push_back(m);
+      for (Matrix* m : model.layers[i].ffn()) out.push_back(m);
+  } else {
+    std::set<const Matrix*> ffn;  // left out for a client whose FFN is remote
+    if (p.used == WeightsUsed::all_but_ffn)
+      for (LayerWeights& l : model.layers)
+        for (Matrix* m : l.ffn()) ffn.insert(m);
+    model.for_each_matrix([&](Matrix& m) {
+      if (!ffn.count(&m)) out.push_back(&m);
+    });
   }
   std::erase_if(out, [](const Matrix* m) { return m->data == nullptr || m->bytes() == 0; });
   return out;

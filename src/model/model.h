@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -122,6 +123,10 @@ struct LayerWeights {
   Matrix gate, up, down;     // gate/up: [ffn][hidden], down: [hidden][ffn]
   Matrix ffn_out_norm;       // sandwich: on the FFN's output (client side too)
   Matrix output_scale;       // Gemma 4 layer_scalar: one value multiplying the layer's output
+
+  // The FFN's matrices: what a shard computes with.
+  std::array<Matrix*, 3> ffn() { return {&gate, &up, &down}; }
+  std::array<const Matrix*, 3> ffn() const { return {&gate, &up, &down}; }
 };
 
 struct Model {
@@ -154,7 +159,7 @@ struct Model {
   // ffn_arithmetic (PROTOCOL §8), and what a client compares with its own.
   Arithmetic ffn_arithmetic(size_t first, size_t last) const {
     for (size_t l = first; l <= last && l < layers.size(); ++l)
-      for (const Matrix* m : {&layers[l].gate, &layers[l].up, &layers[l].down})
+      for (const Matrix* m : layers[l].ffn())
         if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
     return Arithmetic::f32;
   }

@@ -40,11 +40,14 @@ using test::kDemo;
 constexpr size_t kHidden = test::kDemoHidden;
 
 
-// A client of `url` sending f32 (so its answers are exact) with a --timeout-ms of `timeout_ms`.
-Result<std::unique_ptr<RemoteFfn>> connect_f32(const Model& model, const std::string& url, int timeout_ms) {
+// A client of `url` sending f32 (so its answers are exact) with a --timeout-ms of `timeout_ms`
+// and a --hedge-after-ms of `hedge_after_ms`.
+Result<std::unique_ptr<RemoteFfn>> connect_f32(const Model& model, const std::string& url, int timeout_ms,
+                                               double hedge_after_ms = 0) {
   std::vector<std::string> warnings;
-  return RemoteFfn::connect(model, {url, *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {}, timeout_ms},
-                            &warnings);
+  return RemoteFfn::connect(
+      model, {url, *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {}, timeout_ms, hedge_after_ms},
+      &warnings);
 }
 
 TEST(Overload, FortyClientsAgainstBusyShardsGetOnly200And503WithRetryAfter) {
@@ -211,10 +214,7 @@ TEST(Hedging, AClientHedgesAStuckReplicaWhileItsLosersHoldTheirConnections) {
   ASSERT_TRUE(local.forward(2, x, 1, expected).ok());
 
   auto connect = [&](double hedge_after_ms) {
-    std::vector<std::string> warnings;
-    RemoteFfnOptions o{"0-5=" + stuck.url() + "|" + b.url(), *wire::client_wire("f32", [](const char*) { return nullptr; }), {}, {},
-                       1500, hedge_after_ms};
-    auto r = RemoteFfn::connect(*model, o, &warnings);
+    auto r = connect_f32(*model, "0-5=" + stuck.url() + "|" + b.url(), 1500, hedge_after_ms);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
     return r.ok() ? std::move(*r) : nullptr;
   };
