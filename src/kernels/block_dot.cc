@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/matvec_tiles.h"
+
 
 namespace larql {
 namespace {
@@ -20,7 +22,34 @@ int8_t round_to_int8(float v) {
 
 }  // namespace
 
-void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
+void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, size_t r) {
+  for (size_t b = 0; b < qa.blocks; ++b) {
+    const float* v = x + r * qa.cols + b * blocks::kValues;
+    float amax = 0;
+    bool finite = true;
+    for (size_t i = 0; i < blocks::kValues; ++i) {
+      finite = finite && std::isfinite(v[i]);
+      amax = std::max(amax, std::fabs(v[i]));
+    }
+    const float d = finite ? amax / 127 : std::numeric_limits<float>::quiet_NaN();
+    float inverse = finite && d != 0 ? 1.0f / d : 0.0f;
+    if (std::isinf(inverse)) inverse = 0;  // d subnormal: x · inverse could be 0 · ∞
+    int8_t* qx = &qa.q[r * qa.cols + b * blocks::kValues];
+    for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
+    const size_t lanes = r * qa.lane_stride + 8 * b;
+    int block_sum = 0;
+    for (size_t g = 0; g < 8; ++g) {
+      const int group_sum = qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3];
+      qa.lane_scale[lanes + g] = d;
+      qa.lane_group_sum[lanes + g] = float(group_sum);
+      block_sum += group_sum;
+    }
+    qa.scaled_block_sum[r * qa.blocks + b] = d * float(block_sum);
+    qa.block_scale[r * qa.blocks + b] = d;
+  }
+}
+
+void QuantizedActivations::quantize(const float* x, size_t n, size_t c, bool simd, ThreadPool& pool) {
   rows = n;
   cols = c;
   blocks = c / blocks::kValues;
@@ -28,32 +57,20 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c) {
   q.resize(n * c);
   lane_scale.assign(n * lane_stride, 0.0f);
   lane_group_sum.assign(n * lane_stride, 0.0f);
-  scaled_block_sum.assign(n * blocks, 0.0f);
-  block_scale.assign(n * blocks, 0.0f);
-  for (size_t r = 0; r < n; ++r)
-    for (size_t b = 0; b < blocks; ++b) {
-      const float* v = x + r * c + b * blocks::kValues;
-      float amax = 0;
-      bool finite = true;
-      for (size_t i = 0; i < blocks::kValues; ++i) {
-        finite = finite && std::isfinite(v[i]);
-        amax = std::max(amax, std::fabs(v[i]));
-      }
-      const float d = finite ? amax / 127 : std::numeric_limits<float>::quiet_NaN();
-      const float inverse = finite && d != 0 ? 1.0f / d : 0.0f;
-      int8_t* qx = &q[r * c + b * blocks::kValues];
-      for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
-      const size_t lanes = r * lane_stride + 8 * b;
-      int block_sum = 0;
-      for (size_t g = 0; g < 8; ++g) {
-        const int group_sum = qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3];
-        lane_scale[lanes + g] = d;
-        lane_group_sum[lanes + g] = float(group_sum);
-        block_sum += group_sum;
-      }
-      scaled_block_sum[r * blocks + b] = d * float(block_sum);
-      block_scale[r * blocks + b] = d;
-    }
+  scaled_block_sum.resize(n * blocks);
+  block_scale.resize(n * blocks);
+#if defined(__x86_64__)
+  void (*row)(const float*, QuantizedActivations&, size_t) = simd ? quantize_activation_row_avx2 : quantize_activation_row_scalar;
+#else
+  (void)simd;
+  void (*row)(const float*, QuantizedActivations&, size_t) = quantize_activation_row_scalar;
+#endif
+  auto rows_of = [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) row(x, *this, r);
+  };
+  // A decode row is not worth waking the workers for.
+  if (n * c < (1u << 14)) rows_of(0, n);
+  else pool.parallel_for(n, rows_of);
 }
 
 }  // namespace larql

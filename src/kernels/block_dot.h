@@ -5,7 +5,8 @@
 // AVX2 and AVX-512 VNNI versions all follow bit for bit:
 //
 //   activations: per block of 32, dx = max|x| / 127 (f32), qx = x · (1/dx) rounded to
-//                nearest even (0 when dx is 0; dx NaN when the block is not finite)
+//                nearest even (0 when dx is 0 or 1/dx is infinite, as for blocks below
+//                ~4e-37; dx NaN when the block is not finite)
 //   weights:     per block, the integers qw (-128..127) and per group g of four values
 //                the scale dw_g (and minimum mw_g) of block_formats.h's unpack_block,
 //                so that weight = dw_g · qw (+ mw_g); both exact in f32
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "kernels/block_formats.h"
+#include "kernels/thread_pool.h"
 
 namespace larql {
 
@@ -46,7 +48,9 @@ struct QuantizedActivations {
   std::vector<float> lane_group_sum;      // [rows][lane_stride] float(sx_g) at 8b + g
   std::vector<float> scaled_block_sum;    // [rows][blocks] dx · Σ qx over block b (the K minimums' t_b)
 
-  void quantize(const float* x, size_t rows, size_t cols);
+  // Sizes the arrays for rows × cols and quantises x, the rows spread over the pool; with
+  // simd, by the AVX2 version (the same numbers bit for bit as the scalar one).
+  void quantize(const float* x, size_t rows, size_t cols, bool simd, ThreadPool& pool);
   float scale(size_t row, size_t b) const { return block_scale[row * blocks + b]; }
   const float* group_sums(size_t row, size_t b) const { return &lane_group_sum[row * lane_stride + 8 * b]; }
   const float* block_sums(size_t row, size_t b) const { return &scaled_block_sum[row * blocks + b]; }

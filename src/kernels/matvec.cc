@@ -123,7 +123,7 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   thread_local std::vector<uint16_t> rounded;
   Tile base{&w, x, y, 0, 0, 0, 0};
   if (dtype_is_blocked(w.dtype)) {
-    quantized.quantize(x, n, w.cols);
+    quantized.quantize(x, n, w.cols, isa != MatmulIsa::scalar, pool);
     base.qa = &quantized;
   } else if (w.effective_arithmetic() == Arithmetic::bf16_dot) {
     rounded.resize(n * bf16dot::padded(w.cols));

@@ -67,7 +67,12 @@ __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
 // tiles of each ISA except the instruction's own, which takes up to 6 rows × 4 tokens.
 void bf16dot_tile_scalar(const Tile& t);
 
+// Row r of QuantizedActivations::quantize (block_dot.h's contract), its arrays sized: the
+// scalar version and the AVX2 one, equal bit for bit.
+void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, size_t r);
+
 #if defined(__x86_64__)
+void quantize_activation_row_avx2(const float* x, QuantizedActivations& qa, size_t r);
 void bf16dot_tile_avx2(const Tile& t);        // emulated
 void bf16dot_tile_avx512(const Tile& t);      // emulated
 void bf16dot_tile_avx512bf16(const Tile& t);  // vdpbf16ps

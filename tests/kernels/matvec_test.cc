@@ -114,7 +114,7 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
         // And the contract is a dot product: within float rounding of the exact sum, with
         // the activations as the block formats read them (block_dot.h: quantised to 8 bits).
         QuantizedActivations qa;
-        if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols);
+        if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols, false, pool);
         for (size_t r = 0; r < 9; ++r) {
           double exact = 0, magnitude = 0;
           for (size_t k = 0; k < cols; ++k) {
@@ -128,6 +128,46 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
       }
     }
   }
+}
+
+// The activations' 8-bit blocks (block_dot.h) are the same bits from the AVX2 quantiser as
+// from the scalar one, edge cases included: ties, zeros, a block too small for 1/dx to be
+// finite, infinities and NaN, the largest floats; and the one-thread and pooled passes agree.
+TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
+  if (best_matmul_isa() == MatmulIsa::scalar) GTEST_SKIP() << "NOT CHECKED on this CPU: the AVX2 quantiser";
+  const size_t cols = 320, rows = 70;  // ten blocks per row; enough rows for the pool to split them
+  auto x = random_vector(rows * cols, 11);
+  auto block = [&](size_t r, size_t b) { return &x[r * cols + b * 32]; };
+  for (size_t i = 0; i < 32; ++i) {
+    block(0, 0)[i] = i == 31 ? 127.0f : float(i) - 15.5f;   // dx = 1: every other value a tie
+    block(0, 1)[i] = (i % 2 ? -127.0f : 127.0f) * (i + 1) / 32;
+    block(0, 2)[i] = 0.0f;
+    block(0, 3)[i] = i == 5 ? -0.0f : 1e-40f * float(i % 3);  // subnormal: 1 / dx overflows
+    block(0, 4)[i] = i == 7 ? INFINITY : 1.0f;
+    block(0, 5)[i] = i == 9 ? NAN : -2.0f;
+    block(0, 6)[i] = (i % 2 ? -3e38f : 3e38f) / float(i + 1);
+    block(0, 7)[i] = 0.5f * float(i) * float(i);
+  }
+  ThreadPool pool(2), one(1);
+  QuantizedActivations scalar, simd, simd_one;
+  scalar.quantize(x.data(), rows, cols, false, one);
+  simd.quantize(x.data(), rows, cols, true, pool);
+  simd_one.quantize(x.data(), rows, cols, true, one);
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const QuantizedActivations* qa : {&simd, &simd_one}) {
+    EXPECT_EQ(qa->q, scalar.q);
+    EXPECT_TRUE(same_bits(qa->block_scale, scalar.block_scale));
+    EXPECT_TRUE(same_bits(qa->lane_scale, scalar.lane_scale));
+    EXPECT_TRUE(same_bits(qa->lane_group_sum, scalar.lane_group_sum));
+    EXPECT_TRUE(same_bits(qa->scaled_block_sum, scalar.scaled_block_sum));
+  }
+  // The edge blocks came out as the contract says.
+  EXPECT_EQ(scalar.q[3 * 32 + 1], 0) << "a block whose 1/dx overflows quantises to zeros";
+  EXPECT_TRUE(std::isnan(scalar.scale(0, 4)) && std::isnan(scalar.scale(0, 5)));
+  EXPECT_EQ(scalar.q[0], -16) << "ties round to even";
+  EXPECT_EQ(scalar.q[1], -14) << "ties round to even";
 }
 
 TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
