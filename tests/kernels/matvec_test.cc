@@ -134,7 +134,6 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
 // from the scalar one, edge cases included: ties, zeros, a block too small for 1/dx to be
 // finite, infinities and NaN, the largest floats; and the one-thread and pooled passes agree.
 TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
-  if (best_matmul_isa() == MatmulIsa::scalar) GTEST_SKIP() << "NOT CHECKED on this CPU: the AVX2 quantiser";
   const size_t cols = 320, rows = 70;  // ten blocks per row; enough rows for the pool to split them
   auto x = random_vector(rows * cols, 11);
   auto block = [&](size_t r, size_t b) { return &x[r * cols + b * 32]; };
@@ -151,6 +150,15 @@ TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
   ThreadPool pool(2), one(1);
   QuantizedActivations scalar, simd, simd_one;
   scalar.quantize(x.data(), rows, cols, false, one);
+  // The edge blocks come out as the contract says.
+  EXPECT_EQ(scalar.q[3 * 32 + 1], 0) << "a block whose 1/dx overflows quantises to zeros";
+  EXPECT_TRUE(std::isnan(scalar.scale(0, 4)) && std::isnan(scalar.scale(0, 5)));
+  EXPECT_EQ(scalar.q[0], -16) << "ties round to even";
+  EXPECT_EQ(scalar.q[1], -14) << "ties round to even";
+  if (best_matmul_isa() == MatmulIsa::scalar) {
+    std::printf("NOT CHECKED on this CPU: the AVX2 quantiser\n");
+    return;
+  }
   simd.quantize(x.data(), rows, cols, true, pool);
   simd_one.quantize(x.data(), rows, cols, true, one);
   auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -163,11 +171,6 @@ TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
     EXPECT_TRUE(same_bits(qa->lane_group_sum, scalar.lane_group_sum));
     EXPECT_TRUE(same_bits(qa->scaled_block_sum, scalar.scaled_block_sum));
   }
-  // The edge blocks came out as the contract says.
-  EXPECT_EQ(scalar.q[3 * 32 + 1], 0) << "a block whose 1/dx overflows quantises to zeros";
-  EXPECT_TRUE(std::isnan(scalar.scale(0, 4)) && std::isnan(scalar.scale(0, 5)));
-  EXPECT_EQ(scalar.q[0], -16) << "ties round to even";
-  EXPECT_EQ(scalar.q[1], -14) << "ties round to even";
 }
 
 TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
