@@ -18,7 +18,6 @@
 namespace larql::bench {
 
 #if defined(__x86_64__)
-// 24 independent accumulators: enough to cover the instructions' latency on any core.
 template <typename Step>
 inline double time_loop(size_t iterations, Step step) {
   const auto start = std::chrono::steady_clock::now();
@@ -26,6 +25,17 @@ inline double time_loop(size_t iterations, Step step) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The lanes' sum, only to keep the loop's result live (GCC 12's _mm512_reduce_add_ps
+// reads an undefined register and warns).
+__attribute__((target("avx512f"))) inline float sum_lanes(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float sum = 0;
+  for (float l : lanes) sum += l;
+  return sum;
+}
+
+// 24 independent accumulators: enough to cover the instructions' latency on any core.
 __attribute__((target("avx512f"), noinline)) inline float fma_loop_avx512(size_t iterations) {
   __m512 a[24];
   const __m512 m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
@@ -36,7 +46,7 @@ __attribute__((target("avx512f"), noinline)) inline float fma_loop_avx512(size_t
     for (int i = 0; i < 24; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
   __m512 s = a[0];
   for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
+  return sum_lanes(s);
 }
 
 __attribute__((target("avx2,fma"), noinline)) inline float fma_loop_avx2(size_t iterations) {
@@ -64,7 +74,7 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) inline float dpbf16_loop
     for (int i = 0; i < 24; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
   __m512 s = a[0];
   for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
+  return sum_lanes(s);
 }
 #endif
 

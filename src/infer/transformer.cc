@@ -80,29 +80,27 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   for (const SequenceChunk& ch : chunks) span = std::max(span, ch.pos + ch.tokens.size());
   scores_.resize(rows * c.heads * span);
   const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(float(hd));
-  pool_.parallel_for(rows * c.heads, [&](size_t begin, size_t end) {
-    for (size_t job = begin; job < end; ++job) {
+  // Causal rows cost in proportion to their position: jobs are taken from both ends in
+  // turn, so that the pool's contiguous chunks carry equal work.
+  const size_t jobs = rows * c.heads;
+  pool_.parallel_for(jobs, [&](size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+      const size_t job = k % 2 == 0 ? k / 2 : jobs - 1 - k / 2;
       const size_t t = job / c.heads, h = job % c.heads, kvh = h / group;
       const KvCache& cache = *chunks[row_chunk_[t]].cache;
-      const float* keys = cache.keys[layer].data();
-      const float* values = cache.values[layer].data();
       const float* q = q_.data() + t * q_dim + h * hd;
       float* att = scores_.data() + job * span;
       // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
-      for (size_t j = 0; j < seen; ++j) {
-        att[j] = dot(q, keys + (first + j) * kv_dim + kvh * hd, hd) * scale;
-      }
+      const float* keys = cache.keys[layer].data() + first * kv_dim + kvh * hd;
+      const float* values = cache.values[layer].data() + first * kv_dim + kvh * hd;
+      dots(q, keys, kv_dim, seen, hd, att);
+      for (size_t j = 0; j < seen; ++j) att[j] *= scale;
       if (c.attention_softcap > 0) softcap(att, seen, c.attention_softcap);
       softmax(att, seen);
-      float* out = att_out_.data() + t * q_dim + h * hd;
-      std::memset(out, 0, hd * sizeof(float));
-      for (size_t j = 0; j < seen; ++j) {
-        const float* v = values + (first + j) * kv_dim + kvh * hd;
-        for (size_t i = 0; i < hd; ++i) out[i] += att[j] * v[i];
-      }
+      weighted_sum(att, values, kv_dim, seen, hd, att_out_.data() + t * q_dim + h * hd);
     }
   });
 }

@@ -15,4 +15,15 @@ float dot(const float* a, const float* b, size_t n);
 // The same with a given implementation (tests compare them).
 float dot_with(MatmulIsa isa, const float* a, const float* b, size_t n);
 
+// out[r] = dot(q, keys + r · stride, n) for r < count: the same bits as one dot() per
+// key, several keys at a time (attention's scores for one query).
+void dots(const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out);
+void dots_with(MatmulIsa isa, const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out);
+
+// out[i] = Σ_r w[r] · v[r · stride + i] for i < n, from zero in increasing r, each term
+// its rounded product added as the scalar `out[i] += w[r] * v[...]` adds it (no fused
+// multiply-add): the same bits on every ISA (attention's weighted sum of values).
+void weighted_sum(const float* w, const float* v, size_t stride, size_t count, size_t n, float* out);
+void weighted_sum_with(MatmulIsa isa, const float* w, const float* v, size_t stride, size_t count, size_t n, float* out);
+
 }  // namespace larql

@@ -92,6 +92,34 @@ TEST(Matmul, DotIsTheOneRowF32ProductOnEveryIsa) {
   }
 }
 
+// Attention's two loops: dots() is one dot() per key, and weighted_sum() is the scalar
+// "out[i] += w[r] * v[r][i]" (a rounded product, then a sum), on every ISA, bit for bit.
+TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
+  for (size_t n : {1u, 7u, 16u, 40u, 64u, 80u, 128u, 256u}) {
+    const size_t stride = n + 24;  // keys and values of one head inside wider rows
+    for (size_t count : {1u, 3u, 4u, 5u, 17u}) {
+      auto q = random_vector(n, uint32_t(n)), kv = random_vector(count * stride, uint32_t(n + count));
+      auto w = random_vector(count, uint32_t(7 * n + count));
+      kv[0] = 1e30f, w[0] = 1e-30f;  // wide ranges: a fused multiply-add would round differently
+      std::vector<float> scores(count), expected(n);
+      for (size_t r = 0; r < count; ++r) scores[r] = dot_with(MatmulIsa::scalar, q.data(), kv.data() + r * stride, n);
+      weighted_sum_with(MatmulIsa::scalar, w.data(), kv.data(), stride, count, n, expected.data());
+      for (size_t i = 0; i < n; ++i) {  // the scalar version is the loop it replaced
+        float sum = 0;
+        for (size_t r = 0; r < count; ++r) sum += w[r] * kv[r * stride + i];
+        ASSERT_EQ(expected[i], sum);
+      }
+      for (MatmulIsa isa : simd_isas()) {
+        std::vector<float> got(count), sums(n, 99.0f);
+        dots_with(isa, q.data(), kv.data(), stride, count, n, got.data());
+        EXPECT_EQ(got, scores) << "dots n " << n << " count " << count << " isa " << int(isa);
+        weighted_sum_with(isa, w.data(), kv.data(), stride, count, n, sums.data());
+        EXPECT_EQ(sums, expected) << "weighted_sum n " << n << " count " << count << " isa " << int(isa);
+      }
+    }
+  }
+}
+
 TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
   ThreadPool pool(2);
   const auto isas = simd_isas();

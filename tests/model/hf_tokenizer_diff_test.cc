@@ -58,8 +58,9 @@ TEST_P(JsReference, SameIdsAndLosslessRoundTrip) {
     // Text holding added tokens is excluded: each segment between them is normalised on its
     // own (a SentencePiece-style file prepends ▁ to each), as Hugging Face does.
     const auto plain = (*tok)->encode_plain(corpus[i]);
-    if (std::none_of(plain.begin(), plain.end(), [&](int id) { return (*tok)->is_added_token(id); }))
+    if (std::none_of(plain.begin(), plain.end(), [&](int id) { return (*tok)->is_added_token(id); })) {
       EXPECT_EQ((*tok)->decode(plain), corpus[i]) << package << " round trip of corpus[" << i << "]";
+    }
   }
   std::printf("%s: %zu of %zu corpus strings encode identically\n", package.c_str(), matched, corpus.size());
 }

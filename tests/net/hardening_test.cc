@@ -76,7 +76,9 @@ TEST(Hardening, IdleAndTricklingConnectionsDoNotLockOthersOut) {
   for (int i = 0; i < 300; ++i) {
     hogs.push_back(std::make_unique<RawConnection>(shard.port()));
     ASSERT_TRUE(hogs.back()->connected());
-    if (i % 2) ASSERT_TRUE(hogs.back()->send("POST /v1/walk-ffn HTTP/1.1\r\nHo"));
+    if (i % 2) {
+      ASSERT_TRUE(hogs.back()->send("POST /v1/walk-ffn HTTP/1.1\r\nHo"));
+    }
   }
   // A fresh client is served at once, long before the 10 s head or 30 s idle timeouts
   // could have freed a slot: the longest-waiting hog was closed to make room.
