@@ -90,10 +90,13 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
       break;
     case MatmulIsa::avx512:
     case MatmulIsa::avx512bf16:
-      plan = {blocked ? (vnni ? block_tile_vnni : block_tile_avx512bw) : tile_avx512, n == 1 ? 8u : 4u, 4};
-      // Six rows by four tokens: each chunk of a token, read from L2, meets six rows in L1.
-      if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
-      else if (bf16_dot) plan.tile = bf16dot_tile_avx512;
+      // Six rows by four tokens where 24 accumulators leave registers for the operands:
+      // each chunk of a token, read from L2, meets six rows in L1. The block formats'
+      // and the emulated bf16-dot tiles need more temporaries and take four.
+      if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
+      else if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
+      else if (bf16_dot) plan = {bf16dot_tile_avx512, n == 1 ? 8u : 4u, 4};
+      else plan = {tile_avx512, n == 1 ? 8u : 6u, 4};
       break;
   }
 #else

@@ -1,5 +1,5 @@
 // AVX-512 tiles: one zmm accumulator (sixteen lanes) per (row, token), as the contract in
-// matvec.h says, up to 4 rows × 4 tokens per tile.
+// matvec.h says, up to 6 rows × 4 tokens per tile (8 rows of one token in decode).
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -70,12 +70,12 @@ LARQL_AVX512 void tile_fixed(const Tile& t) {
 using TileFn = void (*)(const Tile&);
 
 template <DType T, int... I>
-constexpr std::array<TileFn, 16> table_for(std::integer_sequence<int, I...>) {
+constexpr std::array<TileFn, 24> table_for(std::integer_sequence<int, I...>) {
   return {&tile_fixed<T, I / 4 + 1, I % 4 + 1>...};
 }
 
 template <DType T>
-const std::array<TileFn, 16> kTiles = table_for<T>(std::make_integer_sequence<int, 16>{});
+const std::array<TileFn, 24> kTiles = table_for<T>(std::make_integer_sequence<int, 24>{});
 
 // Decode (one token): up to eight rows at once, eight independent weight streams.
 template <DType T>
