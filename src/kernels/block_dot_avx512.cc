@@ -1,9 +1,11 @@
 // AVX-512 tiles for block-format weights (block_dot.h's contract), with and without VNNI
 // (block_dot_avx512_tiles.inc, compiled once for each): two blocks per zmm (lanes 0-7 the
 // even block's groups, 8-15 the odd one's). vpdpbusd multiplies unsigned by signed bytes,
-// four per lane, exactly: the weights go in unsigned, as qw + z (the 4-, 5- and 6-bit
-// formats' stored values; q8_0's bytes + 128), the activations signed, and z · Σqx (per
-// token, shared by every row) is subtracted after.
+// four per lane, exactly. The formats stored without an offset (q4_1, q5_1, q4_k, q5_k)
+// go in as the unsigned operand and the activations signed. The signed ones (q8_0; q4_0,
+// q5_0 and q6_k once their offset z is taken off) go in signed and the activations
+// unsigned, qx + 128, whose 128 · Σqw per row is the dots' start (kUnsignedX). Without
+// VNNI, the offset formats' z · Σqx per token is taken out instead.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
