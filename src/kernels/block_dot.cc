@@ -6,7 +6,6 @@
 
 #include "kernels/matvec_tiles.h"
 
-
 namespace larql {
 namespace {
 
