@@ -19,15 +19,6 @@
 namespace larql {
 namespace {
 
-// The tiles' loops over rows and tokens are unrolled, so that their accumulators stay in
-// registers (GCC's own limits leave them as loops over arrays on the stack). Not under
-// AddressSanitizer, where the unrolled, instrumented functions take minutes to compile.
-#if defined(__SANITIZE_ADDRESS__)
-#define LARQL_UNROLL_TILE
-#else
-#define LARQL_UNROLL_TILE _Pragma("GCC unroll 8")
-#endif
-
 #define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define LARQL_TILE_VNNI 1
 namespace vnni {

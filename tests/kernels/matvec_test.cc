@@ -127,31 +127,37 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
     const DType t = format.type;
     const std::vector<size_t> shapes = blocks::is_kquant(t)  ? std::vector<size_t>{256, 512, 2304}
                                        : dtype_is_blocked(t) ? std::vector<size_t>{32, 64, 96, 2080}
-                                                             : std::vector<size_t>{1, 7, 16, 31, 33, 100, 2048};
+                                                             : std::vector<size_t>{1, 7, 16, 31, 33, 100, 1031, 2048};
+    // 9-15 rows and 1-5 tokens leave every remainder of every tile shape (AVX2: 4 rows ×
+    // 3 tokens, 4 rows × 1; AVX-512: 6 or 4 rows × 4 tokens, 8 rows × 1); 1031 columns
+    // cross the AVX2 prefill tiles' k-block with a partial chunk after it.
     for (size_t cols : shapes) {
-      auto w = random_matrix(t, 9, cols, uint32_t(cols));
-      for (size_t n : {1u, 2u, 3u, 5u}) {
-        auto x = random_vector(n * cols, 7);
-        std::vector<float> reference(n * 9);
-        matmul_with(MatmulIsa::scalar, w.m, x.data(), n, reference.data(), pool);
-        for (MatmulIsa isa : isas) {
-          std::vector<float> y(n * 9);
-          matmul_with(isa, w.m, x.data(), n, y.data(), pool);
-          ASSERT_EQ(y, reference) << dtype_name(t) << " cols " << cols << " n " << n << " isa " << int(isa);
-        }
-        // And the contract is a dot product: within float rounding of the exact sum, with
-        // the activations as the block formats read them (block_dot.h: quantised to 8 bits).
-        QuantizedActivations qa;
-        if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols, false, pool);
-        for (size_t r = 0; r < 9; ++r) {
-          double exact = 0, magnitude = 0;
-          for (size_t k = 0; k < cols; ++k) {
-            const double xk = dtype_is_blocked(t) ? double(qa.scale(0, k / 32)) * qa.q[k] : x[k];
-            const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * xk;
-            exact += p;
-            magnitude += std::fabs(p);
+      for (size_t rows = 9; rows <= 15; ++rows) {
+        auto w = random_matrix(t, rows, cols, uint32_t(cols + rows));
+        for (size_t n : {1u, 2u, 3u, 4u, 5u}) {
+          auto x = random_vector(n * cols, 7);
+          std::vector<float> reference(n * rows);
+          matmul_with(MatmulIsa::scalar, w.m, x.data(), n, reference.data(), pool);
+          for (MatmulIsa isa : isas) {
+            std::vector<float> y(n * rows);
+            matmul_with(isa, w.m, x.data(), n, y.data(), pool);
+            ASSERT_EQ(y, reference) << dtype_name(t) << " cols " << cols << " rows " << rows << " n " << n
+                                    << " isa " << int(isa);
           }
-          EXPECT_NEAR(reference[r], exact, 1e-5 * magnitude + 1e-7) << dtype_name(t) << " row " << r;
+          // And the contract is a dot product: within float rounding of the exact sum, with
+          // the activations as the block formats read them (block_dot.h: quantised to 8 bits).
+          QuantizedActivations qa;
+          if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols, false, pool);
+          for (size_t r = 0; r < rows; ++r) {
+            double exact = 0, magnitude = 0;
+            for (size_t k = 0; k < cols; ++k) {
+              const double xk = dtype_is_blocked(t) ? double(qa.scale(0, k / 32)) * qa.q[k] : x[k];
+              const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * xk;
+              exact += p;
+              magnitude += std::fabs(p);
+            }
+            EXPECT_NEAR(reference[r], exact, 1e-5 * magnitude + 1e-7) << dtype_name(t) << " row " << r;
+          }
         }
       }
     }
