@@ -35,20 +35,26 @@ struct Chunk {
   alignas(32) float scales[16];  // q4_k/q5_k: d·s_0..7 then −dmin·m_0..7; q6_k: d·sc_0..15
 };
 
+// Eight bytes at p widened to floats, signed or not.
+LARQL_AVX2 inline __m256 widen8(const uint8_t* p, bool is_signed) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+}
+
+// The products below are exact, so the same floats as the scalar unpacking's.
 template <DType T>
 LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
   ch.p = row + c * dtype_traits(T).block_bytes;
   if constexpr (T == DType::q6_k) {
-    const float d = _cvtsh_ss(blocks::load_u16(ch.p + blocks::Q6Layout::d));
-    for (size_t i = 0; i < 16; ++i) ch.scales[i] = d * float(int8_t(ch.p[blocks::Q6Layout::scales + i]));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::Q6Layout::d)));
+    for (size_t i = 0; i < 16; i += 8)
+      _mm256_store_ps(ch.scales + i, _mm256_mul_ps(d, widen8(ch.p + blocks::Q6Layout::scales + i, true)));
   } else if constexpr (blocks::is_kquant(T)) {
     uint8_t sm[16];
     blocks::unpack_scales_mins(ch.p + blocks::k_layout<T>().scales, sm);
-    const float d = _cvtsh_ss(blocks::load_u16(ch.p)), dmin = _cvtsh_ss(blocks::load_u16(ch.p + 2));
-    for (size_t i = 0; i < 8; ++i) {
-      ch.scales[i] = d * float(sm[i]);
-      ch.scales[8 + i] = -(dmin * float(sm[8 + i]));
-    }
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), dmin = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + 2)));
+    _mm256_store_ps(ch.scales, _mm256_mul_ps(d, widen8(sm, false)));
+    _mm256_store_ps(ch.scales + 8, _mm256_xor_ps(_mm256_mul_ps(dmin, widen8(sm + 8, false)), _mm256_set1_ps(-0.0f)));
   }
 }
 
@@ -108,31 +114,42 @@ LARQL_AVX2 void block_tile(const Tile& t) {
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
   constexpr int kOffset = stored_offset<T>();
-  for (size_t c = 0; c < chunks; ++c) {
-    C chunk[NR];
-    for (int r = 0; r < NR; ++r) load_chunk<T>(chunk[r], rows[r], c);
-    for (size_t k = 0; k < C::kBlocks; ++k) {
-      const size_t b = c * C::kBlocks + k;
-      const int half = int(b % 2);
-      __m256i x[NT], offset[NT];
-      __m256 dx[NT];
-      for (int j = 0; j < NT; ++j) {
-        const size_t token = t.t0 + size_t(j);
-        x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
-        dx[j] = _mm256_set1_ps(qa.scale(token, b));
+  C chunk[NR];
+  // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
+  // a template on H so that every accumulator is a register.
+  auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
+    __m256i x[NT], offset[NT];
+    __m256 dx[NT];
+    LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+      const size_t token = t.t0 + size_t(j);
+      x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
+      dx[j] = _mm256_set1_ps(qa.scale(token, b));
+      if constexpr (kOffset != 0)
         offset[j] = _mm256_mullo_epi32(_mm256_cvtps_epi32(_mm256_loadu_ps(qa.group_sums(token, b))), _mm256_set1_epi32(kOffset));
+    }
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
+      const BlockWeights w = block_weights<T>(chunk[r], k);
+      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+        __m256i p = group_dots<T>(w.q, x[j]);
+        if constexpr (kOffset != 0) p = _mm256_sub_epi32(p, offset[j]);
+        __m256& lane = acc[r][j][H];
+        lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), _mm256_cvtepi32_ps(p), lane);
+        if constexpr (blocks::has_min(T) && !blocks::is_kquant(T))
+          lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
       }
-      for (int r = 0; r < NR; ++r) {
-        const BlockWeights w = block_weights<T>(chunk[r], k);
-        for (int j = 0; j < NT; ++j) {
-          __m256i p = group_dots<T>(w.q, x[j]);
-          if constexpr (kOffset != 0) p = _mm256_sub_epi32(p, offset[j]);
-          __m256& lane = acc[r][j][half];
-          lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), _mm256_cvtepi32_ps(p), lane);
-          if constexpr (blocks::has_min(T) && !blocks::is_kquant(T))
-            lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
-        }
+    }
+  };
+  for (size_t c = 0; c < chunks; ++c) {
+    for (int r = 0; r < NR; ++r) load_chunk<T>(chunk[r], rows[r], c);
+    if constexpr (C::kBlocks == 8) {
+      LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
+        block.template operator()<0>(k, 8 * c + k);
+        block.template operator()<1>(k + 1, 8 * c + k + 1);
       }
+    } else if (c % 2 == 0) {
+      block.template operator()<0>(0, c);
+    } else {
+      block.template operator()<1>(0, c);
     }
     if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
       for (int j = 0; j < NT; ++j) {
@@ -141,12 +158,7 @@ LARQL_AVX2 void block_tile(const Tile& t) {
       }
   }
   for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) {
-      alignas(32) float lanes[16];
-      _mm256_store_ps(lanes, acc[r][j][0]);
-      _mm256_store_ps(lanes + 8, acc[r][j][1]);
-      t.y[(t.t0 + size_t(j)) * t.w->rows + t.r0 + size_t(r)] = reduce16(lanes);
-    }
+    for (int j = 0; j < NT; ++j) t.y[(t.t0 + size_t(j)) * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][j][0], acc[r][j][1]);
 }
 
 using TileFn = void (*)(const Tile&);
