@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/block_formats.h"
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens, "tokens per product (1: matvec)");
   app.add_option("--threads", threads);
   app.add_option("--reps", reps, "timed products (the median is reported)");
+  std::vector<std::string> only;
+  app.add_option("--formats", only, "formats to measure (default: all), e.g. bf16 q8_0");
   CLI11_PARSE(app, argc, argv);
 
   std::mt19937 rng(1);
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
                 double(rows * cols) / s / 1e9, 2.0 * double(rows * cols * tokens) / s / 1e9);
   };
   for (const auto& format : kDTypes) {
+    if (!only.empty() && std::find(only.begin(), only.end(), format.name) == only.end()) continue;
     std::vector<uint8_t> bytes(dtype_bytes(format.type, rows * cols));
     blocks::quantize_row(format.type, w.data(), rows * cols, bytes.data());
     const Matrix m{format.type, rows, cols, bytes.data()};

@@ -72,12 +72,10 @@ MatmulIsa best_matmul_isa() {
 
 namespace {
 
-// The tile function for a product, the largest tile it takes, and whether it reads the
-// activations arranged (Tile::xa).
+// The tile function for a product and the largest tile it takes.
 struct TilePlan {
   void (*tile)(const Tile&);
   size_t max_rows, max_tokens;
-  bool arranged = false;
 };
 
 TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
@@ -90,7 +88,7 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
     case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
       if (blocked) plan = {block_tile_avx2, n == 1 ? 4u : 2u, 2};
       else if (bf16_dot) plan = {bf16dot_tile_avx2, n == 1 ? 4u : 2u, 2};
-      else plan = {tile_avx2, 4, n == 1 ? 1u : 3u, n > 1};
+      else plan = {tile_avx2, 4, n == 1 ? 1u : 3u};
       break;
     case MatmulIsa::avx512:
     case MatmulIsa::avx512bf16:
@@ -128,15 +126,8 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   // (block_dot.h), rounded to bf16 for the bf16-dot arithmetic (bf16_dot.h).
   thread_local QuantizedActivations quantized;
   thread_local std::vector<uint16_t> rounded;
-  thread_local std::vector<float> arranged;
   Tile base{&w, x, y, 0, 0, 0, 0};
-  if (plan.arranged) {
-#if defined(__x86_64__)
-    arranged.resize(n * ((w.cols + 15) / 16 * 16));
-    arrange_activations_avx2(x, n, w.cols, w.dtype == DType::bf16, arranged.data());
-    base.xa = arranged.data();
-#endif
-  } else if (dtype_is_blocked(w.dtype)) {
+  if (dtype_is_blocked(w.dtype)) {
     quantized.quantize(x, n, w.cols, isa != MatmulIsa::scalar, pool);
     base.qa = &quantized;
   } else if (w.effective_arithmetic() == Arithmetic::bf16_dot) {

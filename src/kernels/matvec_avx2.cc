@@ -5,10 +5,7 @@
 // rows × three tokens runs over a block of k twice, once per half of the sixteen lanes,
 // twelve accumulators and four operands in the sixteen registers (both halves would leave
 // room for four outputs, whose loads and conversions the two FMA ports then wait for).
-// Each lane still takes its elements in order of k, so the result is the contract's. bf16
-// weights are split into even and odd elements (one shift or mask per sixteen values, not
-// two widenings per eight): the halves are then lanes 0, 2, .., 14 and 1, 3, .., 15, and
-// the activations are arranged to match (arrange_activations_avx2).
+// Each lane still takes its elements in order of k, so the result is the contract's.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -70,50 +67,41 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   for (int r = 0; r < NR; ++r) t.y[t.t0 * t.w->rows + t.r0 + r] = reduce16(lo[r], hi[r]);
 }
 
-// Half h of the sixteen values of chunk c of a row: values 8h .. 8h+7, or for bf16 the
-// even (h = 0) or odd (h = 1) ones.
-template <DType T, int H>
-LARQL_AVX2 inline __m256 half_chunk(const uint8_t* row, size_t c) {
-  if constexpr (T == DType::bf16) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c));
-    if constexpr (H == 0) return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    else return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
-  } else {
-    return load8<T>(row, 16 * c + 8 * H);
-  }
-}
-
 // Chunks per block of k: the tile's rows and tokens over one block stay in L1 (4 × 512 ×
 // 2 bytes of bf16 weights and 3 × 512 × 4 of activations) for the second half's pass.
 constexpr size_t kBlockChunks = 32;
 
-// Prefill: nr ≤ 4 rows × nt ≤ 3 tokens from t.xa (arrange_activations_avx2).
+// Prefill: nr ≤ 4 rows × 2 ≤ nt ≤ 3 tokens.
 template <DType T, int NR, int NT>
 LARQL_AVX2 void grid_tile(const Tile& t) {
   const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16;
   const uint8_t* rows[NR];
   const float* xs[NT];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
-  for (int j = 0; j < NT; ++j) xs[j] = t.xa + (t.t0 + j) * 16 * chunks;
-  // The last, partial chunk of each row, zero-padded.
-  alignas(32) uint8_t tail[NR][64] = {};
-  if (full < chunks)
-    for (int r = 0; r < NR; ++r) std::copy(rows[r] + dtype_bytes(T, 16 * full), rows[r] + t.w->row_bytes(), tail[r]);
+  for (int j = 0; j < NT; ++j) xs[j] = t.x + (t.t0 + j) * n;
+  // The last, partial chunk of each row and token, zero-padded.
+  alignas(32) uint8_t w_tail[NR][64] = {};
+  alignas(32) float x_tail[NT][16] = {};
+  if (full < chunks) {
+    for (int r = 0; r < NR; ++r) std::copy(rows[r] + dtype_bytes(T, 16 * full), rows[r] + t.w->row_bytes(), w_tail[r]);
+    for (int j = 0; j < NT; ++j) std::copy(xs[j] + 16 * full, xs[j] + n, x_tail[j]);
+  }
   __m256 saved[2][NR][NT];
   for (int h = 0; h < 2; ++h)
     for (int r = 0; r < NR; ++r)
       for (int j = 0; j < NT; ++j) saved[h][r][j] = _mm256_setzero_ps();
   constexpr size_t kChunkBytes = T == DType::f32 ? 64 : 32;
   const size_t ahead = NR * t.w->row_bytes();
+  // Half H of chunks [c0, c1): values 16c + 8H .. 16c + 8H + 7 of every row and token.
   auto pass = [&]<int H>(size_t c0, size_t c1) LARQL_AVX2 {
     __m256 acc[NR][NT];
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[H][r][j];
-    auto step = [&](const uint8_t* const* w, size_t c, size_t wc) LARQL_AVX2 {
-      __m256 x[NT];
-      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) x[j] = _mm256_loadu_ps(xs[j] + 16 * c + 8 * H);
+    auto step = [&](const uint8_t* const* w, const float* const* x, size_t k) LARQL_AVX2 {
+      __m256 xv[NT];
+      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) xv[j] = _mm256_loadu_ps(x[j] + k);
       LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
-        const __m256 v = half_chunk<T, H>(w[r], wc);
-        LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = _mm256_fmadd_ps(v, x[j], acc[r][j]);
+        const __m256 v = load8<T>(w[r], k);
+        LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = _mm256_fmadd_ps(v, xv[j], acc[r][j]);
       }
     };
     const size_t main_end = std::min(c1, full);
@@ -122,13 +110,15 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       for (constexpr size_t kPerLine = 64 / kChunkBytes; c + kPerLine <= main_end; c += kPerLine) {
         LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
           _mm_prefetch(reinterpret_cast<const char*>(rows[r] + c * kChunkBytes + ahead), _MM_HINT_T0);
-        for (size_t i = 0; i < kPerLine; ++i) step(rows, c + i, c + i);
+        for (size_t i = 0; i < kPerLine; ++i) step(rows, xs, 16 * (c + i) + 8 * H);
       }
-    for (; c < main_end; ++c) step(rows, c, c);
+    for (; c < main_end; ++c) step(rows, xs, 16 * c + 8 * H);
     if (main_end < c1) {
-      const uint8_t* padded[NR];
-      for (int r = 0; r < NR; ++r) padded[r] = tail[r];
-      step(padded, full, 0);
+      const uint8_t* w[NR];
+      const float* x[NT];
+      for (int r = 0; r < NR; ++r) w[r] = w_tail[r];
+      for (int j = 0; j < NT; ++j) x[j] = x_tail[j];
+      step(w, x, 8 * H);
     }
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[H][r][j] = acc[r][j];
   };
@@ -138,15 +128,7 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     pass.template operator()<1>(c0, c1);
   }
   for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) {
-      __m256 lo = saved[0][r][j], hi = saved[1][r][j];
-      if constexpr (T == DType::bf16) {  // even and odd lanes back to 0-7 and 8-15
-        const __m256 a = _mm256_unpacklo_ps(lo, hi), b = _mm256_unpackhi_ps(lo, hi);
-        lo = _mm256_permute2f128_ps(a, b, 0x20);
-        hi = _mm256_permute2f128_ps(a, b, 0x31);
-      }
-      t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(lo, hi);
-    }
+    for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(saved[0][r][j], saved[1][r][j]);
 }
 
 using TileFn = void (*)(const Tile&);
@@ -155,29 +137,16 @@ template <DType T>
 const std::array<TileFn, 4> kRowTiles{&row_tile<T, 1>, &row_tile<T, 2>, &row_tile<T, 3>, &row_tile<T, 4>};
 
 template <DType T>
-const std::array<TileFn, 12> kGridTiles{
-    &grid_tile<T, 1, 1>, &grid_tile<T, 1, 2>, &grid_tile<T, 1, 3>, &grid_tile<T, 2, 1>, &grid_tile<T, 2, 2>, &grid_tile<T, 2, 3>,
-    &grid_tile<T, 3, 1>, &grid_tile<T, 3, 2>, &grid_tile<T, 3, 3>, &grid_tile<T, 4, 1>, &grid_tile<T, 4, 2>, &grid_tile<T, 4, 3>};
+const std::array<TileFn, 8> kGridTiles{&grid_tile<T, 1, 2>, &grid_tile<T, 1, 3>, &grid_tile<T, 2, 2>, &grid_tile<T, 2, 3>,
+                                       &grid_tile<T, 3, 2>, &grid_tile<T, 3, 3>, &grid_tile<T, 4, 2>, &grid_tile<T, 4, 3>};
 
 template <DType T>
 void dispatch(const Tile& t) {
-  if (t.xa) kGridTiles<T>[(t.nr - 1) * 3 + (t.nt - 1)](t);
-  else kRowTiles<T>[t.nr - 1](t);
+  if (t.nt == 1) kRowTiles<T>[t.nr - 1](t);
+  else kGridTiles<T>[(t.nr - 1) * 2 + (t.nt - 2)](t);
 }
 
 }  // namespace
-
-void arrange_activations_avx2(const float* x, size_t n, size_t cols, bool even_odd, float* out) {
-  const size_t chunks = (cols + 15) / 16;
-  for (size_t t = 0; t < n; ++t) {
-    float* o = out + t * 16 * chunks;
-    std::fill(o, o + 16 * chunks, 0.0f);
-    for (size_t k = 0; k < cols; ++k) {
-      const size_t i = k % 16;
-      o[k - i + (even_odd ? i / 2 + 8 * (i % 2) : i)] = x[t * cols + k];
-    }
-  }
-}
 
 void tile_avx2(const Tile& t) {
   switch (t.w->dtype) {

@@ -31,7 +31,6 @@ struct Tile {
   size_t r0, nr, t0, nt;
   const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
   const uint16_t* xb = nullptr;              // x rounded to bf16, rows padded (bf16_dot.h)
-  const float* xa = nullptr;                 // x arranged for the AVX2 prefill tiles
   // The last tile over these rows in a token block: the f32 tiles prefetch the next
   // tile's rows then, which the next tile in time reads (the others find their rows in
   // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.
@@ -86,10 +85,7 @@ void quantize_activation_row_avx2(const float* x, QuantizedActivations& qa, size
 void bf16dot_tile_avx2(const Tile& t);        // emulated
 void bf16dot_tile_avx512(const Tile& t);      // emulated
 void bf16dot_tile_avx512bf16(const Tile& t);  // vdpbf16ps
-void tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1; with t.xa, nr ≤ 4 and nt ≤ 3
-// x's rows for tile_avx2's prefill tiles: each zero-padded to a multiple of sixteen, and
-// for bf16 weights each sixteen reordered as its even elements, then its odd ones.
-void arrange_activations_avx2(const float* x, size_t n, size_t cols, bool even_odd, float* out);
+void tile_avx2(const Tile& t);    // nr ≤ 4, nt ≤ 3
 void tile_avx512(const Tile& t);  // nr ≤ 8 with nt = 1, else nr ≤ 6, nt ≤ 4
 // Block-format weights (block_dot.h's contract), same tile limits.
 void block_tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1, else nr, nt ≤ 2
