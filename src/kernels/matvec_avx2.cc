@@ -1,11 +1,11 @@
 // AVX2 tiles: the sixteen lanes of the contract in matvec.h as two ymm registers (lanes
 // 0-7 and 8-15), so results equal the AVX-512 and scalar versions bit for bit.
 //
-// Decode (one token) holds both halves of each output. Prefill holds one: a tile of four
-// rows × three tokens runs over a block of k twice, once per half of the sixteen lanes,
-// twelve accumulators and four operands in the sixteen registers (both halves would leave
-// room for four outputs, whose loads and conversions the two FMA ports then wait for).
-// Each lane still takes its elements in order of k, so the result is the contract's.
+// Decode (one token) holds both halves of each output. Prefill holds one: four rows ×
+// three tokens run over a block of k twice, once per half of the sixteen lanes, twelve
+// accumulators and four operands in the sixteen registers (both halves would leave room
+// for four outputs, whose loads and conversions the two FMA ports then wait for). Each
+// lane still takes its elements in order of k, so the result is the contract's.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -67,35 +67,43 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   for (int r = 0; r < NR; ++r) t.y[t.t0 * t.w->rows + t.r0 + r] = reduce16(lo[r], hi[r]);
 }
 
-// Chunks per block of k: the tile's rows and tokens over one block stay in L1 (4 × 512 ×
-// 2 bytes of bf16 weights and 3 × 512 × 4 of activations) for the second half's pass.
+// Prefill tiles take up to kGridTokens tokens over nr ≤ 4 rows, three at a time (twelve
+// accumulators), with the k-block loop outside the tokens' loop: a block of the rows
+// (4 × 512 × 2 bytes of bf16) stays in L1 for all of them and for both halves' passes,
+// and only the activations stream from L2. Each group of three keeps its sums between
+// blocks in `saved`.
 constexpr size_t kBlockChunks = 32;
+constexpr size_t kGridTokens = 24;
 
-// Prefill: nr ≤ 4 rows × 2 ≤ nt ≤ 3 tokens.
-template <DType T, int NR, int NT>
+template <DType T, int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
-  const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16;
+  const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16, groups = (t.nt + 2) / 3;
   const uint8_t* rows[NR];
-  const float* xs[NT];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
-  for (int j = 0; j < NT; ++j) xs[j] = t.x + (t.t0 + j) * n;
+  const float* x0 = t.x + t.t0 * n;
   // The last, partial chunk of each row and token, zero-padded.
   alignas(32) uint8_t w_tail[NR][64] = {};
-  alignas(32) float x_tail[NT][16] = {};
+  alignas(32) float x_tail[kGridTokens][16];
   if (full < chunks) {
     for (int r = 0; r < NR; ++r) std::copy(rows[r] + dtype_bytes(T, 16 * full), rows[r] + t.w->row_bytes(), w_tail[r]);
-    for (int j = 0; j < NT; ++j) std::copy(xs[j] + 16 * full, xs[j] + n, x_tail[j]);
+    for (size_t j = 0; j < t.nt; ++j) {
+      std::fill(x_tail[j], x_tail[j] + 16, 0.0f);
+      std::copy(x0 + j * n + 16 * full, x0 + (j + 1) * n, x_tail[j]);
+    }
   }
-  __m256 saved[2][NR][NT];
-  for (int h = 0; h < 2; ++h)
-    for (int r = 0; r < NR; ++r)
-      for (int j = 0; j < NT; ++j) saved[h][r][j] = _mm256_setzero_ps();
+  __m256 saved[kGridTokens / 3][2][NR][3];
+  for (size_t g = 0; g < groups; ++g)
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < NR; ++r)
+        for (int j = 0; j < 3; ++j) saved[g][h][r][j] = _mm256_setzero_ps();
   constexpr size_t kChunkBytes = T == DType::f32 ? 64 : 32;
   const size_t ahead = NR * t.w->row_bytes();
-  // Half H of chunks [c0, c1): values 16c + 8H .. 16c + 8H + 7 of every row and token.
-  auto pass = [&]<int H>(size_t c0, size_t c1) LARQL_AVX2 {
+  // Half H of chunks [c0, c1) for tokens 3g .. 3g + NT - 1: values 16c + 8H .. 16c + 8H + 7.
+  auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
+    const float* xs[NT];
+    for (int j = 0; j < NT; ++j) xs[j] = x0 + (3 * g + size_t(j)) * n;
     __m256 acc[NR][NT];
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[H][r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[g][H][r][j];
     auto step = [&](const uint8_t* const* w, const float* const* x, size_t k) LARQL_AVX2 {
       __m256 xv[NT];
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) xv[j] = _mm256_loadu_ps(x[j] + k);
@@ -106,7 +114,7 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     };
     const size_t main_end = std::min(c1, full);
     size_t c = c0;
-    if (H == 0 && t.prefetch_next_rows)  // one prefetch per row and 64 bytes
+    if (H == 0 && g == 0 && t.prefetch_next_rows)  // one prefetch per row and 64 bytes
       for (constexpr size_t kPerLine = 64 / kChunkBytes; c + kPerLine <= main_end; c += kPerLine) {
         LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
           _mm_prefetch(reinterpret_cast<const char*>(rows[r] + c * kChunkBytes + ahead), _MM_HINT_T0);
@@ -117,18 +125,25 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       const uint8_t* w[NR];
       const float* x[NT];
       for (int r = 0; r < NR; ++r) w[r] = w_tail[r];
-      for (int j = 0; j < NT; ++j) x[j] = x_tail[j];
+      for (int j = 0; j < NT; ++j) x[j] = x_tail[3 * g + size_t(j)];
       step(w, x, 8 * H);
     }
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[H][r][j] = acc[r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
+  };
+  auto both_halves = [&]<int NT>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
+    pass.template operator()<NT, 0>(g, c0, c1);
+    pass.template operator()<NT, 1>(g, c0, c1);
   };
   for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
     const size_t c1 = std::min(chunks, c0 + kBlockChunks);
-    pass.template operator()<0>(c0, c1);
-    pass.template operator()<1>(c0, c1);
+    for (size_t g = 0; g < groups; ++g) switch (std::min<size_t>(3, t.nt - 3 * g)) {
+        case 3: both_halves.template operator()<3>(g, c0, c1); break;
+        case 2: both_halves.template operator()<2>(g, c0, c1); break;
+        default: both_halves.template operator()<1>(g, c0, c1); break;
+      }
   }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(saved[0][r][j], saved[1][r][j]);
+  for (size_t j = 0; j < t.nt; ++j)
+    for (int r = 0; r < NR; ++r) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(saved[j / 3][0][r][j % 3], saved[j / 3][1][r][j % 3]);
 }
 
 using TileFn = void (*)(const Tile&);
@@ -137,13 +152,12 @@ template <DType T>
 const std::array<TileFn, 4> kRowTiles{&row_tile<T, 1>, &row_tile<T, 2>, &row_tile<T, 3>, &row_tile<T, 4>};
 
 template <DType T>
-const std::array<TileFn, 8> kGridTiles{&grid_tile<T, 1, 2>, &grid_tile<T, 1, 3>, &grid_tile<T, 2, 2>, &grid_tile<T, 2, 3>,
-                                       &grid_tile<T, 3, 2>, &grid_tile<T, 3, 3>, &grid_tile<T, 4, 2>, &grid_tile<T, 4, 3>};
+const std::array<TileFn, 4> kGridTiles{&grid_tile<T, 1>, &grid_tile<T, 2>, &grid_tile<T, 3>, &grid_tile<T, 4>};
 
 template <DType T>
 void dispatch(const Tile& t) {
   if (t.nt == 1) kRowTiles<T>[t.nr - 1](t);
-  else kGridTiles<T>[(t.nr - 1) * 2 + (t.nt - 2)](t);
+  else kGridTiles<T>[t.nr - 1](t);
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ void quantize_activation_row_avx2(const float* x, QuantizedActivations& qa, size
 void bf16dot_tile_avx2(const Tile& t);        // emulated
 void bf16dot_tile_avx512(const Tile& t);      // emulated
 void bf16dot_tile_avx512bf16(const Tile& t);  // vdpbf16ps
-void tile_avx2(const Tile& t);    // nr ≤ 4, nt ≤ 3
+void tile_avx2(const Tile& t);    // nr ≤ 4, nt ≤ 24
 void tile_avx512(const Tile& t);  // nr ≤ 8 with nt = 1, else nr ≤ 6, nt ≤ 4
 // Block-format weights (block_dot.h's contract), same tile limits.
 void block_tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1, else nr, nt ≤ 2

@@ -129,12 +129,13 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
                                        : dtype_is_blocked(t) ? std::vector<size_t>{32, 64, 96, 2080}
                                                              : std::vector<size_t>{1, 7, 16, 31, 33, 100, 1031, 2048};
     // 9-15 rows and 1-5 tokens leave every remainder of every tile shape (AVX2: 4 rows ×
-    // 3 tokens, 4 rows × 1; AVX-512: 6 or 4 rows × 4 tokens, 8 rows × 1); 1031 columns
-    // cross the AVX2 prefill tiles' k-block with a partial chunk after it.
+    // groups of 3 tokens, 4 rows × 1; AVX-512: 6 or 4 rows × 4 tokens, 8 rows × 1), and 29
+    // tokens fill an AVX2 prefill tile's 24; 1031 columns cross the AVX2 prefill tiles'
+    // k-block with a partial chunk after it.
     for (size_t cols : shapes) {
       for (size_t rows = 9; rows <= 15; ++rows) {
         auto w = random_matrix(t, rows, cols, uint32_t(cols + rows));
-        for (size_t n : {1u, 2u, 3u, 4u, 5u}) {
+        for (size_t n : {1u, 2u, 3u, 4u, 5u, 29u}) {
           auto x = random_vector(n * cols, 7);
           std::vector<float> reference(n * rows);
           matmul_with(MatmulIsa::scalar, w.m, x.data(), n, reference.data(), pool);
