@@ -72,8 +72,8 @@ __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
 }
 #endif
 
-// bf16-dot arithmetic (bf16_dot.h): the scalar oracle, and the same limits as the f32
-// tiles of each ISA except the instruction's own, which takes up to 6 rows × 4 tokens.
+// bf16-dot arithmetic (bf16_dot.h): the scalar oracle; the emulations take the block
+// tiles' limits (below), the instruction's own up to 6 rows × 4 tokens.
 void bf16dot_tile_scalar(const Tile& t);
 
 // Row r of QuantizedActivations::quantize (block_dot.h's contract), its arrays sized: the
