@@ -4,6 +4,7 @@ for each model two local shards (half the layers each, every encoding offered) a
 `larql bench --local --json` over ten prompts; one table row per model and encoding.
 
   bench/wire_accuracy.py [--larql build/larql] [--steps 100] [--out build/wire_accuracy.json]
+                         [--only MODEL] [--prompts FILE]
 
 Models: the committed demo model, ../shared/models' aidreams260K and stories260K (when
 present), and a synthetic model with massive activations written by `larql synth`."""
@@ -86,17 +87,18 @@ def main():
     ap.add_argument("--out", default="build/wire_accuracy.json")
     ap.add_argument("--synth-hidden", type=int, default=1024, help="hidden size of the massive-activation model")
     ap.add_argument("--massive", type=int, default=4, help="its massive coordinates (x100, x300, x600, x1000, ...)")
-    ap.add_argument("--only-synth", action="store_true", help="skip the other models")
+    ap.add_argument("--only", help="run only the models whose name starts with this (demo, synth, aidreams260K, ...)")
+    ap.add_argument("--prompts", help="file of text prompts, one per line (default: ten built-in ones)")
     a = ap.parse_args()
     root = pathlib.Path(__file__).resolve().parent.parent
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         prompts = pathlib.Path(tmp) / "prompts.txt"
-        prompts.write_text("\n".join(PROMPTS) + "\n")
+        prompts.write_text(pathlib.Path(a.prompts).read_text() if a.prompts else "\n".join(PROMPTS) + "\n")
         print(f"{'model':<44} {'wire':<4} {'steps':>6} {'top-1':>8} {'top-5':>8} {'mean KL':>10} {'max KL':>9} "
               f"{'max|Δlogit|':>11} {'bytes/token':>11}")
         for name, model_args, prompt_args, layers in models(root, a.larql, pathlib.Path(tmp), a.synth_hidden, a.massive):
-            if a.only_synth and not name.startswith("synth"):
+            if a.only and not name.startswith(a.only):
                 continue
             rows = merge(run_bench(a.larql, model_args, prompt_args, layers, a.steps, str(prompts)))
             results[name] = rows
