@@ -3,11 +3,13 @@
 // leaves the eight group sums in order (exact: a 16-bit pair sum of w ≤ 63 and |x| ≤ 127
 // cannot saturate; q8_0, signed, goes in as |w| and x with w's sign, |w| ≤ 128), z · Σqx
 // subtracted, then the float steps per lane with each group's scale (q6_k has two per
-// block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators.
+// block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators: decode
+// holds both halves of an output, prefill one per pass (grid_tile).
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -103,54 +105,67 @@ LARQL_AVX2 inline __m256i group_dots(__m256i w, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
 }
 
-template <DType T, int NR, int NT>
-LARQL_AVX2 void block_tile(const Tile& t) {
+// What group_dots leaves minus the offset's share z · sx_g (z is 0 or a power of two).
+template <DType T>
+LARQL_AVX2 inline __m256i offset_share(const float* group_sums) {
+  constexpr int kOffset = stored_offset<T>();
+  static_assert(kOffset > 0 && (kOffset & (kOffset - 1)) == 0, "a shift stands for the product");
+  return _mm256_slli_epi32(_mm256_cvtps_epi32(_mm256_loadu_ps(group_sums)), __builtin_ctz(unsigned(kOffset)));
+}
+
+// z · sx_g from the block's activations themselves (what prefill uses: no per-lane arrays
+// to stream); |z · (qx + qx')| ≤ 32 · 254 fits vpmaddubsw's 16 bits.
+template <DType T>
+LARQL_AVX2 inline __m256i offset_share(__m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(char(stored_offset<T>())), x), _mm256_set1_epi16(1));
+}
+
+// float(sx_g), likewise.
+LARQL_AVX2 inline __m256 group_sums(__m256i x) {
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1)));
+}
+
+// One block of one row and token into `lane`, the lanes of the block's half: the float
+// steps of the contract, with offset = z · sx_g and sx = float(sx_g) where the format needs them.
+template <DType T>
+LARQL_AVX2 inline __m256 add_block(__m256 lane, const BlockWeights& w, __m256i x, __m256 dx, __m256i offset, __m256 sx) {
+  __m256i p = group_dots<T>(w.q, x);
+  if constexpr (stored_offset<T>() != 0) p = _mm256_sub_epi32(p, offset);
+  lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx), _mm256_cvtepi32_ps(p), lane);
+  if constexpr (blocks::has_min(T) && !blocks::is_kquant(T)) lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx), sx, lane);
+  return lane;
+}
+
+// Decode: nr ≤ 4 rows of one token, both halves of each output.
+template <DType T, int NR>
+LARQL_AVX2 void row_tile(const Tile& t) {
   using C = Chunk<T>;
-  const size_t cols = t.w->cols, chunks = cols / 32 / C::kBlocks;
+  const size_t cols = t.w->cols, chunks = cols / 32 / C::kBlocks, token = t.t0;
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
-  __m256 acc[NR][NT][2];
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
-  constexpr int kOffset = stored_offset<T>();
+  __m256 acc[NR][2];
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   C chunk[NR];
   // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
   // a template on H so that every accumulator is a register.
   auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
-    __m256i x[NT], offset[NT];
-    __m256 dx[NT];
-    LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
-      const size_t token = t.t0 + size_t(j);
-      x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
-      dx[j] = _mm256_set1_ps(qa.scale(token, b));
-      if constexpr (kOffset != 0)
-        offset[j] = _mm256_mullo_epi32(_mm256_cvtps_epi32(_mm256_loadu_ps(qa.group_sums(token, b))), _mm256_set1_epi32(kOffset));
-    }
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
-      const BlockWeights w = block_weights<T>(chunk[r], k);
-      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
-        __m256i p = group_dots<T>(w.q, x[j]);
-        if constexpr (kOffset != 0) p = _mm256_sub_epi32(p, offset[j]);
-        __m256& lane = acc[r][j][H];
-        lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx[j]), _mm256_cvtepi32_ps(p), lane);
-        if constexpr (blocks::has_min(T) && !blocks::is_kquant(T))
-          lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx[j]), _mm256_loadu_ps(qa.group_sums(t.t0 + size_t(j), b)), lane);
-      }
-    }
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
+    const __m256 dx = _mm256_set1_ps(qa.scale(token, b));
+    const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
+    __m256i offset{};
+    if constexpr (stored_offset<T>() != 0) offset = _mm256_slli_epi32(_mm256_cvtps_epi32(sx), __builtin_ctz(stored_offset<T>()));
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(chunk[r], k), x, dx, offset, sx);
   };
-  // One-token tiles (decode) prefetch each chunk's bytes in the next tile's rows as they
-  // read their own: the hardware prefetcher alone leaves NR interleaved streams of short
-  // rows waiting (q6_k decoded at half the read bandwidth). Prefill's tiles do not: there
-  // the next rows are read after many token tiles, and the prefetches cost more than
-  // they bring.
+  // Each chunk's bytes in the next tile's rows are prefetched as its own are read: the
+  // hardware prefetcher alone leaves NR interleaved streams of short rows waiting (q6_k
+  // decoded at half the read bandwidth).
   const size_t ahead = NR * t.w->row_bytes();
   constexpr size_t kChunkBytes = C::kBlocks * dtype_traits(T).block_bytes;
   for (size_t c = 0; c < chunks; ++c) {
     for (int r = 0; r < NR; ++r) {
       load_chunk<T>(chunk[r], rows[r], c);
-      if constexpr (NT == 1)
-        for (size_t at = 0; at < kChunkBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(chunk[r].p) + ahead + at, _MM_HINT_T0);
+      for (size_t at = 0; at < kChunkBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(chunk[r].p) + ahead + at, _MM_HINT_T0);
     }
     if constexpr (C::kBlocks == 8) {
       LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
@@ -162,25 +177,100 @@ LARQL_AVX2 void block_tile(const Tile& t) {
     } else {
       block.template operator()<1>(0, c);
     }
-    if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
-      for (int j = 0; j < NT; ++j) {
-        const __m256 t_k = _mm256_loadu_ps(qa.block_sums(t.t0 + size_t(j), 8 * c));
-        for (int r = 0; r < NR; ++r) acc[r][j][0] = _mm256_fmadd_ps(_mm256_load_ps(chunk[r].scales + 8), t_k, acc[r][j][0]);
-      }
+    if constexpr (blocks::has_min(T) && blocks::is_kquant(T)) {  // the K minimums, per super-block (block_dot.h)
+      const __m256 t_k = _mm256_loadu_ps(qa.block_sums(token, 8 * c));
+      for (int r = 0; r < NR; ++r) acc[r][0] = _mm256_fmadd_ps(_mm256_load_ps(chunk[r].scales + 8), t_k, acc[r][0]);
+    }
   }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) t.y[(t.t0 + size_t(j)) * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][j][0], acc[r][j][1]);
+  for (int r = 0; r < NR; ++r) t.y[token * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][0], acc[r][1]);
+}
+
+// Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kTokenGroup at a time, one half of
+// the sixteen lanes per pass over a k-block (as matvec_avx2.cc's f32 tiles): the half's
+// NR × 3 accumulators and the operands fit the sixteen registers, where both halves'
+// would spill. The k-block's rows (their K-quant scales unpacked once) stay in L1 for all
+// the tokens; each lane still takes its blocks in order, so the result is the contract's.
+// The activations are read as their 8-bit values and one scale per block (the offsets'
+// and minimums' group sums recomputed from them), not QuantizedActivations' per-lane
+// arrays: those tripled the bytes a token block streams, past L2 (measured 10-25% slower).
+constexpr size_t kGridTokens = 24, kBlockValues = 2048;
+
+template <DType T, int NR>
+LARQL_AVX2 void grid_tile(const Tile& t) {
+  using C = Chunk<T>;
+  constexpr size_t kChunkBlocks = C::kBlocks, kBlockChunks = kBlockValues / 32 / kChunkBlocks;
+  const size_t cols = t.w->cols, chunks = cols / 32 / kChunkBlocks;
+  const QuantizedActivations& qa = *t.qa;
+  const uint8_t* rows[NR];
+  for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
+  __m256 saved[kGridTokens / kTokenGroup][2][NR][kTokenGroup];
+  for (auto& group : saved)
+    for (auto& half : group)
+      for (auto& row : half)
+        for (__m256& lane : row) lane = _mm256_setzero_ps();
+  C chunk[NR][kBlockChunks];
+  // Half H of the chunks [c0, c1) for tokens kTokenGroup·g .. + NT - 1.
+  auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
+    const size_t t0 = t.t0 + kTokenGroup * g;
+    __m256 acc[NR][NT];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[g][H][r][j];
+    auto block = [&](size_t c, size_t k) LARQL_AVX2 {
+      const size_t b = kChunkBlocks * c + k;
+      __m256i x[NT], offset[NT];
+      __m256 dx[NT], sx[NT];
+      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+        x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + (t0 + size_t(j)) * cols + b * 32));
+        dx[j] = _mm256_set1_ps(qa.scale(t0 + size_t(j), b));
+        if constexpr (stored_offset<T>() != 0) offset[j] = offset_share<T>(x[j]);
+        if constexpr (blocks::has_min(T) && !blocks::is_kquant(T)) sx[j] = group_sums(x[j]);
+      }
+      LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
+        const BlockWeights w = block_weights<T>(chunk[r][c - c0], k);
+        LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = add_block<T>(acc[r][j], w, x[j], dx[j], offset[j], sx[j]);
+      }
+    };
+    if constexpr (kChunkBlocks == 8) {
+      for (size_t c = c0; c < c1; ++c) {
+        LARQL_UNROLL_TILE for (size_t k = H; k < 8; k += 2) block(c, k);
+        if constexpr (H == 0 && blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block
+          LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+            const __m256 t_k = _mm256_loadu_ps(qa.block_sums(t0 + size_t(j), 8 * c));
+            LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
+              acc[r][j] = _mm256_fmadd_ps(_mm256_load_ps(chunk[r][c - c0].scales + 8), t_k, acc[r][j]);
+          }
+      }
+    } else {
+      for (size_t c = c0 + H; c < c1; c += 2) block(c, 0);  // c0 is even
+    }
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
+  };
+  for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
+    const size_t c1 = std::min(chunks, c0 + kBlockChunks);
+    for (int r = 0; r < NR; ++r)
+      for (size_t c = c0; c < c1; ++c) load_chunk<T>(chunk[r][c - c0], rows[r], c);
+    for_token_groups(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
+      pass.template operator()<NT, 0>(g, c0, c1);
+      pass.template operator()<NT, 1>(g, c0, c1);
+    });
+  }
+  for (size_t j = 0; j < t.nt; ++j)
+    for (int r = 0; r < NR; ++r)
+      t.y[(t.t0 + j) * t.w->rows + t.r0 + size_t(r)] =
+          reduce16(saved[j / kTokenGroup][0][r][j % kTokenGroup], saved[j / kTokenGroup][1][r][j % kTokenGroup]);
 }
 
 using TileFn = void (*)(const Tile&);
 
-// Decode: up to four rows; prefill: up to 2 rows × 2 tokens.
+template <DType T>
+const std::array<TileFn, 4> kRowTiles{&row_tile<T, 1>, &row_tile<T, 2>, &row_tile<T, 3>, &row_tile<T, 4>};
+
+template <DType T>
+const std::array<TileFn, 4> kGridTiles{&grid_tile<T, 1>, &grid_tile<T, 2>, &grid_tile<T, 3>, &grid_tile<T, 4>};
+
 template <DType T>
 void dispatch(const Tile& t) {
-  static constexpr TileFn rows[4] = {&block_tile<T, 1, 1>, &block_tile<T, 2, 1>, &block_tile<T, 3, 1>, &block_tile<T, 4, 1>};
-  static constexpr TileFn grid[4] = {&block_tile<T, 1, 1>, &block_tile<T, 1, 2>, &block_tile<T, 2, 1>, &block_tile<T, 2, 2>};
-  if (t.nt == 1) rows[t.nr - 1](t);
-  else grid[(t.nr - 1) * 2 + (t.nt - 1)](t);
+  if (t.nt == 1) kRowTiles<T>[t.nr - 1](t);
+  else kGridTiles<T>[t.nr - 1](t);
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ constexpr size_t kGridTokens = 24;
 
 template <DType T, int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
-  const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16, groups = (t.nt + 2) / 3;
+  const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16, groups = (t.nt + kTokenGroup - 1) / kTokenGroup;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
   const float* x0 = t.x + t.t0 * n;
@@ -130,17 +130,12 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     }
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
   };
-  auto both_halves = [&]<int NT>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
-    pass.template operator()<NT, 0>(g, c0, c1);
-    pass.template operator()<NT, 1>(g, c0, c1);
-  };
   for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
     const size_t c1 = std::min(chunks, c0 + kBlockChunks);
-    for (size_t g = 0; g < groups; ++g) switch (std::min<size_t>(3, t.nt - 3 * g)) {
-        case 3: both_halves.template operator()<3>(g, c0, c1); break;
-        case 2: both_halves.template operator()<2>(g, c0, c1); break;
-        default: both_halves.template operator()<1>(g, c0, c1); break;
-      }
+    for_token_groups(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
+      pass.template operator()<NT, 0>(g, c0, c1);
+      pass.template operator()<NT, 1>(g, c0, c1);
+    });
   }
   for (size_t j = 0; j < t.nt; ++j)
     for (int r = 0; r < NR; ++r) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(saved[j / 3][0][r][j % 3], saved[j / 3][1][r][j % 3]);

@@ -46,6 +46,19 @@ inline float reduce16(const float* l) {
   return c[0] + c[1];
 }
 
+// The AVX2 prefill tiles take their tokens three at a time: both halves of the lanes of
+// group g, halves(g) with NT the group's size (3, or the 1 or 2 left at the end).
+constexpr size_t kTokenGroup = 3;
+
+template <class F>
+inline void for_token_groups(size_t nt, F&& halves) {
+  for (size_t g = 0; g < (nt + kTokenGroup - 1) / kTokenGroup; ++g) switch (nt - kTokenGroup * g) {
+      case 1: halves.template operator()<1>(g); break;
+      case 2: halves.template operator()<2>(g); break;
+      default: halves.template operator()<3>(g); break;
+    }
+}
+
 #if defined(__x86_64__)
 // The same tree on registers (a tile's epilogue runs it once per output).
 __attribute__((target("avx"))) inline float reduce16(__m256 lo, __m256 hi) {
@@ -72,8 +85,9 @@ __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
 }
 #endif
 
-// bf16-dot arithmetic (bf16_dot.h): the scalar oracle; the emulations take the block
-// tiles' limits (below), the instruction's own up to 6 rows × 4 tokens.
+// bf16-dot arithmetic (bf16_dot.h): the scalar oracle; the emulations take up to 4 rows
+// of one token or 2 × 2 (AVX2) and the AVX-512 block tiles' limits, the instruction's own
+// up to 6 rows × 4 tokens.
 void bf16dot_tile_scalar(const Tile& t);
 
 // Row r of QuantizedActivations::quantize (block_dot.h's contract), its arrays sized: the
@@ -87,8 +101,8 @@ void bf16dot_tile_avx512(const Tile& t);      // emulated
 void bf16dot_tile_avx512bf16(const Tile& t);  // vdpbf16ps
 void tile_avx2(const Tile& t);    // nr ≤ 4, nt ≤ 24
 void tile_avx512(const Tile& t);  // nr ≤ 8 with nt = 1, else nr ≤ 6, nt ≤ 4
-// Block-format weights (block_dot.h's contract), same tile limits.
-void block_tile_avx2(const Tile& t);    // nr ≤ 4 with nt = 1, else nr, nt ≤ 2
+// Block-format weights (block_dot.h's contract).
+void block_tile_avx2(const Tile& t);      // nr ≤ 4, nt ≤ 24
 void block_tile_vnni(const Tile& t);      // AVX-512 VNNI: nr ≤ 8 with nt = 1, else nr, nt ≤ 4
 void block_tile_avx512bw(const Tile& t);  // AVX-512 without VNNI: the same limits
 #endif
