@@ -1,10 +1,12 @@
 // AVX2 emulation of bf16_dot.h's contract: the sixteen lanes as two ymm registers (lanes
 // 0-7 from a chunk's first 16 values, 8-15 from the rest), two f32 FMAs per pair (odd
-// element, then even) under MXCSR's flush-to-zero and denormals-are-zero.
+// element, then even) under MXCSR's flush-to-zero and denormals-are-zero. Decode holds
+// both halves of an output; prefill one per pass (grid_tile).
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 
 #include "kernels/bf16_dot.h"
@@ -18,8 +20,10 @@ namespace {
 LARQL_AVX2 inline __m256 odd_half(__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u)))); }
 LARQL_AVX2 inline __m256 even_half(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 
-template <int NR, int NT>
-LARQL_AVX2 void tile_fixed(const Tile& t) {
+// Decode: nr ≤ 4 rows of one token, both halves of each output.
+template <int NR>
+LARQL_AVX2 void row_tile(const Tile& t) {
+  constexpr int NT = 1;
   const FlushSubnormals flush;
   const size_t cols = t.w->cols, full = cols / bf16dot::kChunk * bf16dot::kChunk, stride = bf16dot::padded(cols);
   const uint16_t* rows[NR];
@@ -52,7 +56,7 @@ LARQL_AVX2 void tile_fixed(const Tile& t) {
   for (size_t k = 0; k < full; k += bf16dot::kChunk) {
     const uint16_t* w_rows[NR];
     for (int r = 0; r < NR; ++r) {
-      if (NT == 1) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k + ahead), _MM_HINT_T0);
       w_rows[r] = rows[r] + k;
     }
     chunk(k, w_rows);
@@ -70,15 +74,88 @@ LARQL_AVX2 void tile_fixed(const Tile& t) {
     for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(acc[r][j][0], acc[r][j][1]);
 }
 
+// Prefill: up to kGridTokens tokens over nr ≤ 4 rows, two at a time, one half of the
+// sixteen lanes per pass over a k-block (as the f32 tiles in matvec_avx2.cc): eight
+// accumulators, the two tokens' odd and even activations and a row's odd and even
+// weights fit the sixteen registers. Each lane still takes its chunks in order.
+constexpr size_t kGridTokens = 24, kGroup = 2, kBlockChunks = 16;
+
+template <int NR>
+LARQL_AVX2 void grid_tile(const Tile& t) {
+  const FlushSubnormals flush;
+  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk, chunks = bf16dot::padded(cols) / bf16dot::kChunk;
+  const size_t stride = bf16dot::padded(cols);
+  const uint16_t* rows[NR];
+  for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
+  // The last, partial chunk of each row, zero-padded (the activations already are).
+  alignas(32) uint16_t w_tail[NR][bf16dot::kChunk] = {};
+  if (full < chunks)
+    for (int r = 0; r < NR; ++r)
+      for (size_t k = bf16dot::kChunk * full; k < cols; ++k) w_tail[r][k - bf16dot::kChunk * full] = rows[r][k];
+  __m256 saved[kGridTokens / kGroup][2][NR][kGroup];
+  for (auto& group : saved)
+    for (auto& half : group)
+      for (auto& row : half)
+        for (__m256& lane : row) lane = _mm256_setzero_ps();
+  const size_t ahead = NR * t.w->row_bytes() / 2;
+  // Half H of chunks [c0, c1) for tokens 2g .. 2g + NT - 1: values 32c + 16H .. + 15.
+  auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
+    const uint16_t* xs[NT];
+    for (int j = 0; j < NT; ++j) xs[j] = t.xb + (t.t0 + kGroup * g + size_t(j)) * stride;
+    __m256 acc[NR][NT];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[g][H][r][j];
+    auto step = [&](const uint16_t* const* w, size_t kw, size_t kx) LARQL_AVX2 {
+      __m256 xo[NT], xe[NT];
+      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[j] + kx));
+        xo[j] = odd_half(x);
+        xe[j] = even_half(x);
+      }
+      LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r] + kw));
+        const __m256 wo = odd_half(v), we = even_half(v);
+        LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+          acc[r][j] = _mm256_fmadd_ps(wo, xo[j], acc[r][j]);
+          acc[r][j] = _mm256_fmadd_ps(we, xe[j], acc[r][j]);
+        }
+      }
+    };
+    const size_t main_end = std::min(c1, full);
+    const bool prefetch = H == 0 && g == 0 && t.prefetch_next_rows;  // one line per row and chunk
+    for (size_t c = c0; c < main_end; ++c) {
+      if (prefetch)
+        LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
+      step(rows, bf16dot::kChunk * c + 16 * H, bf16dot::kChunk * c + 16 * H);
+    }
+    if (main_end < c1) {
+      const uint16_t* w[NR];
+      for (int r = 0; r < NR; ++r) w[r] = w_tail[r];
+      step(w, 16 * H, bf16dot::kChunk * full + 16 * H);
+    }
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
+  };
+  for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
+    const size_t c1 = std::min(chunks, c0 + kBlockChunks);
+    for_token_groups<kGroup>(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
+      pass.template operator()<NT, 0>(g, c0, c1);
+      pass.template operator()<NT, 1>(g, c0, c1);
+    });
+  }
+  for (size_t j = 0; j < t.nt; ++j)
+    for (int r = 0; r < NR; ++r)
+      t.y[(t.t0 + j) * t.w->rows + t.r0 + size_t(r)] = reduce16(saved[j / kGroup][0][r][j % kGroup], saved[j / kGroup][1][r][j % kGroup]);
+}
+
 using TileFn = void (*)(const Tile&);
 
-// Shapes: (1..4 rows) × 1 token, and (1..2 rows) × 2 tokens, as the f32 AVX2 tiles.
-const std::array<TileFn, 6> kTiles{&tile_fixed<1, 1>, &tile_fixed<2, 1>, &tile_fixed<3, 1>,
-                                   &tile_fixed<4, 1>, &tile_fixed<1, 2>, &tile_fixed<2, 2>};
+// Decode: 1-4 rows of one token; prefill: 1-4 rows of up to kGridTokens.
+const std::array<TileFn, 4> kRowTiles{&row_tile<1>, &row_tile<2>, &row_tile<3>, &row_tile<4>};
+const std::array<TileFn, 4> kGridTiles{&grid_tile<1>, &grid_tile<2>, &grid_tile<3>, &grid_tile<4>};
 
 }  // namespace
 
-void bf16dot_tile_avx2(const Tile& t) { kTiles[t.nt == 1 ? t.nr - 1 : 4 + (t.nr - 1)](t); }
+void bf16dot_tile_avx2(const Tile& t) { (t.nt == 1 ? kRowTiles : kGridTiles)[t.nr - 1](t); }
 
 }  // namespace larql
 

@@ -248,7 +248,7 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     const size_t c1 = std::min(chunks, c0 + kBlockChunks);
     for (int r = 0; r < NR; ++r)
       for (size_t c = c0; c < c1; ++c) load_chunk<T>(chunk[r][c - c0], rows[r], c);
-    for_token_groups(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
+    for_token_groups<kTokenGroup>(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
       pass.template operator()<NT, 0>(g, c0, c1);
       pass.template operator()<NT, 1>(g, c0, c1);
     });

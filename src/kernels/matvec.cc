@@ -87,7 +87,7 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
     case MatmulIsa::scalar: break;
     case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
       if (blocked) plan = {block_tile_avx2, 4, n == 1 ? 1u : 24u};
-      else if (bf16_dot) plan = {bf16dot_tile_avx2, n == 1 ? 4u : 2u, 2};
+      else if (bf16_dot) plan = {bf16dot_tile_avx2, 4, n == 1 ? 1u : 24u};
       else plan = {tile_avx2, 4, n == 1 ? 1u : 24u};
       break;
     case MatmulIsa::avx512:

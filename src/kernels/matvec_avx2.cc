@@ -132,7 +132,7 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   };
   for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
     const size_t c1 = std::min(chunks, c0 + kBlockChunks);
-    for_token_groups(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
+    for_token_groups<kTokenGroup>(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
       pass.template operator()<NT, 0>(g, c0, c1);
       pass.template operator()<NT, 1>(g, c0, c1);
     });

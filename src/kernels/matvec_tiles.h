@@ -46,17 +46,21 @@ inline float reduce16(const float* l) {
   return c[0] + c[1];
 }
 
-// The AVX2 prefill tiles take their tokens three at a time: both halves of the lanes of
-// group g, halves(g) with NT the group's size (3, or the 1 or 2 left at the end).
+// The AVX2 prefill tiles take their tokens in groups of G (the f32 and block tiles three,
+// the emulated bf16-dot ones two): both halves of the lanes of group g as halves(g) with
+// NT the group's size, G or the fewer left at the end.
 constexpr size_t kTokenGroup = 3;
 
-template <class F>
+template <int N, class F>
+inline void with_group_size(size_t size, size_t g, F& halves) {
+  if constexpr (N > 1)
+    if (size < N) return with_group_size<N - 1>(size, g, halves);
+  halves.template operator()<N>(g);
+}
+
+template <int G, class F>
 inline void for_token_groups(size_t nt, F&& halves) {
-  for (size_t g = 0; g < (nt + kTokenGroup - 1) / kTokenGroup; ++g) switch (nt - kTokenGroup * g) {
-      case 1: halves.template operator()<1>(g); break;
-      case 2: halves.template operator()<2>(g); break;
-      default: halves.template operator()<3>(g); break;
-    }
+  for (size_t g = 0; g * G < nt; ++g) with_group_size<G>(nt - G * g, g, halves);
 }
 
 #if defined(__x86_64__)
@@ -85,9 +89,9 @@ __attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
 }
 #endif
 
-// bf16-dot arithmetic (bf16_dot.h): the scalar oracle; the emulations take up to 4 rows
-// of one token or 2 × 2 (AVX2) and the AVX-512 block tiles' limits, the instruction's own
-// up to 6 rows × 4 tokens.
+// bf16-dot arithmetic (bf16_dot.h): the scalar oracle; the emulations take the AVX2 f32
+// tiles' limits (AVX2) and the AVX-512 block tiles' (AVX-512), the instruction's own up to
+// 6 rows × 4 tokens.
 void bf16dot_tile_scalar(const Tile& t);
 
 // Row r of QuantizedActivations::quantize (block_dot.h's contract), its arrays sized: the

@@ -128,7 +128,7 @@ TEST(Bf16Dot, EveryIsaEqualsTheScalarOracleBitForBit) {
   for (bool edgy : {false, true})
     for (size_t cols : {1u, 7u, 16u, 31u, 32u, 33u, 100u, 2048u, 2080u}) {
       auto w = random_bf16(11, cols, uint32_t(cols), edgy);
-      for (size_t n : {1u, 2u, 3u, 5u, 7u, 13u}) {
+      for (size_t n : {1u, 2u, 3u, 5u, 7u, 13u, 29u}) {  // 29: a full AVX2 prefill tile (24) and groups of 2, 2, 1
         auto x = random_rows(n * cols, uint32_t(7 + n), edgy);
         std::vector<float> reference(n * 11);
         matmul_with(MatmulIsa::scalar, w.m, x.data(), n, reference.data(), pool);
