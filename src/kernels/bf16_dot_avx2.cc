@@ -78,7 +78,7 @@ LARQL_AVX2 void row_tile(const Tile& t) {
 // sixteen lanes per pass over a k-block (as the f32 tiles in matvec_avx2.cc): eight
 // accumulators, the two tokens' odd and even activations and a row's odd and even
 // weights fit the sixteen registers. Each lane still takes its chunks in order.
-constexpr size_t kGridTokens = 24, kGroup = 2, kBlockChunks = 16;
+constexpr size_t kGroup = 2, kBlockChunks = 16;
 
 template <int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
@@ -92,18 +92,14 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   if (full < chunks)
     for (int r = 0; r < NR; ++r)
       for (size_t k = bf16dot::kChunk * full; k < cols; ++k) w_tail[r][k - bf16dot::kChunk * full] = rows[r][k];
-  __m256 saved[kGridTokens / kGroup][2][NR][kGroup];
-  for (auto& group : saved)
-    for (auto& half : group)
-      for (auto& row : half)
-        for (__m256& lane : row) lane = _mm256_setzero_ps();
+  PassSums<NR, kGroup> sums;
   const size_t ahead = NR * t.w->row_bytes() / 2;
   // Half H of chunks [c0, c1) for tokens 2g .. 2g + NT - 1: values 32c + 16H .. + 15.
   auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
     const uint16_t* xs[NT];
     for (int j = 0; j < NT; ++j) xs[j] = t.xb + (t.t0 + kGroup * g + size_t(j)) * stride;
     __m256 acc[NR][NT];
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[g][H][r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = sums.lanes[g][H][r][j];
     auto step = [&](const uint16_t* const* w, size_t kw, size_t kx) LARQL_AVX2 {
       __m256 xo[NT], xe[NT];
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
@@ -133,18 +129,10 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       for (int r = 0; r < NR; ++r) w[r] = w_tail[r];
       step(w, 16 * H, bf16dot::kChunk * full + 16 * H);
     }
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };
-  for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
-    const size_t c1 = std::min(chunks, c0 + kBlockChunks);
-    for_token_groups<kGroup>(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
-      pass.template operator()<NT, 0>(g, c0, c1);
-      pass.template operator()<NT, 1>(g, c0, c1);
-    });
-  }
-  for (size_t j = 0; j < t.nt; ++j)
-    for (int r = 0; r < NR; ++r)
-      t.y[(t.t0 + j) * t.w->rows + t.r0 + size_t(r)] = reduce16(saved[j / kGroup][0][r][j % kGroup], saved[j / kGroup][1][r][j % kGroup]);
+  run_passes<kGroup>(chunks, kBlockChunks, t.nt, [](size_t, size_t) {}, pass);
+  sums.write(t);
 }
 
 using TileFn = void (*)(const Tile&);

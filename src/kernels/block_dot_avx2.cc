@@ -185,7 +185,7 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   for (int r = 0; r < NR; ++r) t.y[token * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][0], acc[r][1]);
 }
 
-// Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kTokenGroup at a time, one half of
+// Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kGroup at a time, one half of
 // the sixteen lanes per pass over a k-block (as matvec_avx2.cc's f32 tiles): the half's
 // NR × 3 accumulators and the operands fit the sixteen registers, where both halves'
 // would spill. The k-block's rows (their K-quant scales unpacked once) stay in L1 for all
@@ -193,7 +193,7 @@ LARQL_AVX2 void row_tile(const Tile& t) {
 // The activations are read as their 8-bit values and one scale per block (the offsets'
 // and minimums' group sums recomputed from them), not QuantizedActivations' per-lane
 // arrays: those tripled the bytes a token block streams, past L2 (measured 10-25% slower).
-constexpr size_t kGridTokens = 24, kBlockValues = 2048;
+constexpr size_t kGroup = 3, kBlockValues = 2048;
 
 template <DType T, int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
@@ -203,17 +203,13 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
-  __m256 saved[kGridTokens / kTokenGroup][2][NR][kTokenGroup];
-  for (auto& group : saved)
-    for (auto& half : group)
-      for (auto& row : half)
-        for (__m256& lane : row) lane = _mm256_setzero_ps();
+  PassSums<NR, kGroup> sums;
   C chunk[NR][kBlockChunks];
-  // Half H of the chunks [c0, c1) for tokens kTokenGroup·g .. + NT - 1.
+  // Half H of the chunks [c0, c1) for tokens kGroup·g .. + NT - 1.
   auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
-    const size_t t0 = t.t0 + kTokenGroup * g;
+    const size_t t0 = t.t0 + kGroup * g;
     __m256 acc[NR][NT];
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[g][H][r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = sums.lanes[g][H][r][j];
     auto block = [&](size_t c, size_t k) LARQL_AVX2 {
       const size_t b = kChunkBlocks * c + k;
       __m256i x[NT], offset[NT];
@@ -242,21 +238,14 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     } else {
       for (size_t c = c0 + H; c < c1; c += 2) block(c, 0);  // c0 is even
     }
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };
-  for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
-    const size_t c1 = std::min(chunks, c0 + kBlockChunks);
+  auto load_chunks = [&](size_t c0, size_t c1) LARQL_AVX2 {
     for (int r = 0; r < NR; ++r)
       for (size_t c = c0; c < c1; ++c) load_chunk<T>(chunk[r][c - c0], rows[r], c);
-    for_token_groups<kTokenGroup>(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
-      pass.template operator()<NT, 0>(g, c0, c1);
-      pass.template operator()<NT, 1>(g, c0, c1);
-    });
-  }
-  for (size_t j = 0; j < t.nt; ++j)
-    for (int r = 0; r < NR; ++r)
-      t.y[(t.t0 + j) * t.w->rows + t.r0 + size_t(r)] =
-          reduce16(saved[j / kTokenGroup][0][r][j % kTokenGroup], saved[j / kTokenGroup][1][r][j % kTokenGroup]);
+  };
+  run_passes<kGroup>(chunks, kBlockChunks, t.nt, load_chunks, pass);
+  sums.write(t);
 }
 
 using TileFn = void (*)(const Tile&);

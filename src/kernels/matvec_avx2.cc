@@ -71,13 +71,12 @@ LARQL_AVX2 void row_tile(const Tile& t) {
 // accumulators), with the k-block loop outside the tokens' loop: a block of the rows
 // (4 × 512 × 2 bytes of bf16) stays in L1 for all of them and for both halves' passes,
 // and only the activations stream from L2. Each group of three keeps its sums between
-// blocks in `saved`.
-constexpr size_t kBlockChunks = 32;
-constexpr size_t kGridTokens = 24;
+// blocks in `sums`.
+constexpr size_t kBlockChunks = 32, kGroup = 3;
 
 template <DType T, int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
-  const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16, groups = (t.nt + kTokenGroup - 1) / kTokenGroup;
+  const size_t n = t.w->cols, chunks = (n + 15) / 16, full = n / 16;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
   const float* x0 = t.x + t.t0 * n;
@@ -91,19 +90,15 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       std::copy(x0 + j * n + 16 * full, x0 + (j + 1) * n, x_tail[j]);
     }
   }
-  __m256 saved[kGridTokens / 3][2][NR][3];
-  for (size_t g = 0; g < groups; ++g)
-    for (int h = 0; h < 2; ++h)
-      for (int r = 0; r < NR; ++r)
-        for (int j = 0; j < 3; ++j) saved[g][h][r][j] = _mm256_setzero_ps();
+  PassSums<NR, kGroup> sums;
   constexpr size_t kChunkBytes = T == DType::f32 ? 64 : 32;
   const size_t ahead = NR * t.w->row_bytes();
   // Half H of chunks [c0, c1) for tokens 3g .. 3g + NT - 1: values 16c + 8H .. 16c + 8H + 7.
   auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
     const float* xs[NT];
-    for (int j = 0; j < NT; ++j) xs[j] = x0 + (3 * g + size_t(j)) * n;
+    for (int j = 0; j < NT; ++j) xs[j] = x0 + (kGroup * g + size_t(j)) * n;
     __m256 acc[NR][NT];
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = saved[g][H][r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = sums.lanes[g][H][r][j];
     auto step = [&](const uint8_t* const* w, const float* const* x, size_t k) LARQL_AVX2 {
       __m256 xv[NT];
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) xv[j] = _mm256_loadu_ps(x[j] + k);
@@ -125,20 +120,13 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       const uint8_t* w[NR];
       const float* x[NT];
       for (int r = 0; r < NR; ++r) w[r] = w_tail[r];
-      for (int j = 0; j < NT; ++j) x[j] = x_tail[3 * g + size_t(j)];
+      for (int j = 0; j < NT; ++j) x[j] = x_tail[kGroup * g + size_t(j)];
       step(w, x, 8 * H);
     }
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) saved[g][H][r][j] = acc[r][j];
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };
-  for (size_t c0 = 0; c0 < chunks; c0 += kBlockChunks) {
-    const size_t c1 = std::min(chunks, c0 + kBlockChunks);
-    for_token_groups<kTokenGroup>(t.nt, [&]<int NT>(size_t g) LARQL_AVX2 {
-      pass.template operator()<NT, 0>(g, c0, c1);
-      pass.template operator()<NT, 1>(g, c0, c1);
-    });
-  }
-  for (size_t j = 0; j < t.nt; ++j)
-    for (int r = 0; r < NR; ++r) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(saved[j / 3][0][r][j % 3], saved[j / 3][1][r][j % 3]);
+  run_passes<kGroup>(chunks, kBlockChunks, t.nt, [](size_t, size_t) {}, pass);
+  sums.write(t);
 }
 
 using TileFn = void (*)(const Tile&);

@@ -2,6 +2,7 @@
 // every version shares.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,23 +47,6 @@ inline float reduce16(const float* l) {
   return c[0] + c[1];
 }
 
-// The AVX2 prefill tiles take their tokens in groups of G (the f32 and block tiles three,
-// the emulated bf16-dot ones two): both halves of the lanes of group g as halves(g) with
-// NT the group's size, G or the fewer left at the end.
-constexpr size_t kTokenGroup = 3;
-
-template <int N, class F>
-inline void with_group_size(size_t size, size_t g, F& halves) {
-  if constexpr (N > 1)
-    if (size < N) return with_group_size<N - 1>(size, g, halves);
-  halves.template operator()<N>(g);
-}
-
-template <int G, class F>
-inline void for_token_groups(size_t nt, F&& halves) {
-  for (size_t g = 0; g * G < nt; ++g) with_group_size<G>(nt - G * g, g, halves);
-}
-
 #if defined(__x86_64__)
 // The same tree on registers (a tile's epilogue runs it once per output).
 __attribute__((target("avx"))) inline float reduce16(__m256 lo, __m256 hi) {
@@ -71,6 +55,49 @@ __attribute__((target("avx"))) inline float reduce16(__m256 lo, __m256 hi) {
   const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));                                  // b[i] + b[i+2]
   return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));                              // c[0] + c[1]
 }
+
+// The AVX2 prefill tiles (f32, block formats, emulated bf16-dot) take up to kGridTokens
+// tokens in groups of G and run over k in blocks, one half of the sixteen lanes per pass:
+// prepare(c0, c1) for each block of chunks [c0, c1), then pass.template operator()<NT, H>
+// (g, c0, c1) for each group g (NT tokens: G, or the fewer left at the end) and H = 0, 1.
+inline constexpr size_t kGridTokens = 24;
+
+template <int N, class F>
+inline void with_group_size(size_t size, size_t g, F& halves) {
+  if constexpr (N > 1)
+    if (size < N) return with_group_size<N - 1>(size, g, halves);
+  halves.template operator()<N>(g);
+}
+
+template <int G, class Prepare, class Pass>
+inline void run_passes(size_t chunks, size_t block_chunks, size_t nt, Prepare&& prepare, Pass& pass) {
+  for (size_t c0 = 0; c0 < chunks; c0 += block_chunks) {
+    const size_t c1 = std::min(chunks, c0 + block_chunks);
+    prepare(c0, c1);
+    auto halves = [&]<int NT>(size_t g) {
+      pass.template operator()<NT, 0>(g, c0, c1);
+      pass.template operator()<NT, 1>(g, c0, c1);
+    };
+    for (size_t g = 0; g * G < nt; ++g) with_group_size<G>(nt - G * g, g, halves);
+  }
+}
+
+// Their sums between passes ([group][half][row][token of the group]) and the outputs.
+template <int NR, int G>
+struct PassSums {
+  __m256 lanes[kGridTokens / G][2][NR][G];
+  __attribute__((target("avx"))) PassSums() {
+    for (auto& group : lanes)
+      for (auto& half : group)
+        for (auto& row : half)
+          for (__m256& lane : row) lane = _mm256_setzero_ps();
+  }
+  __attribute__((target("avx"))) void write(const Tile& t) const {
+    for (size_t j = 0; j < t.nt; ++j)
+      for (int r = 0; r < NR; ++r)
+        t.y[(t.t0 + j) * t.w->rows + t.r0 + size_t(r)] = reduce16(lanes[j / G][0][r][j % G], lanes[j / G][1][r][j % G]);
+  }
+};
 
 // While it lives, this thread's SSE/AVX arithmetic flushes subnormal results to zero
 // (MXCSR bit 15) and reads subnormal inputs as zero (bit 6): the emulations of vdpbf16ps.
