@@ -131,7 +131,7 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
     // 9-15 rows and 1-5 tokens leave every remainder of every tile shape (AVX2: 4 rows ×
     // groups of 3 tokens, 4 rows × 1; AVX-512: 6 or 4 rows × 4 tokens, 8 rows × 1), and 29
     // tokens fill an AVX2 prefill tile's 24; 1031 columns cross the AVX2 f32 prefill tiles'
-    // k-block with a partial chunk after it, 2080 and 2304 the block tiles' (1024 values)
+    // k-block with a partial chunk after it, 2080 and 2304 the block tiles' (2048 values)
     // with one block or super-block after it.
     for (size_t cols : shapes) {
       for (size_t rows = 9; rows <= 15; ++rows) {
