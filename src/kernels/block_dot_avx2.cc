@@ -193,7 +193,8 @@ LARQL_AVX2 void row_tile(const Tile& t) {
 // the tokens; each lane still takes its blocks in order, so the result is the contract's.
 // The activations are read as their 8-bit values and one scale per block (the offsets'
 // and minimums' group sums recomputed from them), not QuantizedActivations' per-lane
-// arrays: those tripled the bytes a token block streams, past L2 (measured 7-27% slower).
+// arrays: those doubled or tripled the bytes a token block streams, past L2 (measured
+// 7-27% slower).
 constexpr size_t kGroup = 3, kBlockValues = 2048;
 
 template <DType T, int NR>
