@@ -20,58 +20,53 @@ namespace {
 LARQL_AVX2 inline __m256 odd_half(__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u)))); }
 LARQL_AVX2 inline __m256 even_half(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 
+// The last, partial chunk of each row (values from 32 · full on), zero-padded; the
+// activations already are.
+template <int NR>
+inline void pad_tails(const uint16_t* const* rows, size_t cols, size_t full, uint16_t (&tails)[NR][bf16dot::kChunk]) {
+  for (int r = 0; r < NR; ++r)
+    for (size_t k = bf16dot::kChunk * full; k < cols; ++k) tails[r][k - bf16dot::kChunk * full] = rows[r][k];
+}
+
 // Decode: nr ≤ 4 rows of one token, both halves of each output.
 template <int NR>
 LARQL_AVX2 void row_tile(const Tile& t) {
-  constexpr int NT = 1;
   const FlushSubnormals flush;
-  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk * bf16dot::kChunk, stride = bf16dot::padded(cols);
+  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk;
   const uint16_t* rows[NR];
-  const uint16_t* xs[NT];
   for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
-  for (int j = 0; j < NT; ++j) xs[j] = t.xb + (t.t0 + j) * stride;
-  __m256 acc[NR][NT][2];
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
+  const uint16_t* x = t.xb + t.t0 * bf16dot::padded(cols);
+  __m256 acc[NR][2];
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const size_t ahead = NR * t.w->row_bytes() / 2;
   // One chunk of 32 values: half h (16 values) feeds lanes 8h .. 8h+7.
   auto chunk = [&](size_t k, const uint16_t* const* w_rows) LARQL_AVX2 {
     for (int h = 0; h < 2; ++h) {
-      __m256 xo[NT], xe[NT];
-      for (int j = 0; j < NT; ++j) {
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[j] + k + 16 * h));
-        xo[j] = odd_half(x);
-        xe[j] = even_half(x);
-      }
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k + 16 * h));
+      const __m256 xo = odd_half(xv), xe = even_half(xv);
       for (int r = 0; r < NR; ++r) {
         const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_rows[r] + 16 * h));
-        const __m256 wo = odd_half(w), we = even_half(w);
-        for (int j = 0; j < NT; ++j) {
-          acc[r][j][h] = _mm256_fmadd_ps(wo, xo[j], acc[r][j][h]);
-          acc[r][j][h] = _mm256_fmadd_ps(we, xe[j], acc[r][j][h]);
-        }
+        acc[r][h] = _mm256_fmadd_ps(odd_half(w), xo, acc[r][h]);
+        acc[r][h] = _mm256_fmadd_ps(even_half(w), xe, acc[r][h]);
       }
     }
   };
-  for (size_t k = 0; k < full; k += bf16dot::kChunk) {
+  for (size_t c = 0; c < full; ++c) {
     const uint16_t* w_rows[NR];
     for (int r = 0; r < NR; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k + ahead), _MM_HINT_T0);
-      w_rows[r] = rows[r] + k;
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
+      w_rows[r] = rows[r] + bf16dot::kChunk * c;
     }
-    chunk(k, w_rows);
+    chunk(bf16dot::kChunk * c, w_rows);
   }
-  if (full < cols) {  // the tail: weights zero-padded here, activations already padded
-    alignas(32) uint16_t padded[NR][bf16dot::kChunk] = {};
+  if (bf16dot::kChunk * full < cols) {
+    alignas(32) uint16_t tails[NR][bf16dot::kChunk] = {};
+    pad_tails<NR>(rows, cols, full, tails);
     const uint16_t* w_rows[NR];
-    for (int r = 0; r < NR; ++r) {
-      for (size_t k = full; k < cols; ++k) padded[r][k - full] = rows[r][k];
-      w_rows[r] = padded[r];
-    }
-    chunk(full, w_rows);
+    for (int r = 0; r < NR; ++r) w_rows[r] = tails[r];
+    chunk(bf16dot::kChunk * full, w_rows);
   }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(acc[r][j][0], acc[r][j][1]);
+  for (int r = 0; r < NR; ++r) t.y[t.t0 * t.w->rows + t.r0 + r] = reduce16(acc[r][0], acc[r][1]);
 }
 
 // Prefill: up to kGridTokens tokens over nr ≤ 4 rows, two at a time, one half of the
@@ -83,15 +78,11 @@ constexpr size_t kGroup = 2, kBlockChunks = 16;
 template <int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
   const FlushSubnormals flush;
-  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk, chunks = bf16dot::padded(cols) / bf16dot::kChunk;
-  const size_t stride = bf16dot::padded(cols);
+  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk, stride = bf16dot::padded(cols), chunks = stride / bf16dot::kChunk;
   const uint16_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
-  // The last, partial chunk of each row, zero-padded (the activations already are).
   alignas(32) uint16_t w_tail[NR][bf16dot::kChunk] = {};
-  if (full < chunks)
-    for (int r = 0; r < NR; ++r)
-      for (size_t k = bf16dot::kChunk * full; k < cols; ++k) w_tail[r][k - bf16dot::kChunk * full] = rows[r][k];
+  if (full < chunks) pad_tails<NR>(rows, cols, full, w_tail);
   PassSums<NR, kGroup> sums;
   const size_t ahead = NR * t.w->row_bytes() / 2;
   // Half H of chunks [c0, c1) for tokens 2g .. 2g + NT - 1: values 32c + 16H .. + 15.

@@ -214,8 +214,8 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = sums.lanes[g][H][r][j];
     auto block = [&](size_t c, size_t k) LARQL_AVX2 {
       const size_t b = kChunkBlocks * c + k;
-      __m256i x[NT], offset[NT];
-      __m256 dx[NT], sx[NT];
+      __m256i x[NT], offset[NT]{};  // offset and sx stay zero for formats without offsets or minimums
+      __m256 dx[NT], sx[NT]{};
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
         x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + (t0 + size_t(j)) * cols + b * 32));
         dx[j] = _mm256_set1_ps(qa.scale(t0 + size_t(j), b));

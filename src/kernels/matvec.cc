@@ -86,9 +86,7 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
   switch (isa) {
     case MatmulIsa::scalar: break;
     case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
-      if (blocked) plan = {block_tile_avx2, 4, n == 1 ? 1u : 24u};
-      else if (bf16_dot) plan = {bf16dot_tile_avx2, 4, n == 1 ? 1u : 24u};
-      else plan = {tile_avx2, 4, n == 1 ? 1u : 24u};
+      plan = {blocked ? block_tile_avx2 : bf16_dot ? bf16dot_tile_avx2 : tile_avx2, 4, n == 1 ? 1 : kGridTokens};
       break;
     case MatmulIsa::avx512:
     case MatmulIsa::avx512bf16:
