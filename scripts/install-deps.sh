@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev libboost-dev libssl-dev zlib1g-dev libbrotli-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev libutf8proc-dev
+  libsimde-dev                         # the tests' emulation of the AVX-512 kernels
   openssl python3                      # TLS test certificates; the test summary and bench scripts
 )
 # Node.js and npm run the reference JavaScript tokenizers (and, later, the OpenAI client)

@@ -2,7 +2,7 @@
 // emulation elsewhere (bf16_dot_avx512_tiles.inc, compiled once for each).
 #if defined(__x86_64__)
 
-#include <immintrin.h>
+#include "wire/simd_avx512.h"
 
 #include <array>
 #include <utility>
@@ -13,7 +13,7 @@
 namespace larql {
 namespace {
 
-#define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define LARQL_TILE_TARGET LARQL_AVX512_TARGET("avx512f,avx512bw,avx512vl,avx512bf16")
 #define LARQL_BF16_HW 1
 namespace hw {
 #include "kernels/bf16_dot_avx512_tiles.inc"
@@ -21,7 +21,7 @@ namespace hw {
 #undef LARQL_TILE_TARGET
 #undef LARQL_BF16_HW
 
-#define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define LARQL_TILE_TARGET LARQL_AVX512_TARGET("avx512f,avx512bw,avx512vl")
 #define LARQL_BF16_HW 0
 namespace emulated {
 #include "kernels/bf16_dot_avx512_tiles.inc"

@@ -8,7 +8,7 @@
 // VNNI, the offset formats' z · Σqx per token is taken out instead.
 #if defined(__x86_64__)
 
-#include <immintrin.h>
+#include "wire/simd_avx512.h"
 
 #include <array>
 #include <utility>
@@ -19,7 +19,7 @@
 namespace larql {
 namespace {
 
-#define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define LARQL_TILE_TARGET LARQL_AVX512_TARGET("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 #define LARQL_TILE_VNNI 1
 namespace vnni {
 #include "kernels/block_dot_avx512_tiles.inc"
@@ -27,7 +27,7 @@ namespace vnni {
 #undef LARQL_TILE_TARGET
 #undef LARQL_TILE_VNNI
 
-#define LARQL_TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define LARQL_TILE_TARGET LARQL_AVX512_TARGET("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #define LARQL_TILE_VNNI 0
 namespace bw {
 #include "kernels/block_dot_avx512_tiles.inc"

@@ -38,7 +38,7 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return reduce16(lo, hi);
 }
 
-__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, size_t n) {
+LARQL_AVX512_TARGET("avx512f") float dot_avx512(const float* a, const float* b, size_t n) {
   __m512 acc = _mm512_setzero_ps();
   size_t k = 0;
   for (; k + 16 <= n; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
@@ -50,7 +50,7 @@ __attribute__((target("avx512f"))) float dot_avx512(const float* a, const float*
 }
 
 // Four keys at a time: four independent chains where one dot() has one.
-__attribute__((target("avx512f"))) void dots_avx512(const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out) {
+LARQL_AVX512_TARGET("avx512f") void dots_avx512(const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out) {
   size_t r = 0;
   if (n % 16 == 0)
     for (; r + 4 <= count; r += 4) {
@@ -69,7 +69,7 @@ __attribute__((target("avx512f"))) void dots_avx512(const float* q, const float*
 }
 
 // Sixty-four outputs stay in registers while the rows go by.
-__attribute__((target("avx512f"))) void weighted_sum_avx512(const float* w, const float* v, size_t stride, size_t count, size_t n,
+LARQL_AVX512_TARGET("avx512f") void weighted_sum_avx512(const float* w, const float* v, size_t stride, size_t count, size_t n,
                                                             float* out) {
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {

@@ -2,13 +2,13 @@
 // matvec.h says, up to 6 rows × 4 tokens per tile (8 rows of one token in decode).
 #if defined(__x86_64__)
 
-#include <immintrin.h>
+#include "wire/simd_avx512.h"
 
 #include <array>
 
 #include "kernels/matvec_tiles.h"
 
-#define LARQL_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define LARQL_AVX512 LARQL_AVX512_TARGET("avx512f,avx2,fma,f16c")
 
 namespace larql {
 namespace {

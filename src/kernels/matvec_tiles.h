@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "wire/simd_avx512.h"
 #endif
 
 #include "kernels/block_dot.h"
@@ -107,7 +107,7 @@ struct FlushSubnormals {
   ~FlushSubnormals() { _mm_setcsr(saved); }
 };
 
-__attribute__((target("avx512f"))) inline float reduce16(__m512 v) {
+LARQL_AVX512_TARGET("avx512f") inline float reduce16(__m512 v) {
   // Zero-masked extracts: GCC 12 implements the cast and the unmasked extract with an
   // undefined register and warns that it is read uninitialised.
   const __m256d lo = _mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 0);

@@ -44,7 +44,9 @@ bool cpu_has_avx2_fma_f16c() {
 
 bool cpu_has_avx512f_bw() {
   if (masked("avx512") || masked("avx2")) return false;
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(LARQL_EMULATE_AVX512)
+  return cpu_has_avx2_fma_f16c();  // the tests' emulated build: SIMDe on AVX2 (simd_avx512.h)
+#elif defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
   unsigned xcr0_lo, xcr0_hi;
@@ -59,7 +61,9 @@ bool cpu_has_avx512f_bw() {
 
 bool cpu_has_avx512_vnni() {
   if (masked("avx512vnni") || !cpu_has_avx512f_bw()) return false;
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(LARQL_EMULATE_AVX512)
+  return true;
+#elif defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   return (c & (1u << 11)) && (b & (1u << 31));  // AVX512_VNNI, AVX512VL
@@ -70,7 +74,9 @@ bool cpu_has_avx512_vnni() {
 
 bool cpu_has_avx512_bf16() {
   if (masked("avx512bf16") || !cpu_has_avx512f_bw()) return false;
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(LARQL_EMULATE_AVX512)
+  return true;
+#elif defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
   return a & (1u << 5);  // AVX512_BF16

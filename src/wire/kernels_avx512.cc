@@ -4,7 +4,7 @@
 // where f32/f16 conversion is memory-bound at AVX2 width already.
 #if defined(__x86_64__)
 
-#include <immintrin.h>
+#include "wire/simd_avx512.h"
 
 #include <bit>
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "wire/q8_avx2.h"
 #include "wire/q8_block.h"
 
-#define LARQL_AVX512 __attribute__((target("avx512f,avx512bw")))
-#define LARQL_AVX512_Q8 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+#define LARQL_AVX512 LARQL_AVX512_TARGET("avx512f,avx512bw")
+#define LARQL_AVX512_Q8 LARQL_AVX512_TARGET("avx512f,avx512bw,avx2,fma,f16c")
 
 namespace larql::wire {
 namespace {

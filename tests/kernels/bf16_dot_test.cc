@@ -10,7 +10,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "wire/simd_avx512.h"
 #endif
 
 #include "kernels/bf16_dot.h"
@@ -36,13 +36,13 @@ uint32_t edgy_bits(std::mt19937& rng) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bf16"))) void hardware_chunk(const uint16_t* w, const uint16_t* x, float* lanes) {
+LARQL_AVX512_TARGET("avx512f,avx512bf16") void hardware_chunk(const uint16_t* w, const uint16_t* x, float* lanes) {
   const __m512 acc = _mm512_loadu_ps(lanes);
   const __m512i wv = _mm512_loadu_si512(w), xv = _mm512_loadu_si512(x);
   _mm512_storeu_ps(lanes, _mm512_dpbf16_ps(acc, (__m512bh)wv, (__m512bh)xv));
 }
 
-__attribute__((target("avx512f,avx512bf16"))) void hardware_round(const float* x, uint16_t* out) {
+LARQL_AVX512_TARGET("avx512f,avx512bf16") void hardware_round(const float* x, uint16_t* out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x)));
 }
 #endif
