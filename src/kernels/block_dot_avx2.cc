@@ -173,7 +173,8 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   };
   // q6_k's scales (and its d, in the super-block's last bytes) are read one chunk ahead,
   // so that their latency overlaps the current chunk's blocks: 25-30% faster on the Zen 3
-  // (docs/benchmarks.md); q4_k measured 5% slower so, the 32-value formats have no scales.
+  // (docs/benchmarks.md). q4_k, whose header is its first bytes, measured 5% slower
+  // that way; the 32-value formats have no scales to unpack.
   constexpr bool kAhead = T == DType::q6_k;
   if (kAhead && chunks > 0) load(0, chunks_of[0]);
   for (size_t c = 0; c < chunks; ++c) {

@@ -5,7 +5,9 @@ namespace larql {
 
 // Every check honours LARQL_CPU_MASK, a comma-separated list of features to treat as
 // absent ("avx512vnni", "avx512bf16", "avx512", "avx2"; masking one masks those above it), so that the fallbacks run
-// and are tested on any CPU (make test runs the kernel tests masked).
+// and are tested on any CPU (make test runs the kernel tests masked). In the tests'
+// emulated build (LARQL_EMULATE_AVX512, simd_avx512.h) every AVX-512 check is true on an
+// AVX2 CPU unless masked.
 
 // AVX2, FMA and F16C, with the OS saving YMM state.
 bool cpu_has_avx2_fma_f16c();
