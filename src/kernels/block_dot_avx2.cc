@@ -9,7 +9,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
