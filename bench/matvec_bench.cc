@@ -7,7 +7,8 @@
 //
 // Rows × cols large enough to leave the caches (the default is 256 MB in bf16) measure
 // from memory; small ones (5632 × 2048) measure the kernels in cache. bf16 appears twice:
-// with the f32 arithmetic and with bf16-dot (bf16_dot.h).
+// with the f32 arithmetic and with bf16-dot (bf16_dot.h). The weights are on huge pages
+// where the kernel gives them, as the commands place a model's (model/huge_pages.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "kernels/block_formats.h"
 #include "kernels/matvec.h"
+#include "model/huge_pages.h"
 #include "peak_flops.h"
 
 int main(int argc, char** argv) {
@@ -60,14 +62,19 @@ int main(int argc, char** argv) {
   };
   for (const auto& format : kDTypes) {
     if (!only.empty() && std::find(only.begin(), only.end(), format.name) == only.end()) continue;
-    std::vector<uint8_t> bytes(dtype_bytes(format.type, rows * cols));
-    blocks::quantize_row(format.type, w.data(), rows * cols, bytes.data());
-    const Matrix m{format.type, rows, cols, bytes.data()};
-    measure(m, std::string(format.name), bytes.size());
+    const size_t bytes = dtype_bytes(format.type, rows * cols);
+    Result<std::shared_ptr<HugePageRegion>> region = HugePageRegion::allocate(bytes);
+    if (!region) {
+      std::fprintf(stderr, "%s\n", region.error().message.c_str());
+      return 1;
+    }
+    blocks::quantize_row(format.type, w.data(), rows * cols, (*region)->begin());
+    const Matrix m{format.type, rows, cols, (*region)->begin()};
+    measure(m, std::string(format.name), bytes);
     if (format.type == DType::bf16) {
       Matrix dot = m;
       dot.arithmetic = Arithmetic::bf16_dot;
-      measure(dot, "bf16 bf16-dot", bytes.size());
+      measure(dot, "bf16 bf16-dot", bytes);
     }
   }
   return 0;

@@ -65,6 +65,24 @@ void copy_weights(const Model& model, const uint8_t* from, size_t bytes, uint8_t
 
 }  // namespace
 
+Result<std::shared_ptr<HugePageRegion>> HugePageRegion::allocate(size_t bytes) {
+  // Over-allocate by one huge page so the region can start on a 2 MiB boundary.
+  const size_t length = round_up(bytes, kHugePage) + kHugePage;
+  void* raw = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED)
+    return make_error(ErrorCode::internal, "cannot allocate " + std::to_string(bytes >> 20) +
+                                               " MiB for the weights on huge pages: " + std::strerror(errno));
+  auto region = std::make_shared<HugePageRegion>(raw, length);
+  madvise(region->begin(), length - kHugePage, MADV_HUGEPAGE);  // a hint: without it the region still works
+  return region;
+}
+
+uint8_t* HugePageRegion::begin() const {
+  return reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(data_), kHugePage));
+}
+
+void HugePageRegion::make_read_only() { mprotect(begin(), bytes_ - kHugePage, PROT_READ); }
+
 HugePageRegion::~HugePageRegion() { munmap(data_, bytes_); }
 
 bool huge_pages_available() {
@@ -96,23 +114,17 @@ Result<size_t> place_on_huge_pages(Model& model, const HugePagePlacement& placem
   if (total == 0 || total < placement.min_bytes || !huge_pages_available()) return size_t(0);
   if (double(total) > placement.max_share_of_available * double(memory_available_bytes())) return size_t(0);
 
-  // Over-allocate by one huge page so the region can start on a 2 MiB boundary.
-  const size_t length = round_up(total, kHugePage) + kHugePage;
-  void* raw = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED)
-    return make_error(ErrorCode::internal, "cannot allocate " + std::to_string(total >> 20) +
-                                               " MiB for the weights on huge pages: " + std::strerror(errno));
-  auto region = std::make_shared<HugePageRegion>(raw, length);
-  uint8_t* base = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
-  madvise(base, length - kHugePage, MADV_HUGEPAGE);  // a hint: without it the copy still works
+  Result<std::shared_ptr<HugePageRegion>> region = HugePageRegion::allocate(total);
+  if (!region) return region.error();
+  uint8_t* base = (*region)->begin();
 
   std::map<const MappedFile*, int> fds;
   for (const auto& [from, place] : places) copy_weights(model, static_cast<const uint8_t*>(from), place.second, base + place.first, fds);
   for (const auto& [file, fd] : fds)
     if (fd >= 0) ::close(fd);
   for (Matrix* m : matrices) m->data = base + places.at(m->data).first;
-  mprotect(base, length - kHugePage, PROT_READ);  // weights are read-only, as in their files
-  model.huge_pages = std::move(region);
+  (*region)->make_read_only();  // weights are read-only, as in their files
+  model.huge_pages = std::move(*region);
   return total;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "model/model.h"
@@ -32,11 +33,15 @@ struct HugePagePlacement {
 // Owns the anonymous region the weights were copied into.
 class HugePageRegion {
  public:
+  // At least `bytes` from begin(), which is 2 MiB aligned, asked to be on huge pages.
+  static Result<std::shared_ptr<HugePageRegion>> allocate(size_t bytes);
   HugePageRegion(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
   ~HugePageRegion();
   HugePageRegion(const HugePageRegion&) = delete;
   HugePageRegion& operator=(const HugePageRegion&) = delete;
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const { return bytes_; }  // the mapping's, alignment included
+  uint8_t* begin() const;
+  void make_read_only();
 
  private:
   void* data_;
