@@ -35,14 +35,15 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   const size_t cols = t.w->cols, full = cols / bf16dot::kChunk;
   const uint16_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
-  const uint16_t* x = t.xb + t.t0 * bf16dot::padded(cols);
+  const uint16_t* x = t.xb->chunk(t.t0, 0);
+  const size_t step = t.xb->chunk_step(t.t0);
   __m256 acc[NR][2];
   for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   const size_t ahead = NR * t.w->row_bytes() / 2;
   // One chunk of 32 values: half h (16 values) feeds lanes 8h .. 8h+7.
-  auto chunk = [&](size_t k, const uint16_t* const* w_rows) LARQL_AVX2 {
+  auto chunk = [&](size_t c, const uint16_t* const* w_rows) LARQL_AVX2 {
     for (int h = 0; h < 2; ++h) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k + 16 * h));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c * step + 16 * h));
       const __m256 xo = odd_half(xv), xe = even_half(xv);
       for (int r = 0; r < NR; ++r) {
         const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_rows[r] + 16 * h));
@@ -57,14 +58,14 @@ LARQL_AVX2 void row_tile(const Tile& t) {
       _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
       w_rows[r] = rows[r] + bf16dot::kChunk * c;
     }
-    chunk(bf16dot::kChunk * c, w_rows);
+    chunk(c, w_rows);
   }
   if (bf16dot::kChunk * full < cols) {
     alignas(32) uint16_t tails[NR][bf16dot::kChunk] = {};
     pad_tails<NR>(rows, cols, full, tails);
     const uint16_t* w_rows[NR];
     for (int r = 0; r < NR; ++r) w_rows[r] = tails[r];
-    chunk(bf16dot::kChunk * full, w_rows);
+    chunk(full, w_rows);
   }
   for (int r = 0; r < NR; ++r) t.y[t.t0 * t.w->rows + t.r0 + r] = reduce16(acc[r][0], acc[r][1]);
 }
@@ -78,7 +79,7 @@ constexpr size_t kGroup = 2, kBlockChunks = 16;
 template <int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
   const FlushSubnormals flush;
-  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk, stride = bf16dot::padded(cols), chunks = stride / bf16dot::kChunk;
+  const size_t cols = t.w->cols, full = cols / bf16dot::kChunk, chunks = bf16dot::padded(cols) / bf16dot::kChunk;
   const uint16_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
   alignas(32) uint16_t w_tail[NR][bf16dot::kChunk] = {};
@@ -87,11 +88,13 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   const size_t ahead = NR * t.w->row_bytes() / 2;
   // Half H of chunks [c0, c1) for tokens 2g .. 2g + NT - 1: values 32c + 16H .. + 15.
   auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
+    // A group of kGroup tokens lies in one of the activations' groups: one step for all.
     const uint16_t* xs[NT];
-    for (int j = 0; j < NT; ++j) xs[j] = t.xb + (t.t0 + kGroup * g + size_t(j)) * stride;
+    for (int j = 0; j < NT; ++j) xs[j] = t.xb->chunk(t.t0 + kGroup * g + size_t(j), 0);
+    const size_t step = t.xb->chunk_step(t.t0 + kGroup * g);
     __m256 acc[NR][NT];
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = sums.lanes[g][H][r][j];
-    auto step = [&](const uint16_t* const* w, size_t kw, size_t kx) LARQL_AVX2 {
+    auto accumulate = [&](const uint16_t* const* w, size_t kw, size_t kx) LARQL_AVX2 {
       __m256 xo[NT], xe[NT];
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[j] + kx));
@@ -113,12 +116,12 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       if (prefetch)
         LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
           _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
-      step(rows, bf16dot::kChunk * c + 16 * H, bf16dot::kChunk * c + 16 * H);
+      accumulate(rows, bf16dot::kChunk * c + 16 * H, step * c + 16 * H);
     }
     if (main_end < c1) {
       const uint16_t* w[NR];
       for (int r = 0; r < NR; ++r) w[r] = w_tail[r];
-      step(w, 16 * H, bf16dot::kChunk * full + 16 * H);
+      accumulate(w, 16 * H, step * full + 16 * H);
     }
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };

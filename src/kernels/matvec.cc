@@ -123,15 +123,14 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   // Activations in the form the tiles read, once per call: quantised for block formats
   // (block_dot.h), rounded to bf16 for the bf16-dot arithmetic (bf16_dot.h).
   thread_local QuantizedActivations quantized;
-  thread_local std::vector<uint16_t> rounded;
+  thread_local bf16dot::RoundedActivations rounded;
   Tile base{&w, x, y, 0, 0, 0, 0};
   if (dtype_is_blocked(w.dtype)) {
     quantized.quantize(x, n, w.cols, isa != MatmulIsa::scalar, pool);
     base.qa = &quantized;
   } else if (w.effective_arithmetic() == Arithmetic::bf16_dot) {
-    rounded.resize(n * bf16dot::padded(w.cols));
-    bf16dot::round_activations(x, n, w.cols, rounded.data());
-    base.xb = rounded.data();
+    rounded.round(x, n, w.cols);
+    base.xb = &rounded;
   }
   const size_t block_tokens =
       std::max<size_t>(1, kActivationBlockBytes / activation_bytes(w) / plan.max_tokens) * plan.max_tokens;

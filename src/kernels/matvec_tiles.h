@@ -10,6 +10,7 @@
 #include "wire/simd_avx512.h"
 #endif
 
+#include "kernels/bf16_dot.h"
 #include "kernels/block_dot.h"
 #include "kernels/dtype.h"
 
@@ -31,7 +32,7 @@ struct Tile {
   float* y;
   size_t r0, nr, t0, nt;
   const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
-  const uint16_t* xb = nullptr;              // x rounded to bf16, rows padded (bf16_dot.h)
+  const bf16dot::RoundedActivations* xb = nullptr;  // x rounded to bf16 (bf16_dot.h)
   // The last tile over these rows in a token block: the f32 tiles prefetch the next
   // tile's rows then, which the next tile in time reads (the others find their rows in
   // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.

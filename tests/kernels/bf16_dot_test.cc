@@ -141,16 +141,18 @@ TEST(Bf16Dot, EveryIsaEqualsTheScalarOracleBitForBit) {
                 << y[i] << " vs " << reference[i];
         }
         if (edgy) continue;
-        // And it is a dot product of the weights with the activations rounded to bf16.
-        for (size_t r = 0; r < 11; ++r) {
-          double exact = 0, magnitude = 0;
-          for (size_t k = 0; k < cols; ++k) {
-            const double p = double(bf16_to_f32(w.values[r * cols + k])) * bf16_to_f32(bf16dot::round_activation(x[k]));
-            exact += p;
-            magnitude += std::fabs(p);
+        // And it is a dot product of the weights with each token's activations rounded to bf16.
+        for (size_t j = 0; j < n; ++j)
+          for (size_t r = 0; r < 11; ++r) {
+            double exact = 0, magnitude = 0;
+            for (size_t k = 0; k < cols; ++k) {
+              const double p =
+                  double(bf16_to_f32(w.values[r * cols + k])) * bf16_to_f32(bf16dot::round_activation(x[j * cols + k]));
+              exact += p;
+              magnitude += std::fabs(p);
+            }
+            EXPECT_NEAR(reference[j * 11 + r], exact, 1e-5 * magnitude + 1e-7) << "cols " << cols << " token " << j << " row " << r;
           }
-          EXPECT_NEAR(reference[r], exact, 1e-5 * magnitude + 1e-7) << "cols " << cols << " row " << r;
-        }
       }
     }
 }
