@@ -3,21 +3,33 @@
 #include <algorithm>
 
 #include "kernels/matvec_tiles.h"
+#include "kernels/thread_pool.h"
 
 namespace larql {
 namespace bf16dot {
 
-void RoundedActivations::round(const float* x, size_t tokens, size_t cols) {
+void RoundedActivations::round(const float* x, size_t tokens, size_t cols, bool simd, ThreadPool& pool) {
   tokens_ = tokens;
   chunks_ = padded(cols) / kChunk;
   values_.resize(tokens * chunks_ * kChunk);
-  for (size_t t = 0; t < tokens; ++t)
-    for (size_t c = 0; c < chunks_; ++c) {
-      uint16_t* o = const_cast<uint16_t*>(chunk(t, c));
-      const size_t n = std::min(kChunk, cols - std::min(cols, c * kChunk));
-      for (size_t i = 0; i < n; ++i) o[i] = round_activation(x[t * cols + c * kChunk + i]);
-      std::fill(o + n, o + kChunk, uint16_t{0});
-    }
+  auto scalar = [](const float* from, size_t n, uint16_t* to) {
+    for (size_t i = 0; i < n; ++i) to[i] = round_activation(from[i]);
+    std::fill(to + n, to + kChunk, uint16_t{0});
+  };
+#if defined(__x86_64__)
+  void (*round_chunk)(const float*, size_t, uint16_t*) = simd ? round_activation_chunk_avx2 : +scalar;
+#else
+  (void)simd;
+  void (*round_chunk)(const float*, size_t, uint16_t*) = +scalar;
+#endif
+  auto round_tokens = [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t)
+      for (size_t c = 0; c < chunks_; ++c)
+        round_chunk(x + t * cols + c * kChunk, std::min(kChunk, cols - c * kChunk), const_cast<uint16_t*>(chunk(t, c)));
+  };
+  // A decode row is not worth waking the workers for.
+  if (tokens * cols < (1u << 14)) round_tokens(0, tokens);
+  else pool.parallel_for(tokens, round_tokens);
 }
 
 }  // namespace bf16dot

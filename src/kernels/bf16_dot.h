@@ -28,6 +28,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace larql {
+class ThreadPool;
+}
+
 namespace larql::bf16dot {
 
 // An activation as the contract rounds it.
@@ -52,7 +56,8 @@ inline constexpr size_t kTokenGroup = 4;
 
 class RoundedActivations {
  public:
-  void round(const float* x, size_t tokens, size_t cols);
+  // With simd, AVX2 rounds (the same bits); many tokens are spread over the pool.
+  void round(const float* x, size_t tokens, size_t cols, bool simd, ThreadPool& pool);
   size_t tokens() const { return tokens_; }
   // Token t's chunk c (32 values), and the distance from one of its chunks to the next.
   const uint16_t* chunk(size_t t, size_t c) const {

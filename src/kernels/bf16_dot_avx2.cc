@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec_tiles.h"
@@ -129,6 +130,17 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   sums.write(t);
 }
 
+// Eight activations rounded as bf16dot::round_activation does, each in its lane's low half.
+LARQL_AVX2 inline __m256i round8(__m256 v) {
+  const __m256i x = _mm256_castps_si256(v), high = _mm256_srli_epi32(x, 16);
+  const __m256i nearest_even =
+      _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(high, _mm256_set1_epi32(1)))), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+  __m256i r = _mm256_blendv_epi8(nearest_even, _mm256_or_si256(high, _mm256_set1_epi32(0x40)), nan);
+  return _mm256_blendv_epi8(r, _mm256_and_si256(high, _mm256_set1_epi32(0x8000)), tiny);
+}
+
 using TileFn = void (*)(const Tile&);
 
 // Decode: 1-4 rows of one token; prefill: 1-4 rows of up to kGridTokens.
@@ -136,6 +148,17 @@ const std::array<TileFn, 4> kRowTiles{&row_tile<1>, &row_tile<2>, &row_tile<3>, 
 const std::array<TileFn, 4> kGridTiles{&grid_tile<1>, &grid_tile<2>, &grid_tile<3>, &grid_tile<4>};
 
 }  // namespace
+
+LARQL_AVX2 void round_activation_chunk_avx2(const float* x, size_t n, uint16_t* out) {
+  alignas(32) float padded[bf16dot::kChunk] = {};
+  if (n < bf16dot::kChunk) x = static_cast<const float*>(std::memcpy(padded, x, n * sizeof(float)));
+  for (int half = 0; half < 2; ++half) {
+    const __m256i lo = round8(_mm256_loadu_ps(x + 16 * half)), hi = round8(_mm256_loadu_ps(x + 16 * half + 8));
+    // packus interleaves the 128-bit lanes (lo 0-3, hi 0-3, lo 4-7, hi 4-7): put them back.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * half), packed);
+  }
+}
 
 void bf16dot_tile_avx2(const Tile& t) { (t.nt == 1 ? kRowTiles : kGridTiles)[t.nr - 1](t); }
 

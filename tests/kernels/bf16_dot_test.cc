@@ -157,6 +157,27 @@ TEST(Bf16Dot, EveryIsaEqualsTheScalarOracleBitForBit) {
     }
 }
 
+TEST(Bf16Dot, RoundedActivationsHoldEachTokensRoundedValuesWithEitherRounding) {
+  ThreadPool pool(2);
+  std::vector<bool> simd{false};
+  if (best_matmul_isa() >= MatmulIsa::avx2) simd.push_back(true);
+  else std::printf("NOT CHECKED on this CPU: the AVX2 rounding of activations\n");
+  for (size_t cols : {1u, 31u, 32u, 33u, 100u, 1000u})
+    for (size_t n : {1u, 5u, 40u}) {  // 40 tokens of 1000: spread over the pool
+      auto x = random_rows(n * cols, uint32_t(cols + n), true);
+      for (bool with_simd : simd) {
+        bf16dot::RoundedActivations rounded;
+        rounded.round(x.data(), n, cols, with_simd, pool);
+        for (size_t t = 0; t < n; ++t)
+          for (size_t k = 0; k < bf16dot::padded(cols); ++k) {
+            const uint16_t expected = k < cols ? bf16dot::round_activation(x[t * cols + k]) : uint16_t{0};
+            ASSERT_EQ(rounded.chunk(t, k / bf16dot::kChunk)[k % bf16dot::kChunk], expected)
+                << "cols " << cols << " n " << n << " token " << t << " value " << k << " simd " << with_simd;
+          }
+      }
+    }
+}
+
 TEST(Bf16Dot, RowsEqualMatvecAcrossThreadCountsAndTokenBlocks) {
   // 700 tokens of 1000 values: more than one block of activations (matvec.cc), so the
   // rows are read once per block.
