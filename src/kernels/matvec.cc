@@ -116,6 +116,12 @@ size_t activation_bytes(const Matrix& w) {
 // that every row of a thread's range reads them from there; the rows are read once per block.
 constexpr size_t kActivationBlockBytes = 512 << 10;
 
+// Products of several tokens split their rows into this many chunks per thread, claimed as
+// threads come free: in a VM one core can run slower for a while, and with one chunk each
+// the other then waits (prefill 1.05-1.15x faster on the Zen 5, docs/benchmarks.md). A
+// decode step keeps one chunk per thread, one weight stream each (four measured slower).
+constexpr size_t kPrefillChunksPerThread = 4;
+
 }  // namespace
 
 void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
@@ -151,7 +157,7 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   if (w.rows * w.cols * n < (1u << 15))
     rows(0, w.rows);
   else
-    pool.parallel_for(w.rows, rows, 16);
+    pool.parallel_for(w.rows, rows, 16, n == 1 ? 1 : kPrefillChunksPerThread);
 }
 
 void matmul(const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {

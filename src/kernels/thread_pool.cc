@@ -32,10 +32,11 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain) {
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain, size_t chunks_per_thread) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
-  size_t chunk = (n + size() - 1) / size();
+  const size_t chunks = std::min<size_t>(size() * std::max<size_t>(chunks_per_thread, 1), 0xffff);  // the claim word's 16 bits
+  size_t chunk = (n + chunks - 1) / chunks;
   chunk = (chunk + grain - 1) / grain * grain;
   if (workers_.empty() || chunk >= n) {
     fn(0, n);

@@ -1,6 +1,6 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes part,
 // so a pool of N threads starts N-1 workers. Work is split into contiguous chunks in a
-// fixed way, so results never depend on scheduling.
+// fixed way, so results never depend on scheduling (which thread runs a chunk may).
 //
 // Decode calls parallel_for about a hundred times per token, each a few hundred
 // microseconds of work, so waking a sleeping thread each time would cost more than the
@@ -28,10 +28,10 @@ class ThreadPool {
 
   size_t size() const { return workers_.size() + 1; }
 
-  // Calls fn(begin, end) over [0, n) split into size() contiguous chunks; returns when all
-  // are done. Chunks are multiples of `grain` (except the last). Not reentrant: one
-  // parallel_for at a time per pool.
-  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain = 1);
+  // Calls fn(begin, end) over [0, n) split into size() · chunks_per_thread contiguous
+  // chunks; returns when all are done. Chunks are multiples of `grain` (except the last).
+  // Not reentrant: one parallel_for at a time per pool.
+  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain = 1, size_t chunks_per_thread = 1);
 
  private:
   void worker_loop();
