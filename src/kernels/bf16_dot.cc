@@ -25,7 +25,7 @@ void RoundedActivations::round(const float* x, size_t tokens, size_t cols, bool 
   auto round_tokens = [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t)
       for (size_t c = 0; c < chunks_; ++c)
-        round_chunk(x + t * cols + c * kChunk, std::min(kChunk, cols - c * kChunk), const_cast<uint16_t*>(chunk(t, c)));
+        round_chunk(x + t * cols + c * kChunk, std::min(kChunk, cols - c * kChunk), values_.data() + offset(t, c));
   };
   // A decode row is not worth waking the workers for.
   if (tokens * cols < (1u << 14)) round_tokens(0, tokens);

@@ -58,16 +58,16 @@ class RoundedActivations {
  public:
   // With simd, AVX2 rounds (the same bits); many tokens are spread over the pool.
   void round(const float* x, size_t tokens, size_t cols, bool simd, ThreadPool& pool);
-  size_t tokens() const { return tokens_; }
   // Token t's chunk c (32 values), and the distance from one of its chunks to the next.
-  const uint16_t* chunk(size_t t, size_t c) const {
-    const size_t first = t / kTokenGroup * kTokenGroup;
-    return values_.data() + first * chunks_ * kChunk + (c * group_size(t) + t - first) * kChunk;
-  }
+  const uint16_t* chunk(size_t t, size_t c) const { return values_.data() + offset(t, c); }
   size_t chunk_step(size_t t) const { return group_size(t) * kChunk; }
 
  private:
   size_t group_size(size_t t) const { return std::min(kTokenGroup, tokens_ - t / kTokenGroup * kTokenGroup); }
+  size_t offset(size_t t, size_t c) const {
+    const size_t first = t / kTokenGroup * kTokenGroup;
+    return first * chunks_ * kChunk + (c * group_size(t) + t - first) * kChunk;
+  }
   std::vector<uint16_t> values_;
   size_t tokens_ = 0, chunks_ = 0;
 };
