@@ -67,8 +67,7 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c, bool sim
   auto rows_of = [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) row(x, *this, r);
   };
-  // A decode row is not worth waking the workers for.
-  if (n * c < (1u << 14)) rows_of(0, n);
+  if (n * c < kParallelActivationValues) rows_of(0, n);
   else pool.parallel_for(n, rows_of);
 }
 
