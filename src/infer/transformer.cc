@@ -80,27 +80,35 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   for (const SequenceChunk& ch : chunks) span = std::max(span, ch.pos + ch.tokens.size());
   scores_.resize(rows * c.heads * span);
   const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(float(hd));
-  // Causal rows cost in proportion to their position: jobs are taken from both ends in
-  // turn, so that the pool's contiguous chunks carry equal work.
-  const size_t jobs = rows * c.heads;
+  // The query heads that share a key-value head take its keys and values together, each
+  // read once for all of them; unless that leaves too few jobs for the threads (a decode
+  // step of a model with one or two key-value heads), then one head per job.
+  const size_t shared = rows * lc.kv_heads >= 2 * pool_.size() ? group : 1;
+  // Jobs go head by head, row by row within a head, so that a thread's next job finds the
+  // same keys and values in its caches. Causal rows cost in proportion to their position:
+  // jobs are taken from both ends in turn, so that the pool's contiguous chunks carry
+  // equal work.
+  const size_t jobs = rows * c.heads / shared;
   pool_.parallel_for(jobs, [&](size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {
       const size_t job = k % 2 == 0 ? k / 2 : jobs - 1 - k / 2;
-      const size_t t = job / c.heads, h = job % c.heads, kvh = h / group;
+      const size_t t = job % rows, h0 = job / rows * shared, kvh = h0 / group;
       const KvCache& cache = *chunks[row_chunk_[t]].cache;
-      const float* q = q_.data() + t * q_dim + h * hd;
-      float* att = scores_.data() + job * span;
+      float* att = scores_.data() + (t * c.heads + h0) * span;  // [shared][span]
       // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
-      const float* keys = cache.keys[layer].data() + first * kv_dim + kvh * hd;
-      const float* values = cache.values[layer].data() + first * kv_dim + kvh * hd;
-      dots(q, keys, kv_dim, seen, hd, att);
-      for (size_t j = 0; j < seen; ++j) att[j] *= scale;
-      if (c.attention_softcap > 0) softcap(att, seen, c.attention_softcap);
-      softmax(att, seen);
-      weighted_sum(att, values, kv_dim, seen, hd, att_out_.data() + t * q_dim + h * hd);
+      const StridedRows keys{cache.keys[layer].data() + first * kv_dim + kvh * hd, seen, kv_dim};
+      const StridedRows values{cache.values[layer].data() + first * kv_dim + kvh * hd, seen, kv_dim};
+      dots({q_.data() + t * q_dim + h0 * hd, shared, hd}, keys, hd, att, span);
+      for (size_t h = 0; h < shared; ++h) {
+        float* a = att + h * span;
+        for (size_t j = 0; j < seen; ++j) a[j] *= scale;
+        if (c.attention_softcap > 0) softcap(a, seen, c.attention_softcap);
+        softmax(a, seen);
+      }
+      weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
     }
   });
 }

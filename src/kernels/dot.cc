@@ -1,9 +1,18 @@
 #include "kernels/dot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/matvec_tiles.h"
+
+// The loops over a block's sixteen accumulators unroll completely, so that they stay in
+// registers (as LARQL_UNROLL_TILE, which unrolls eight).
+#if defined(__SANITIZE_ADDRESS__)
+#define LARQL_UNROLL_16
+#else
+#define LARQL_UNROLL_16 _Pragma("GCC unroll 16")
+#endif
 
 namespace larql {
 namespace {
@@ -15,10 +24,13 @@ float dot_scalar(const float* a, const float* b, size_t n) {
   return reduce16(lanes);
 }
 
-void weighted_sum_scalar(const float* w, const float* v, size_t stride, size_t count, size_t n, float* out) {
-  std::memset(out, 0, n * sizeof(float));
-  for (size_t r = 0; r < count; ++r)
-    for (size_t i = 0; i < n; ++i) out[i] += w[r] * v[r * stride + i];
+void weighted_sum_scalar(StridedRows weights, StridedRows values, size_t n, float* out) {
+  for (size_t j = 0; j < weights.count; ++j, out += n) {
+    const float* w = weights.row(j);
+    std::memset(out, 0, n * sizeof(float));
+    for (size_t r = 0; r < values.count; ++r)
+      for (size_t i = 0; i < n; ++i) out[i] += w[r] * values.row(r)[i];
+  }
 }
 
 #if defined(__x86_64__)
@@ -49,53 +61,136 @@ LARQL_AVX512_TARGET("avx512f") float dot_avx512(const float* a, const float* b, 
   return reduce16(acc);
 }
 
-// Four keys at a time: four independent chains where one dot() has one.
-LARQL_AVX512_TARGET("avx512f") void dots_avx512(const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out) {
-  size_t r = 0;
-  if (n % 16 == 0)
-    for (; r + 4 <= count; r += 4) {
-      const float* k = keys + r * stride;
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (size_t i = 0; i < n; i += 16) {
-        const __m512 qv = _mm512_loadu_ps(q + i);
-        a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + i), a0);
-        a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + stride + i), a1);
-        a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 2 * stride + i), a2);
-        a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 3 * stride + i), a3);
-      }
-      out[r] = reduce16(a0), out[r + 1] = reduce16(a1), out[r + 2] = reduce16(a2), out[r + 3] = reduce16(a3);
-    }
-  for (; r < count; ++r) out[r] = dot_avx512(q, keys + r * stride, n);
+// reduce16 of sixteen vectors at once: lane i of the result is reduce16(v[i]) bit for bit.
+// The same tree, each step adding lanes of two vectors gathered side by side (a + b is b + a
+// exactly); the last step gathers them back into the order of v.
+LARQL_AVX512_TARGET("avx512f") inline __m512 add_gathered(__m512 x, __m512 y, __m512i first, __m512i second) {
+  return _mm512_add_ps(_mm512_permutex2var_ps(x, first, y), _mm512_permutex2var_ps(x, second, y));
 }
 
-// Sixty-four outputs stay in registers while the rows go by.
-LARQL_AVX512_TARGET("avx512f") void weighted_sum_avx512(const float* w, const float* v, size_t stride, size_t count, size_t n,
-                                                            float* out) {
+// Inlined with its loops unrolled, so that v stays in registers.
+LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline __m512 reduce16x16(const __m512 (&v)[16]) {
+  // Lanes of (x, y) as add_gathered's permutes number them: x's 0-15, then y's 16-31.
+  // l[i] + l[i+8] of two vectors: [a of x | a of y]
+  const __m512i halves_lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  const __m512i halves_hi = _mm512_add_epi32(halves_lo, _mm512_set1_epi32(8));
+  // + (i+4) of four: quarter m holds b of vector m
+  const __m512i quarters_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i quarters_hi = _mm512_add_epi32(quarters_lo, _mm512_set1_epi32(4));
+  // + (i+2) of eight: quarter m holds c of vectors m and 4 + m
+  const __m512i pairs_lo = _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+  const __m512i pairs_hi = _mm512_add_epi32(pairs_lo, _mm512_set1_epi32(2));
+  // + (i+1) of sixteen, in order: c of vector i is at 16·(i / 8) + 4·(i % 4) + 2·(i % 8 / 4)
+  const __m512i last_lo = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 18, 22, 26, 30);
+  const __m512i last_hi = _mm512_add_epi32(last_lo, _mm512_set1_epi32(1));
+  __m512 a[8], b[4], c[2];
+  LARQL_UNROLL_16 for (int p = 0; p < 8; ++p) a[p] = add_gathered(v[2 * p], v[2 * p + 1], halves_lo, halves_hi);
+  LARQL_UNROLL_16 for (int p = 0; p < 4; ++p) b[p] = add_gathered(a[2 * p], a[2 * p + 1], quarters_lo, quarters_hi);
+  LARQL_UNROLL_16 for (int p = 0; p < 2; ++p) c[p] = add_gathered(b[2 * p], b[2 * p + 1], pairs_lo, pairs_hi);
+  return add_gathered(c[0], c[1], last_lo, last_hi);
+}
+
+// The sixteen lanes [i, i + 16) of a row of n values that exist.
+inline __mmask16 present_lanes(size_t i, size_t n) {
+  return i >= n ? __mmask16(0) : n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+}
+
+// Sixteen values from i of NQ queries times 16 / NQ keys, into acc[query · NK + key].
+template <int NQ>
+LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_chunk(__m512 (&acc)[16], const float* const (&q)[NQ],
+                                                                                    const float* const (&k)[16 / NQ], size_t i,
+                                                                                    __mmask16 present) {
+  constexpr int NK = 16 / NQ;
+  __m512 qv[NQ];
+  LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) qv[j] = _mm512_maskz_loadu_ps(present, q[j] + i);
+  LARQL_UNROLL_16 for (int r = 0; r < NK; ++r) {
+    const __m512 kv = _mm512_maskz_loadu_ps(present, k[r] + i);
+    LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) acc[j * NK + r] = _mm512_fmadd_ps(qv[j], kv, acc[j * NK + r]);
+  }
+}
+
+// Queries [j0, j0 + NQ) against the 16 / NQ keys from r0, in sixteen accumulators: each
+// chunk of a key is loaded once for all the queries. Keys past the last repeat it and are
+// not written. A partial last chunk adds fma(0, 0, lane), as dot()'s zero padding does.
+template <int NQ>
+LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_block(StridedRows queries, size_t j0, StridedRows keys, size_t r0, size_t n, float* out,
+                                               size_t out_stride) {
+  constexpr int NK = 16 / NQ;
+  const float* q[NQ];
+  const float* k[NK];
+  LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) q[j] = queries.row(j0 + size_t(j));
+  LARQL_UNROLL_16 for (int r = 0; r < NK; ++r) k[r] = keys.row(std::min(r0 + size_t(r), keys.count - 1));
+  __m512 acc[16];
+  LARQL_UNROLL_16 for (__m512& a : acc) a = _mm512_setzero_ps();
   size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-    for (size_t r = 0; r < count; ++r) {
-      const __m512 wr = _mm512_set1_ps(w[r]);
-      const float* vr = v + r * stride + i;
-      o0 = _mm512_add_ps(o0, _mm512_mul_ps(wr, _mm512_loadu_ps(vr)));
-      o1 = _mm512_add_ps(o1, _mm512_mul_ps(wr, _mm512_loadu_ps(vr + 16)));
-      o2 = _mm512_add_ps(o2, _mm512_mul_ps(wr, _mm512_loadu_ps(vr + 32)));
-      o3 = _mm512_add_ps(o3, _mm512_mul_ps(wr, _mm512_loadu_ps(vr + 48)));
-    }
-    _mm512_storeu_ps(out + i, o0), _mm512_storeu_ps(out + i + 16, o1);
-    _mm512_storeu_ps(out + i + 32, o2), _mm512_storeu_ps(out + i + 48, o3);
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 present = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    __m512 o = _mm512_setzero_ps();
-    for (size_t r = 0; r < count; ++r)
-      o = _mm512_add_ps(o, _mm512_mul_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(present, v + r * stride + i)));
-    _mm512_mask_storeu_ps(out + i, present, o);
+  for (; i + 16 <= n; i += 16) dots_chunk<NQ>(acc, q, k, i, 0xffff);
+  if (i < n) dots_chunk<NQ>(acc, q, k, i, present_lanes(i, n));
+  const __m512 scores = reduce16x16(acc);
+  const __mmask16 written = keys.count - r0 >= size_t(NK) ? __mmask16((1u << NK) - 1) : __mmask16((1u << (keys.count - r0)) - 1);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) {  // query j's scores moved to the first lanes
+    const __m512 mine = j == 0 ? scores : _mm512_permutex2var_ps(scores, _mm512_add_epi32(lanes, _mm512_set1_epi32(j * NK)), scores);
+    _mm512_mask_storeu_ps(out + (j0 + size_t(j)) * out_stride + r0, written, mine);
   }
 }
 
-__attribute__((target("avx2"))) void weighted_sum_avx2(const float* w, const float* v, size_t stride, size_t count, size_t n,
-                                                       float* out) {
+// Queries [j0, j0 + NQ) against every key.
+template <int NQ>
+LARQL_AVX512_TARGET("avx512f") void dots_queries(StridedRows queries, size_t j0, StridedRows keys, size_t n, float* out, size_t out_stride) {
+  for (size_t r0 = 0; r0 < keys.count; r0 += 16 / NQ) dots_block<NQ>(queries, j0, keys, r0, n, out, out_stride);
+}
+
+void dots_avx512(StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride) {
+  for (size_t j = 0; j < queries.count;) {
+    const size_t left = queries.count - j;
+    const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    if (taken == 4) dots_queries<4>(queries, j, keys, n, out, out_stride);
+    else if (taken == 2) dots_queries<2>(queries, j, keys, n, out, out_stride);
+    else dots_queries<1>(queries, j, keys, n, out, out_stride);
+    j += size_t(taken);
+  }
+}
+
+// Weight rows [j0, j0 + NW) over the 64 outputs from i0 (fewer at the end of the row,
+// masked): each value chunk is loaded once for all the rows; every sum in its own register.
+template <int NW>
+LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n, float* out) {
+  constexpr int NC = 4;
+  __mmask16 present[NC];
+  LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) present[c] = present_lanes(i0 + 16 * size_t(c), n);
+  const float* w[NW];
+  LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) w[j] = weights.row(j0 + size_t(j));
+  __m512 o[NW][NC];
+  LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm512_setzero_ps();
+  for (size_t r = 0; r < values.count; ++r) {
+    const float* v = values.row(r) + i0;
+    __m512 vv[NC];
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) vv[c] = _mm512_maskz_loadu_ps(present[c], v + 16 * c);
+    LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) {
+      const __m512 wr = _mm512_set1_ps(w[j][r]);
+      LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm512_add_ps(o[j][c], _mm512_mul_ps(wr, vv[c]));
+    }
+  }
+  LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(out + (j0 + size_t(j)) * n + i0 + 16 * size_t(c), present[c], o[j][c]);
+}
+
+void weighted_sum_avx512(StridedRows weights, StridedRows values, size_t n, float* out) {
+  for (size_t j = 0; j < weights.count;) {
+    const size_t left = weights.count - j;
+    const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    for (size_t i0 = 0; i0 < n; i0 += 64) {
+      if (taken == 4) weighted_block<4>(weights, j, values, i0, n, out);
+      else if (taken == 2) weighted_block<2>(weights, j, values, i0, n, out);
+      else weighted_block<1>(weights, j, values, i0, n, out);
+    }
+    j += size_t(taken);
+  }
+}
+
+__attribute__((target("avx2"))) void weighted_sum_row_avx2(const float* w, const float* v, size_t stride, size_t count, size_t n,
+                                                           float* out) {
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
@@ -115,6 +210,10 @@ __attribute__((target("avx2"))) void weighted_sum_avx2(const float* w, const flo
     for (size_t r = 0; r < count; ++r)
       for (size_t k = i; k < n; ++k) out[k] += w[r] * v[r * stride + k];
   }
+}
+
+void weighted_sum_avx2(StridedRows weights, StridedRows values, size_t n, float* out) {
+  for (size_t j = 0; j < weights.count; ++j) weighted_sum_row_avx2(weights.row(j), values.data, values.stride, values.count, n, out + j * n);
 }
 #endif
 
@@ -139,34 +238,35 @@ float dot(const float* a, const float* b, size_t n) {
   return dot_with(isa, a, b, n);
 }
 
-void dots_with(MatmulIsa isa, const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out) {
+void dots_with(MatmulIsa isa, StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
-  if (isa >= MatmulIsa::avx512) return dots_avx512(q, keys, stride, count, n, out);
+  if (isa >= MatmulIsa::avx512) return dots_avx512(queries, keys, n, out, out_stride);
 #endif
-  for (size_t r = 0; r < count; ++r) out[r] = dot_with(isa, q, keys + r * stride, n);
+  for (size_t j = 0; j < queries.count; ++j)
+    for (size_t r = 0; r < keys.count; ++r) out[j * out_stride + r] = dot_with(isa, queries.row(j), keys.row(r), n);
 }
 
-void dots(const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out) {
+void dots(StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride) {
   static const MatmulIsa isa = best_matmul_isa();
-  dots_with(isa, q, keys, stride, count, n, out);
+  dots_with(isa, queries, keys, n, out, out_stride);
 }
 
-void weighted_sum_with(MatmulIsa isa, const float* w, const float* v, size_t stride, size_t count, size_t n, float* out) {
+void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out) {
   switch (isa) {
-    case MatmulIsa::scalar: return weighted_sum_scalar(w, v, stride, count, n, out);
+    case MatmulIsa::scalar: return weighted_sum_scalar(weights, values, n, out);
 #if defined(__x86_64__)
-    case MatmulIsa::avx2: return weighted_sum_avx2(w, v, stride, count, n, out);
+    case MatmulIsa::avx2: return weighted_sum_avx2(weights, values, n, out);
     case MatmulIsa::avx512:
-    case MatmulIsa::avx512bf16: return weighted_sum_avx512(w, v, stride, count, n, out);
+    case MatmulIsa::avx512bf16: return weighted_sum_avx512(weights, values, n, out);
 #else
-    default: return weighted_sum_scalar(w, v, stride, count, n, out);
+    default: return weighted_sum_scalar(weights, values, n, out);
 #endif
   }
 }
 
-void weighted_sum(const float* w, const float* v, size_t stride, size_t count, size_t n, float* out) {
+void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out) {
   static const MatmulIsa isa = best_matmul_isa();
-  weighted_sum_with(isa, w, v, stride, count, n, out);
+  weighted_sum_with(isa, weights, values, n, out);
 }
 
 }  // namespace larql

@@ -15,15 +15,24 @@ float dot(const float* a, const float* b, size_t n);
 // The same with a given implementation (tests compare them).
 float dot_with(MatmulIsa isa, const float* a, const float* b, size_t n);
 
-// out[r] = dot(q, keys + r · stride, n) for r < count: the same bits as one dot() per
-// key, several keys at a time (attention's scores for one query).
-void dots(const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out);
-void dots_with(MatmulIsa isa, const float* q, const float* keys, size_t stride, size_t count, size_t n, float* out);
+// Rows of floats inside a wider buffer: row r starts at data + r · stride.
+struct StridedRows {
+  const float* data;
+  size_t count, stride;
+  const float* row(size_t r) const { return data + r * stride; }
+};
 
-// out[i] = Σ_r w[r] · v[r · stride + i] for i < n, from zero in increasing r, each term
-// its rounded product added as the scalar `out[i] += w[r] * v[...]` adds it (no fused
-// multiply-add): the same bits on every ISA (attention's weighted sum of values).
-void weighted_sum(const float* w, const float* v, size_t stride, size_t count, size_t n, float* out);
-void weighted_sum_with(MatmulIsa isa, const float* w, const float* v, size_t stride, size_t count, size_t n, float* out);
+// Attention's scores for queries that share their keys (the heads of one key-value head):
+// out[j · out_stride + r] = dot(queries.row(j), keys.row(r), n), the same bits as one dot()
+// per pair, each key read once for all the queries.
+void dots(StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride);
+void dots_with(MatmulIsa isa, StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride);
+
+// out[j · n + i] = Σ_r weights.row(j)[r] · values.row(r)[i] for i < n and r < values.count,
+// from zero in increasing r, each term its rounded product added as the scalar
+// `out[i] += w[r] * v[...]` adds it (no fused multiply-add): the same bits on every ISA
+// (attention's weighted sums of values, one per head that shares them).
+void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out);
+void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out);
 
 }  // namespace larql

@@ -92,31 +92,42 @@ TEST(Matmul, DotIsTheOneRowF32ProductOnEveryIsa) {
   }
 }
 
-// Attention's two loops: dots() is one dot() per key, and weighted_sum() is the scalar
-// "out[i] += w[r] * v[r][i]" (a rounded product, then a sum), on every ISA, bit for bit.
+// Attention's two loops for the query heads that share a key-value head: dots() is one
+// dot() per query and key, and weighted_sum() is the scalar "out[i] += w[r] * v[r][i]" (a
+// rounded product, then a sum) per head, on every ISA, bit for bit. Scores go into rows
+// longer than the keys, whose ends stay untouched.
 TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
   for (size_t n : {1u, 7u, 16u, 40u, 64u, 80u, 128u, 256u}) {
     const size_t stride = n + 24;  // keys and values of one head inside wider rows
-    for (size_t count : {1u, 3u, 4u, 5u, 17u}) {
-      auto q = random_vector(n, uint32_t(n)), kv = random_vector(count * stride, uint32_t(n + count));
-      auto w = random_vector(count, uint32_t(7 * n + count));
-      kv[0] = 1e30f, w[0] = 1e-30f;  // wide ranges: a fused multiply-add would round differently
-      std::vector<float> scores(count), expected(n);
-      for (size_t r = 0; r < count; ++r) scores[r] = dot_with(MatmulIsa::scalar, q.data(), kv.data() + r * stride, n);
-      weighted_sum_with(MatmulIsa::scalar, w.data(), kv.data(), stride, count, n, expected.data());
-      for (size_t i = 0; i < n; ++i) {  // the scalar version is the loop it replaced
-        float sum = 0;
-        for (size_t r = 0; r < count; ++r) sum += w[r] * kv[r * stride + i];
-        ASSERT_EQ(expected[i], sum);
+    for (size_t count : {1u, 3u, 4u, 5u, 16u, 17u, 33u})
+      for (size_t heads : {1u, 2u, 3u, 4u, 5u, 8u}) {
+        const uint32_t seed = uint32_t(1000 * n + 10 * count + heads);
+        auto q = random_vector(heads * n, seed), kv = random_vector(count * stride, seed + 1);
+        const size_t span = count + 2;
+        auto w = random_vector(heads * span, seed + 2);
+        kv[0] = 1e30f, w[0] = 1e-30f;  // wide ranges: a fused multiply-add would round differently
+        const StridedRows queries{q.data(), heads, n}, rows{kv.data(), count, stride}, weights{w.data(), heads, span};
+        std::vector<float> scores(heads * span, 99.0f), expected(heads * n);
+        for (size_t j = 0; j < heads; ++j) {
+          for (size_t r = 0; r < count; ++r) scores[j * span + r] = dot_with(MatmulIsa::scalar, queries.row(j), rows.row(r), n);
+          for (size_t i = 0; i < n; ++i) {  // the loop weighted_sum replaced
+            float sum = 0;
+            for (size_t r = 0; r < count; ++r) sum += weights.row(j)[r] * rows.row(r)[i];
+            expected[j * n + i] = sum;
+          }
+        }
+        std::vector<MatmulIsa> isas = simd_isas();
+        isas.insert(isas.begin(), MatmulIsa::scalar);
+        for (MatmulIsa isa : isas) {
+          const std::string where = "n " + std::to_string(n) + " count " + std::to_string(count) + " heads " +
+                                    std::to_string(heads) + " isa " + std::to_string(int(isa));
+          std::vector<float> got(heads * span, 99.0f), sums(heads * n, 99.0f);
+          dots_with(isa, queries, rows, n, got.data(), span);
+          EXPECT_EQ(got, scores) << "dots " << where;
+          weighted_sum_with(isa, weights, rows, n, sums.data());
+          EXPECT_EQ(sums, expected) << "weighted_sum " << where;
+        }
       }
-      for (MatmulIsa isa : simd_isas()) {
-        std::vector<float> got(count), sums(n, 99.0f);
-        dots_with(isa, q.data(), kv.data(), stride, count, n, got.data());
-        EXPECT_EQ(got, scores) << "dots n " << n << " count " << count << " isa " << int(isa);
-        weighted_sum_with(isa, w.data(), kv.data(), stride, count, n, sums.data());
-        EXPECT_EQ(sums, expected) << "weighted_sum n " << n << " count " << count << " isa " << int(isa);
-      }
-    }
   }
 }
 
