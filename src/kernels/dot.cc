@@ -61,15 +61,17 @@ LARQL_AVX512_TARGET("avx512f") float dot_avx512(const float* a, const float* b, 
   return reduce16(acc);
 }
 
-// reduce16 of sixteen vectors at once: lane i of the result is reduce16(v[i]) bit for bit.
-// The same tree, each step adding lanes of two vectors gathered side by side (a + b is b + a
-// exactly); the last step gathers them back into the order of v.
+// reduce16 of N = 8 or 16 vectors at once: lane i < N of the result is reduce16(v[i]) bit
+// for bit. The same tree, each step adding lanes of two vectors gathered side by side (a + b
+// is b + a exactly); the last step gathers them back into the order of v.
 LARQL_AVX512_TARGET("avx512f") inline __m512 add_gathered(__m512 x, __m512 y, __m512i first, __m512i second) {
   return _mm512_add_ps(_mm512_permutex2var_ps(x, first, y), _mm512_permutex2var_ps(x, second, y));
 }
 
 // Inlined with its loops unrolled, so that v stays in registers.
-LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline __m512 reduce16x16(const __m512 (&v)[16]) {
+template <int N>
+LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline __m512 reduce16_each(const __m512 (&v)[N]) {
+  static_assert(N == 8 || N == 16);
   // Lanes of (x, y) as add_gathered's permutes number them: x's 0-15, then y's 16-31.
   // l[i] + l[i+8] of two vectors: [a of x | a of y]
   const __m512i halves_lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
@@ -83,10 +85,10 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline __m512 redu
   // + (i+1) of sixteen, in order: c of vector i is at 16·(i / 8) + 4·(i % 4) + 2·(i % 8 / 4)
   const __m512i last_lo = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 18, 22, 26, 30);
   const __m512i last_hi = _mm512_add_epi32(last_lo, _mm512_set1_epi32(1));
-  __m512 a[8], b[4], c[2];
-  LARQL_UNROLL_16 for (int p = 0; p < 8; ++p) a[p] = add_gathered(v[2 * p], v[2 * p + 1], halves_lo, halves_hi);
-  LARQL_UNROLL_16 for (int p = 0; p < 4; ++p) b[p] = add_gathered(a[2 * p], a[2 * p + 1], quarters_lo, quarters_hi);
-  LARQL_UNROLL_16 for (int p = 0; p < 2; ++p) c[p] = add_gathered(b[2 * p], b[2 * p + 1], pairs_lo, pairs_hi);
+  __m512 a[N / 2], b[N / 4], c[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // c[1] unused with 8
+  LARQL_UNROLL_16 for (int p = 0; p < N / 2; ++p) a[p] = add_gathered(v[2 * p], v[2 * p + 1], halves_lo, halves_hi);
+  LARQL_UNROLL_16 for (int p = 0; p < N / 4; ++p) b[p] = add_gathered(a[2 * p], a[2 * p + 1], quarters_lo, quarters_hi);
+  LARQL_UNROLL_16 for (int p = 0; p < N / 8; ++p) c[p] = add_gathered(b[2 * p], b[2 * p + 1], pairs_lo, pairs_hi);
   return add_gathered(c[0], c[1], last_lo, last_hi);
 }
 
@@ -95,12 +97,16 @@ inline __mmask16 present_lanes(size_t i, size_t n) {
   return i >= n ? __mmask16(0) : n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
 }
 
-// Sixteen values from i of NQ queries times 16 / NQ keys, into acc[query · NK + key].
+// A block of dots_avx512: NQ queries times NK keys, each in one accumulator. One query takes
+// eight keys: sixteen would need more key pointers than there are registers.
 template <int NQ>
-LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_chunk(__m512 (&acc)[16], const float* const (&q)[NQ],
-                                                                                    const float* const (&k)[16 / NQ], size_t i,
+inline constexpr int kBlockKeys = NQ == 1 ? 8 : 16 / NQ;
+
+// Sixteen values from i of NQ queries times kBlockKeys keys, into acc[query · NK + key].
+template <int NQ, int NK = kBlockKeys<NQ>>
+LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_chunk(__m512 (&acc)[NQ * NK], const float* const (&q)[NQ],
+                                                                                    const float* const (&k)[NK], size_t i,
                                                                                     __mmask16 present) {
-  constexpr int NK = 16 / NQ;
   __m512 qv[NQ];
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) qv[j] = _mm512_maskz_loadu_ps(present, q[j] + i);
   LARQL_UNROLL_16 for (int r = 0; r < NK; ++r) {
@@ -109,23 +115,23 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_c
   }
 }
 
-// Queries [j0, j0 + NQ) against the 16 / NQ keys from r0, in sixteen accumulators: each
-// chunk of a key is loaded once for all the queries. Keys past the last repeat it and are
-// not written. A partial last chunk adds fma(0, 0, lane), as dot()'s zero padding does.
+// Queries [j0, j0 + NQ) against the kBlockKeys keys from r0: each chunk of a key is loaded
+// once for all the queries. Keys past the last repeat it and are not written. A partial last
+// chunk adds fma(0, 0, lane), as dot()'s zero padding does.
 template <int NQ>
-LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_block(StridedRows queries, size_t j0, StridedRows keys, size_t r0, size_t n, float* out,
-                                               size_t out_stride) {
-  constexpr int NK = 16 / NQ;
+LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_block(StridedRows queries, size_t j0, StridedRows keys,
+                                                                                    size_t r0, size_t n, float* out, size_t out_stride) {
+  constexpr int NK = kBlockKeys<NQ>;
   const float* q[NQ];
   const float* k[NK];
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) q[j] = queries.row(j0 + size_t(j));
   LARQL_UNROLL_16 for (int r = 0; r < NK; ++r) k[r] = keys.row(std::min(r0 + size_t(r), keys.count - 1));
-  __m512 acc[16];
+  __m512 acc[NQ * NK];
   LARQL_UNROLL_16 for (__m512& a : acc) a = _mm512_setzero_ps();
   size_t i = 0;
   for (; i + 16 <= n; i += 16) dots_chunk<NQ>(acc, q, k, i, 0xffff);
   if (i < n) dots_chunk<NQ>(acc, q, k, i, present_lanes(i, n));
-  const __m512 scores = reduce16x16(acc);
+  const __m512 scores = reduce16_each(acc);
   const __mmask16 written = keys.count - r0 >= size_t(NK) ? __mmask16((1u << NK) - 1) : __mmask16((1u << (keys.count - r0)) - 1);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) {  // query j's scores moved to the first lanes
@@ -137,7 +143,7 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void dots_b
 // Queries [j0, j0 + NQ) against every key.
 template <int NQ>
 LARQL_AVX512_TARGET("avx512f") void dots_queries(StridedRows queries, size_t j0, StridedRows keys, size_t n, float* out, size_t out_stride) {
-  for (size_t r0 = 0; r0 < keys.count; r0 += 16 / NQ) dots_block<NQ>(queries, j0, keys, r0, n, out, out_stride);
+  for (size_t r0 = 0; r0 < keys.count; r0 += kBlockKeys<NQ>) dots_block<NQ>(queries, j0, keys, r0, n, out, out_stride);
 }
 
 void dots_avx512(StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride) {

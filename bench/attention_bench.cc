@@ -1,0 +1,85 @@
+// Attention's two kernels (kernels/dot.h) on one thread, the shape of a prefill's last
+// rows: the query heads of one key-value head against `seen` keys and values inside a
+// layer's cache rows. Three ways in the same run, with the same bits: one dot() per score
+// and one head's weighted sum at a time (the contract's plain form), dots() and
+// weighted_sum() one head at a time, and the heads of the group together (as the
+// transformer calls them).
+//
+//   build/bench/attention_bench [--head-dim 64] [--group 4] [--kv-heads 8] [--seen 512] [--reps 9]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/dot.h"
+
+namespace {
+
+// Median seconds per call of fn over `reps` timed rounds of `calls` calls.
+template <class F>
+double median_seconds(size_t reps, size_t calls, F&& fn) {
+  std::vector<double> times;
+  for (size_t r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t c = 0; c < calls; ++c) fn(c);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / double(calls));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace larql;
+  CLI::App app{"larql attention benchmark: scores and weighted sums of one key-value head's query heads"};
+  size_t hd = 64, group = 4, kv_heads = 8, seen = 512, reps = 9;
+  app.add_option("--head-dim", hd);
+  app.add_option("--group", group, "query heads per key-value head");
+  app.add_option("--kv-heads", kv_heads, "key-value heads in a cache row (calls go round them)");
+  app.add_option("--seen", seen, "positions attended to");
+  app.add_option("--reps", reps, "timed rounds (the median is reported)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0, 1);
+  const size_t kv_dim = kv_heads * hd;
+  std::vector<float> queries(group * hd), cache(seen * kv_dim), scores(group * seen), sums(group * hd);
+  for (float& v : queries) v = normal(rng);
+  for (float& v : cache) v = normal(rng);
+  const size_t calls = std::max<size_t>(1, (size_t(1) << 27) / (group * seen * hd));
+  auto keys = [&](size_t call) { return StridedRows{cache.data() + call % kv_heads * hd, seen, kv_dim}; };
+
+  // Scores: one dot() per pair, dots() per head, dots() for the group.
+  const double plain = median_seconds(reps, calls, [&](size_t call) {
+    const StridedRows k = keys(call);
+    for (size_t j = 0; j < group; ++j)
+      for (size_t r = 0; r < seen; ++r) scores[j * seen + r] = dot(queries.data() + j * hd, k.row(r), hd);
+  });
+  const std::vector<float> plain_scores = scores;
+  const double per_head = median_seconds(reps, calls, [&](size_t call) {
+    for (size_t j = 0; j < group; ++j) dots({queries.data() + j * hd, 1, hd}, keys(call), hd, scores.data() + j * seen, seen);
+  });
+  const double grouped = median_seconds(reps, calls, [&](size_t call) { dots({queries.data(), group, hd}, keys(call), hd, scores.data(), seen); });
+  if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: dots() differs from dot()\n"), 1;
+
+  // Weighted sums of the values (the scores as weights): one head at a time, the group.
+  for (float& s : scores) s = std::abs(s) / float(seen);
+  const double sum_per_head = median_seconds(reps, calls, [&](size_t call) {
+    for (size_t j = 0; j < group; ++j) weighted_sum({scores.data() + j * seen, 1, seen}, keys(call), hd, sums.data() + j * hd);
+  });
+  const std::vector<float> head_sums = sums;
+  const double sum_grouped =
+      median_seconds(reps, calls, [&](size_t call) { weighted_sum({scores.data(), group, seen}, keys(call), hd, sums.data()); });
+  if (sums != head_sums) return std::fprintf(stderr, "attention_bench: grouped weighted_sum differs\n"), 1;
+
+  const double pairs = double(group * seen);
+  std::printf("head dim %zu, %zu query heads per key-value head, %zu key-value heads, %zu positions, 1 thread\n", hd, group,
+              kv_heads, seen);
+  std::printf("scores:        one dot() per pair %6.2f ns, dots() per head %6.2f ns, heads together %6.2f ns per score (%.2fx, %.2fx)\n",
+              plain / pairs * 1e9, per_head / pairs * 1e9, grouped / pairs * 1e9, plain / grouped, per_head / grouped);
+  std::printf("weighted sums: one head at a time %6.2f ns, heads together %6.2f ns per position and head (%.2fx)\n",
+              sum_per_head / pairs * 1e9, sum_grouped / pairs * 1e9, sum_per_head / sum_grouped);
+}
