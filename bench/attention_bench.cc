@@ -3,19 +3,30 @@
 // layer's cache rows. Three ways in the same run, with the same bits: one dot() per score
 // and one head's weighted sum at a time (the contract's plain form), dots() and
 // weighted_sum() one head at a time, and the heads of the group together (as the
-// transformer calls them).
+// transformer calls them). And the softmax of each score row against the loop it replaced,
+// which called the C library's expf.
 //
 //   build/bench/attention_bench [--head-dim 64] [--group 4] [--kv-heads 8] [--seen 512] [--reps 9]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
 #include "kernels/dot.h"
+#include "kernels/ops.h"
 
 namespace {
+
+// softmax() as it was: the C library's expf, summed as it goes.
+void softmax_with_libc_expf(float* x, size_t n) {
+  const float max = *std::max_element(x, x + n);
+  float sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] - max);
+  for (size_t i = 0; i < n; ++i) x[i] /= sum;
+}
 
 // Median seconds per call of fn over `reps` timed rounds of `calls` calls.
 template <class F>
@@ -65,6 +76,18 @@ int main(int argc, char** argv) {
   const double grouped = median_seconds(reps, calls, [&](size_t call) { dots({queries.data(), group, hd}, keys(call), hd, scores.data(), seen); });
   if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: dots() differs from dot()\n"), 1;
 
+  // Softmax of each head's scores, on a copy.
+  std::vector<float> rows(scores.size());
+  const double libc_softmax = median_seconds(reps, calls, [&](size_t) {
+    rows = scores;
+    for (size_t j = 0; j < group; ++j) softmax_with_libc_expf(rows.data() + j * seen, seen);
+  });
+  const double our_softmax = median_seconds(reps, calls, [&](size_t) {
+    rows = scores;
+    for (size_t j = 0; j < group; ++j) softmax(rows.data() + j * seen, seen);
+  });
+  const double copying = median_seconds(reps, calls, [&](size_t) { rows = scores; });
+
   // Weighted sums of the values (the scores as weights): one head at a time, the group.
   for (float& s : scores) s = std::abs(s) / float(seen);
   const double sum_per_head = median_seconds(reps, calls, [&](size_t call) {
@@ -80,6 +103,9 @@ int main(int argc, char** argv) {
               kv_heads, seen);
   std::printf("scores:        one dot() per pair %6.2f ns, dots() per head %6.2f ns, heads together %6.2f ns per score (%.2fx, %.2fx)\n",
               plain / pairs * 1e9, per_head / pairs * 1e9, grouped / pairs * 1e9, plain / grouped, per_head / grouped);
+  std::printf("softmax:       with the C library's expf %6.2f ns, softmax() %6.2f ns per score (%.2fx)\n",
+              (libc_softmax - copying) / pairs * 1e9, (our_softmax - copying) / pairs * 1e9,
+              (libc_softmax - copying) / (our_softmax - copying));
   std::printf("weighted sums: one head at a time %6.2f ns, heads together %6.2f ns per position and head (%.2fx)\n",
               sum_per_head / pairs * 1e9, sum_grouped / pairs * 1e9, sum_per_head / sum_grouped);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/exp.h"
+
 namespace larql {
 
 void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps, float weight_offset) {
@@ -23,17 +25,23 @@ void softcap(float* x, size_t n, float cap) {
 
 void softmax(float* x, size_t n) {
   const float max = *std::max_element(x, x + n);
+  for (size_t i = 0; i < n; ++i) x[i] -= max;
+  exp_in_place(x, n);
   float sum = 0;
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
+  for (size_t i = 0; i < n; ++i) sum += x[i];
   for (size_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
 void gated_activation(float* gate, const float* up, size_t n, Activation act) {
-  if (act == Activation::silu) {
-    for (size_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  if (act == Activation::silu) {  // gate / (1 + e^-gate) · up, the exponentials a block at a time
+    constexpr size_t kBlock = 256;
+    float e[kBlock];
+    for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+      const size_t m = std::min(kBlock, n - i0);
+      for (size_t i = 0; i < m; ++i) e[i] = -gate[i0 + i];
+      exp_in_place(e, m);
+      for (size_t i = 0; i < m; ++i) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+    }
     return;
   }
   constexpr float kSqrt2OverPi = 0.7978845608028654f;

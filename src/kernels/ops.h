@@ -1,4 +1,5 @@
-// Element-wise transformer operations (scalar; they are a small share of the time).
+// Element-wise transformer operations (scalar but for their exponentials, kernels/exp.h:
+// they are a small share of the time).
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,8 @@ void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float e
 // x = cap · tanh(x / cap), Gemma's soft cap on attention scores and logits.
 void softcap(float* x, size_t n, float cap);
 
-// In-place softmax over n values.
+// In-place softmax over n values: e^(x[i] - max) by exp_in_place, summed in increasing i,
+// each divided by the sum.
 void softmax(float* x, size_t n);
 
 // gate[i] = act(gate[i]) * up[i], for the gated FFN activations we support.
