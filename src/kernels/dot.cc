@@ -195,31 +195,46 @@ void weighted_sum_avx512(StridedRows weights, StridedRows values, size_t n, floa
   }
 }
 
-__attribute__((target("avx2"))) void weighted_sum_row_avx2(const float* w, const float* v, size_t stride, size_t count, size_t n,
-                                                           float* out) {
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-    for (size_t r = 0; r < count; ++r) {
-      const __m256 wr = _mm256_set1_ps(w[r]);
-      const float* vr = v + r * stride + i;
-      o0 = _mm256_add_ps(o0, _mm256_mul_ps(wr, _mm256_loadu_ps(vr)));
-      o1 = _mm256_add_ps(o1, _mm256_mul_ps(wr, _mm256_loadu_ps(vr + 8)));
-      o2 = _mm256_add_ps(o2, _mm256_mul_ps(wr, _mm256_loadu_ps(vr + 16)));
-      o3 = _mm256_add_ps(o3, _mm256_mul_ps(wr, _mm256_loadu_ps(vr + 24)));
+// The eight lanes [i, i + 8) of a row of n values that exist, as _mm256_maskload_ps takes them.
+__attribute__((target("avx2"))) inline __m256i present_lanes8(size_t i, size_t n) {
+  const size_t count = i >= n ? 0 : std::min<size_t>(8, n - i);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// weighted_block with eight-lane registers: NW ≤ 2 rows over 32 outputs (sixteen registers).
+template <int NW>
+__attribute__((target("avx2"))) void weighted_block_avx2(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n,
+                                                         float* out) {
+  constexpr int NC = 4;
+  __m256i present[NC];
+  LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) present[c] = present_lanes8(i0 + 8 * size_t(c), n);
+  const float* w[NW];
+  LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) w[j] = weights.row(j0 + size_t(j));
+  __m256 o[NW][NC];
+  LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm256_setzero_ps();
+  for (size_t r = 0; r < values.count; ++r) {
+    const float* v = values.row(r) + i0;
+    __m256 vv[NC];
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) vv[c] = _mm256_maskload_ps(v + 8 * c, present[c]);
+    LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) {
+      const __m256 wr = _mm256_set1_ps(w[j][r]);
+      LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm256_add_ps(o[j][c], _mm256_mul_ps(wr, vv[c]));
     }
-    _mm256_storeu_ps(out + i, o0), _mm256_storeu_ps(out + i + 8, o1);
-    _mm256_storeu_ps(out + i + 16, o2), _mm256_storeu_ps(out + i + 24, o3);
   }
-  if (i < n) {  // the rest one float at a time, as the scalar version sums it
-    std::memset(out + i, 0, (n - i) * sizeof(float));
-    for (size_t r = 0; r < count; ++r)
-      for (size_t k = i; k < n; ++k) out[k] += w[r] * v[r * stride + k];
-  }
+  LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) _mm256_maskstore_ps(out + (j0 + size_t(j)) * n + i0 + 8 * size_t(c), present[c], o[j][c]);
 }
 
 void weighted_sum_avx2(StridedRows weights, StridedRows values, size_t n, float* out) {
-  for (size_t j = 0; j < weights.count; ++j) weighted_sum_row_avx2(weights.row(j), values.data, values.stride, values.count, n, out + j * n);
+  for (size_t j = 0; j < weights.count;) {
+    const bool pair = weights.count - j >= 2;
+    for (size_t i0 = 0; i0 < n; i0 += 32) {
+      if (pair) weighted_block_avx2<2>(weights, j, values, i0, n, out);
+      else weighted_block_avx2<1>(weights, j, values, i0, n, out);
+    }
+    j += pair ? 2 : 1;
+  }
 }
 #endif
 
