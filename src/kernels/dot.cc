@@ -195,6 +195,68 @@ void weighted_sum_avx512(StridedRows weights, StridedRows values, size_t n, floa
   }
 }
 
+// reduce16 of four (lo, hi) lane pairs at once: out[j] = reduce16(lo[j], hi[j]) bit for bit,
+// the same tree on lanes gathered side by side.
+__attribute__((target("avx2"))) inline void reduce16_four(const __m256 (&lo)[4], const __m256 (&hi)[4], float* out) {
+  __m256 a[4];
+  for (int j = 0; j < 4; ++j) a[j] = _mm256_add_ps(lo[j], hi[j]);  // l[i] + l[i+8]
+  // + (i+4): [b0 | b1] and [b2 | b3]
+  const __m256 b01 = _mm256_add_ps(_mm256_permute2f128_ps(a[0], a[1], 0x20), _mm256_permute2f128_ps(a[0], a[1], 0x31));
+  const __m256 b23 = _mm256_add_ps(_mm256_permute2f128_ps(a[2], a[3], 0x20), _mm256_permute2f128_ps(a[2], a[3], 0x31));
+  // + (i+2): [c0, c2 | c1, c3]
+  const __m256d x = _mm256_castps_pd(b01), y = _mm256_castps_pd(b23);
+  const __m256 c = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+  // + (i+1): [r0, r2, r0, r2 | r1, r3, r1, r3]
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(c, c, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(c, c, _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, r);
+  out[0] = lanes[0], out[1] = lanes[4], out[2] = lanes[1], out[3] = lanes[5];
+}
+
+// Queries [j0, j0 + 4) against every key, dot_avx2's lanes and zero-padded tail: each chunk
+// of a key is loaded once for the four.
+__attribute__((target("avx2,fma"))) void dots_four_avx2(StridedRows queries, size_t j0, StridedRows keys, size_t n, float* out,
+                                                        size_t out_stride) {
+  const size_t main = n / 16 * 16;
+  const float* q[4];
+  alignas(32) float q_tail[4][16] = {};
+  for (int j = 0; j < 4; ++j) {
+    q[j] = queries.row(j0 + size_t(j));
+    std::copy(q[j] + main, q[j] + n, q_tail[j]);
+  }
+  for (size_t r = 0; r < keys.count; ++r) {
+    const float* k = keys.row(r);
+    __m256 lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+    for (size_t i = 0; i < main; i += 16) {
+      const __m256 k_lo = _mm256_loadu_ps(k + i), k_hi = _mm256_loadu_ps(k + i + 8);
+      for (int j = 0; j < 4; ++j) {
+        lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[j] + i), k_lo, lo[j]);
+        hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[j] + i + 8), k_hi, hi[j]);
+      }
+    }
+    if (main < n) {
+      alignas(32) float k_tail[16] = {};
+      std::copy(k + main, k + n, k_tail);
+      const __m256 k_lo = _mm256_load_ps(k_tail), k_hi = _mm256_load_ps(k_tail + 8);
+      for (int j = 0; j < 4; ++j) {
+        lo[j] = _mm256_fmadd_ps(_mm256_load_ps(q_tail[j]), k_lo, lo[j]);
+        hi[j] = _mm256_fmadd_ps(_mm256_load_ps(q_tail[j] + 8), k_hi, hi[j]);
+      }
+    }
+    float scores[4];
+    reduce16_four(lo, hi, scores);
+    for (int j = 0; j < 4; ++j) out[(j0 + size_t(j)) * out_stride + r] = scores[j];
+  }
+}
+
+void dots_avx2(StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride) {
+  size_t j = 0;
+  for (; j + 4 <= queries.count; j += 4) dots_four_avx2(queries, j, keys, n, out, out_stride);
+  for (; j < queries.count; ++j)
+    for (size_t r = 0; r < keys.count; ++r) out[j * out_stride + r] = dot_avx2(queries.row(j), keys.row(r), n);
+}
+
 // The eight lanes [i, i + 8) of a row of n values that exist, as _mm256_maskload_ps takes them.
 __attribute__((target("avx2"))) inline __m256i present_lanes8(size_t i, size_t n) {
   const size_t count = i >= n ? 0 : std::min<size_t>(8, n - i);
@@ -262,6 +324,7 @@ float dot(const float* a, const float* b, size_t n) {
 void dots_with(MatmulIsa isa, StridedRows queries, StridedRows keys, size_t n, float* out, size_t out_stride) {
 #if defined(__x86_64__)
   if (isa >= MatmulIsa::avx512) return dots_avx512(queries, keys, n, out, out_stride);
+  if (isa == MatmulIsa::avx2) return dots_avx2(queries, keys, n, out, out_stride);
 #endif
   for (size_t j = 0; j < queries.count; ++j)
     for (size_t r = 0; r < keys.count; ++r) out[j * out_stride + r] = dot_with(isa, queries.row(j), keys.row(r), n);
