@@ -50,12 +50,17 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return reduce16(lo, hi);
 }
 
+// The sixteen lanes [i, i + 16) of a row of n values that exist.
+inline __mmask16 present_lanes(size_t i, size_t n) {
+  return i >= n ? __mmask16(0) : n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+}
+
 LARQL_AVX512_TARGET("avx512f") float dot_avx512(const float* a, const float* b, size_t n) {
   __m512 acc = _mm512_setzero_ps();
   size_t k = 0;
   for (; k + 16 <= n; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
   if (k < n) {
-    const __mmask16 present = __mmask16((1u << (n - k)) - 1);
+    const __mmask16 present = present_lanes(k, n);
     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(present, a + k), _mm512_maskz_loadu_ps(present, b + k), acc);
   }
   return reduce16(acc);
@@ -90,11 +95,6 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline __m512 redu
   LARQL_UNROLL_16 for (int p = 0; p < N / 4; ++p) b[p] = add_gathered(a[2 * p], a[2 * p + 1], quarters_lo, quarters_hi);
   LARQL_UNROLL_16 for (int p = 0; p < N / 8; ++p) c[p] = add_gathered(b[2 * p], b[2 * p + 1], pairs_lo, pairs_hi);
   return add_gathered(c[0], c[1], last_lo, last_hi);
-}
-
-// The sixteen lanes [i, i + 16) of a row of n values that exist.
-inline __mmask16 present_lanes(size_t i, size_t n) {
-  return i >= n ? __mmask16(0) : n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
 }
 
 // A block of dots_avx512: NQ queries times NK keys, each in one accumulator. One query takes
