@@ -17,6 +17,7 @@
 
 #include "kernels/dot.h"
 #include "kernels/ops.h"
+#include "median.h"
 
 namespace {
 
@@ -37,8 +38,7 @@ double median_seconds(size_t reps, size_t calls, F&& fn) {
     for (size_t c = 0; c < calls; ++c) fn(c);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / double(calls));
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return larql::bench::median(times);
 }
 
 }  // namespace

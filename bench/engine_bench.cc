@@ -29,19 +29,16 @@
 #include "infer/local_ffn.h"
 #include "model/huge_pages.h"
 #include "model/loader.h"
+#include "median.h"
 #include "peak_flops.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace larql;
+using bench::median;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 size_t rss_bytes() {
   std::ifstream status("/proc/self/status");
