@@ -34,7 +34,7 @@ test: build
 	@python3 scripts/test_summary.py build/test-results build-asan/test-results
 
 test-asan: deps
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON -DLARQL_BENCH=OFF
 	cmake --build build-asan -j $(JOBS)
 	$(call run_tests,build-asan)
 

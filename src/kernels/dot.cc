@@ -6,14 +6,6 @@
 
 #include "kernels/matvec_tiles.h"
 
-// The loops over a block's sixteen accumulators unroll completely, so that they stay in
-// registers (as LARQL_UNROLL_TILE, which unrolls eight).
-#if defined(__SANITIZE_ADDRESS__)
-#define LARQL_UNROLL_16
-#else
-#define LARQL_UNROLL_16 _Pragma("GCC unroll 16")
-#endif
-
 namespace larql {
 namespace {
 
