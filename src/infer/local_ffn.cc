@@ -16,7 +16,9 @@ Status LocalFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, 
   up_.resize(rows * c.ffn);
   matmul(w.gate, x.data(), rows, gate_.data(), pool_);
   matmul(w.up, x.data(), rows, up_.data(), pool_);
-  gated_activation(gate_.data(), up_.data(), rows * c.ffn, c.activation);
+  pool_.parallel_rows(rows, c.ffn, [&](size_t begin, size_t end) {
+    gated_activation(gate_.data() + begin * c.ffn, up_.data() + begin * c.ffn, (end - begin) * c.ffn, c.activation);
+  });
   matmul(w.down, gate_.data(), rows, out.data(), pool_);
   return Ok{};
 }

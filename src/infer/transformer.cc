@@ -51,7 +51,15 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) 
 
 void Transformer::norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const {
   const ModelConfig& c = model_.config;
-  for (size_t r = 0; r < rows; ++r) rmsnorm(out + r * n, x + r * n, weight, n, c.norm_eps, c.norm_weight_offset);
+  pool_.parallel_rows(rows, n, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) rmsnorm(out + r * n, x + r * n, weight, n, c.norm_eps, c.norm_weight_offset);
+  });
+}
+
+void Transformer::add_rows(float* x, const float* y, size_t rows, size_t n) const {
+  pool_.parallel_rows(rows, n, [&](size_t begin, size_t end) {
+    for (size_t i = begin * n; i < end * n; ++i) x[i] += y[i];
+  });
 }
 
 void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const {
@@ -158,9 +166,13 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
   xb_.resize(n * D);
   proj_.resize(n * D);
 
-  for (size_t t = 0; t < n; ++t) dequantize_row(model_.embed.dtype, model_.embed.row_ptr(*row_token[t]), D, &x_[t * D]);
-  if (c.embedding_scale != 1.0f)
-    for (float& v : x_) v *= c.embedding_scale;
+  pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      dequantize_row(model_.embed.dtype, model_.embed.row_ptr(*row_token[t]), D, &x_[t * D]);
+      if (c.embedding_scale != 1.0f)
+        for (size_t i = 0; i < D; ++i) x_[t * D + i] *= c.embedding_scale;
+    }
+  });
 
   for (size_t l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layers[l];
@@ -181,31 +193,35 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
       norm_rows(k_.data(), k_.data(), n * lc.kv_heads, w.k_norm, hd);
     }
     if (c.value_norm) norm_rows(v_.data(), v_.data(), n * lc.kv_heads, Matrix{}, hd);
-    for (size_t t = 0; t < n; ++t) {
-      rope(&q_[t * Q], c.heads, row_pos_[t], inv_freq_[l]);
-      rope(&k_[t * KV], lc.kv_heads, row_pos_[t], inv_freq_[l]);
-    }
-    // Each sequence's cache grows with the positions it uses.
-    for (size_t t = 0; t < n; ++t) {
-      KvCache& cache = *chunks[row_chunk_[t]].cache;
-      if (cache.keys[l].size() < (row_pos_[t] + 1) * KV) {
-        cache.keys[l].resize((row_pos_[t] + 1) * KV);
-        cache.values[l].resize((row_pos_[t] + 1) * KV);
+    pool_.parallel_rows(n, Q + KV, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        rope(&q_[t * Q], c.heads, row_pos_[t], inv_freq_[l]);
+        rope(&k_[t * KV], lc.kv_heads, row_pos_[t], inv_freq_[l]);
       }
-      std::memcpy(cache.keys[l].data() + row_pos_[t] * KV, &k_[t * KV], KV * sizeof(float));
-      std::memcpy(cache.values[l].data() + row_pos_[t] * KV, &v_[t * KV], KV * sizeof(float));
+    });
+    // Each sequence's cache grows with the positions it uses, once per pass.
+    for (const SequenceChunk& ch : chunks) {
+      const size_t used = (ch.pos + ch.tokens.size()) * KV;
+      if (ch.cache->keys[l].size() < used) ch.cache->keys[l].resize(used), ch.cache->values[l].resize(used);
     }
+    pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        KvCache& cache = *chunks[row_chunk_[t]].cache;
+        std::memcpy(cache.keys[l].data() + row_pos_[t] * KV, &k_[t * KV], KV * sizeof(float));
+        std::memcpy(cache.values[l].data() + row_pos_[t] * KV, &v_[t * KV], KV * sizeof(float));
+      }
+    });
     attention(l, chunks);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
     if (w.attn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.attn_out_norm, D);
-    for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
+    add_rows(x_.data(), proj_.data(), n, D);
 
     // The seam: the FFN's own norms stay here, so a shard computes only the MLP. One call
     // per layer for every row of every sequence in the pass.
     norm_rows(xb_.data(), x_.data(), n, w.ffn_norm, D);
     if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
-    for (size_t i = 0; i < n * D; ++i) x_[i] += proj_[i];
+    add_rows(x_.data(), proj_.data(), n, D);
     if (w.output_scale.data) {  // Gemma 4: the whole hidden state, residual included
       const float scalar = load_as_f32(w.output_scale.dtype, w.output_scale.data, 0);
       for (size_t i = 0; i < n * D; ++i) x_[i] *= scalar;

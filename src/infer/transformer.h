@@ -49,6 +49,7 @@ class Transformer {
   void attention(size_t layer, std::span<const SequenceChunk> chunks);
   void rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const;
   void norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const;
+  void add_rows(float* x, const float* y, size_t rows, size_t n) const;  // x += y, rows of n
 
   const Model& model_;
   FfnBackend& ffn_;

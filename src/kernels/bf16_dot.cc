@@ -27,8 +27,7 @@ void RoundedActivations::round(const float* x, size_t tokens, size_t cols, bool 
       for (size_t c = 0; c < chunks_; ++c)
         round_chunk(x + t * cols + c * kChunk, std::min(kChunk, cols - c * kChunk), values_.data() + offset(t, c));
   };
-  if (tokens * cols < kParallelActivationValues) round_tokens(0, tokens);
-  else pool.parallel_for(tokens, round_tokens);
+  pool.parallel_rows(tokens, cols, round_tokens);
 }
 
 }  // namespace bf16dot

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/matvec_tiles.h"
+#include "kernels/thread_pool.h"
 
 namespace larql {
 namespace {
@@ -67,8 +68,7 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c, bool sim
   auto rows_of = [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) row(x, *this, r);
   };
-  if (n * c < kParallelActivationValues) rows_of(0, n);
-  else pool.parallel_for(n, rows_of);
+  pool.parallel_rows(n, c, rows_of);
 }
 
 }  // namespace larql

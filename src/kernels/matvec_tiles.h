@@ -126,10 +126,6 @@ LARQL_AVX512_TARGET("avx512f") inline float reduce16(__m512 v) {
 // 6 rows × 4 tokens.
 void bf16dot_tile_scalar(const Tile& t);
 
-// Activations of fewer values than this (a decode row) are quantised or rounded on the
-// calling thread: not worth waking the workers for.
-inline constexpr size_t kParallelActivationValues = 1u << 14;
-
 // Row r of QuantizedActivations::quantize (block_dot.h's contract), its arrays sized: the
 // scalar version and the AVX2 one, equal bit for bit.
 void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, size_t r);

@@ -33,6 +33,15 @@ class ThreadPool {
   // Not reentrant: one parallel_for at a time per pool.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t grain = 1, size_t chunks_per_thread = 1);
 
+  // Row-wise work on `rows` rows of `row_values` values each: one chunk per thread, or on
+  // the calling thread alone when there are fewer than kInlineValues values in all (a
+  // decode step's row), which are not worth waking the workers for.
+  static constexpr size_t kInlineValues = 1u << 14;
+  void parallel_rows(size_t rows, size_t row_values, const std::function<void(size_t, size_t)>& fn) {
+    if (rows * row_values < kInlineValues) fn(0, rows);
+    else parallel_for(rows, fn);
+  }
+
  private:
   void worker_loop();
   // Runs chunks of job `generation` until none is left to claim.
