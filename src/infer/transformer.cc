@@ -86,7 +86,6 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   const size_t rows = row_chunk_.size();
   size_t span = 0;  // the longest history any of these rows sees
   for (const SequenceChunk& ch : chunks) span = std::max(span, ch.pos + ch.tokens.size());
-  scores_.resize(rows * c.heads * span);
   const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(float(hd));
   // The query heads that share a key-value head take its keys and values together, each
   // read once for all of them; unless that leaves too few jobs for the threads (a decode
@@ -98,11 +97,15 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   // equal work.
   const size_t jobs = rows * c.heads / shared;
   pool_.parallel_for(jobs, [&](size_t begin, size_t end) {
+    // A job's scores live only until its weighted sum: [shared][span] per thread, not a
+    // whole rows × heads × span matrix (2 GiB for a 4096-token prompt of 32 heads).
+    thread_local std::vector<float> scores;
+    scores.resize(shared * span);
     for (size_t k = begin; k < end; ++k) {
       const size_t job = k % 2 == 0 ? k / 2 : jobs - 1 - k / 2;
       const size_t t = job % rows, h0 = job / rows * shared, kvh = h0 / group;
       const KvCache& cache = *chunks[row_chunk_[t]].cache;
-      float* att = scores_.data() + (t * c.heads + h0) * span;  // [shared][span]
+      float* att = scores.data();
       // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;

@@ -58,7 +58,7 @@ class Transformer {
   KvCache cache_;  // forward's and forward_logits' sequence
   std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
   // Scratch, sized for the largest chunk seen.
-  std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, scores_;
+  std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_;
 };
 
 }  // namespace larql
