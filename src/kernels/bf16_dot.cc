@@ -2,13 +2,14 @@
 
 #include <algorithm>
 
+#include "kernels/matvec.h"
 #include "kernels/matvec_tiles.h"
 #include "kernels/thread_pool.h"
 
 namespace larql {
 namespace bf16dot {
 
-void RoundedActivations::round(const float* x, size_t tokens, size_t cols, bool simd, ThreadPool& pool) {
+void RoundedActivations::round(const float* x, size_t tokens, size_t cols, MatmulIsa isa, ThreadPool& pool) {
   tokens_ = tokens;
   chunks_ = padded(cols) / kChunk;
   values_.resize(tokens * chunks_ * kChunk);
@@ -17,9 +18,11 @@ void RoundedActivations::round(const float* x, size_t tokens, size_t cols, bool 
     std::fill(to + n, to + kChunk, uint16_t{0});
   };
 #if defined(__x86_64__)
-  void (*round_chunk)(const float*, size_t, uint16_t*) = simd ? round_activation_chunk_avx2 : +scalar;
+  void (*round_chunk)(const float*, size_t, uint16_t*) = isa == MatmulIsa::avx512bf16 ? round_activation_chunk_avx512bf16
+                                                         : isa != MatmulIsa::scalar    ? round_activation_chunk_avx2
+                                                                                       : +scalar;
 #else
-  (void)simd;
+  (void)isa;
   void (*round_chunk)(const float*, size_t, uint16_t*) = +scalar;
 #endif
   auto round_tokens = [&](size_t begin, size_t end) {

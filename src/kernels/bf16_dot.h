@@ -30,6 +30,7 @@
 
 namespace larql {
 class ThreadPool;
+enum class MatmulIsa;
 }
 
 namespace larql::bf16dot {
@@ -56,8 +57,10 @@ inline constexpr size_t kTokenGroup = 4;
 
 class RoundedActivations {
  public:
-  // With simd, AVX2 rounds (the same bits); many tokens are spread over the pool.
-  void round(const float* x, size_t tokens, size_t cols, bool simd, ThreadPool& pool);
+  // Rounded by the given implementation (all give the same bits: vcvtneps2bf16 where the
+  // ISA has AVX512_BF16, AVX2 for AVX2 and AVX-512, else scalar); many tokens are spread
+  // over the pool.
+  void round(const float* x, size_t tokens, size_t cols, MatmulIsa isa, ThreadPool& pool);
   // Token t's chunk c (32 values), and the distance from one of its chunks to the next.
   const uint16_t* chunk(size_t t, size_t c) const { return values_.data() + offset(t, c); }
   size_t chunk_step(size_t t) const { return group_size(t) * kChunk; }

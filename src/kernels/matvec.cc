@@ -135,7 +135,7 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
     quantized.quantize(x, n, w.cols, isa != MatmulIsa::scalar, pool);
     base.qa = &quantized;
   } else if (w.effective_arithmetic() == Arithmetic::bf16_dot) {
-    rounded.round(x, n, w.cols, isa != MatmulIsa::scalar, pool);
+    rounded.round(x, n, w.cols, isa, pool);
     base.xb = &rounded;
   }
   const size_t block_tokens =
