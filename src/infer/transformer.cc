@@ -117,8 +117,8 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
         float* a = att + h * span;
         for (size_t j = 0; j < seen; ++j) a[j] *= scale;
         if (c.attention_softcap > 0) softcap(a, seen, c.attention_softcap);
-        softmax(a, seen);
       }
+      softmax_rows(att, shared, span, seen);
       weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
     }
   });

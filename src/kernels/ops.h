@@ -19,6 +19,11 @@ void softcap(float* x, size_t n, float cap);
 // each divided by the sum.
 void softmax(float* x, size_t n);
 
+// The same softmax over `rows` rows of n values, row r at x + r · stride (attention's
+// query heads that share keys): each row's bits as softmax() gives them, the rows' sums
+// run side by side (one row's is a chain of dependent adds).
+void softmax_rows(float* x, size_t rows, size_t stride, size_t n);
+
 // gate[i] = act(gate[i]) * up[i], for the gated FFN activations we support.
 enum class Activation { silu, gelu_tanh };
 void gated_activation(float* gate, const float* up, size_t n, Activation act);

@@ -1,0 +1,81 @@
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/exp.h"
+
+namespace larql {
+namespace {
+
+// softmax's definition (ops.h), one value after another.
+void softmax_in_order(float* x, size_t n) {
+  const float max = *std::max_element(x, x + n);
+  for (size_t i = 0; i < n; ++i) x[i] -= max;
+  exp_in_place(x, n);
+  float sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += x[i];
+  for (size_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+// Scores as attention makes them, now and then a zero of either sign, an infinity or a NaN.
+float score(std::mt19937& rng, bool edgy) {
+  std::normal_distribution<float> normal(0, 4);
+  if (edgy) switch (rng() % 16) {
+      case 0: return 0.0f;
+      case 1: return -0.0f;
+      case 2: return -std::numeric_limits<float>::infinity();
+      case 3: return std::numeric_limits<float>::infinity();
+      case 4: return std::numeric_limits<float>::quiet_NaN();
+      default: break;
+    }
+  return normal(rng);
+}
+
+TEST(Softmax, RowsSideBySideGiveEachRowsBitsInOrder) {
+  std::mt19937 rng(7);
+  size_t checked = 0;
+  for (bool edgy : {false, true})
+    for (size_t rows : {1u, 2u, 3u, 4u, 5u, 8u, 9u})
+      for (size_t n : {1u, 2u, 15u, 16u, 17u, 33u, 100u, 1000u}) {
+        const size_t stride = n + rng() % 3;
+        std::vector<float> x(rows * stride);
+        for (float& v : x) v = score(rng, edgy && rng() % 8 == 0);
+        std::vector<float> expected = x;
+        for (size_t r = 0; r < rows; ++r) softmax_in_order(&expected[r * stride], n);
+        softmax_rows(x.data(), rows, stride, n);
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t i = 0; i < n; ++i, ++checked)
+            ASSERT_EQ(std::bit_cast<uint32_t>(x[r * stride + i]), std::bit_cast<uint32_t>(expected[r * stride + i]))
+                << "rows " << rows << " n " << n << " row " << r << " value " << i << " edgy " << edgy;
+      }
+  EXPECT_GT(checked, 10000u);
+}
+
+TEST(Softmax, ANanFirstOrLaterMakesTheRowNan) {
+  for (size_t at : {0u, 1u, 17u}) {
+    std::vector<float> x(20, 1.0f);
+    x[at] = std::numeric_limits<float>::quiet_NaN();
+    softmax(x.data(), x.size());
+    for (float v : x) EXPECT_TRUE(std::isnan(v)) << "NaN at " << at;
+  }
+}
+
+TEST(Softmax, SumsToOneAndKeepsTheOrder) {
+  std::vector<float> x{1.0f, 3.0f, 2.0f, -1.0f};
+  softmax(x.data(), x.size());
+  EXPECT_NEAR(x[0] + x[1] + x[2] + x[3], 1.0f, 1e-6f);
+  EXPECT_GT(x[1], x[2]);
+  EXPECT_GT(x[2], x[0]);
+  EXPECT_GT(x[0], x[3]);
+}
+
+}  // namespace
+}  // namespace larql
