@@ -1,5 +1,6 @@
 // AVX-512 tiles for bf16_dot.h's contract: vdpbf16ps where the CPU has AVX512_BF16, its
-// emulation elsewhere (bf16_dot_avx512_tiles.inc, compiled once for each).
+// emulation elsewhere (bf16_dot_avx512_tiles.inc, compiled once for each); and the
+// activations' rounding by vcvtneps2bf16.
 #if defined(__x86_64__)
 
 #include "wire/simd_avx512.h"
@@ -33,6 +34,7 @@ namespace emulated {
 }  // namespace
 
 void bf16dot_tile_avx512bf16(const Tile& t) { hw::dispatch(t); }
+void bf16dot_tile_avx512(const Tile& t) { emulated::dispatch(t); }
 
 // vcvtneps2bf16 rounds as the contract says (the contract is defined by it).
 LARQL_AVX512_TARGET("avx512f,avx512bf16") void round_activation_chunk_avx512bf16(const float* x, size_t n, uint16_t* out) {
@@ -41,7 +43,6 @@ LARQL_AVX512_TARGET("avx512f,avx512bf16") void round_activation_chunk_avx512bf16
   for (int half = 0; half < 2; ++half)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * half), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + 16 * half)));
 }
-void bf16dot_tile_avx512(const Tile& t) { emulated::dispatch(t); }
 
 }  // namespace larql
 

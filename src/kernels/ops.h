@@ -1,5 +1,5 @@
-// Element-wise transformer operations (scalar but for their exponentials, kernels/exp.h:
-// they are a small share of the time).
+// Element-wise transformer operations (plain C++ but for their exponentials, kernels/exp.h,
+// and softmax's maximum: they are a small share of the time).
 #pragma once
 
 #include <cstddef>
