@@ -52,7 +52,7 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) 
 void Transformer::norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const {
   const ModelConfig& c = model_.config;
   pool_.parallel_rows(rows, n, [&](size_t begin, size_t end) {
-    for (size_t r = begin; r < end; ++r) rmsnorm(out + r * n, x + r * n, weight, n, c.norm_eps, c.norm_weight_offset);
+    rmsnorm_rows(out + begin * n, x + begin * n, end - begin, weight, n, c.norm_eps, c.norm_weight_offset);
   });
 }
 

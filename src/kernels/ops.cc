@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -12,17 +13,52 @@
 #include "kernels/exp.h"
 
 namespace larql {
+namespace {
+
+// sums[r] = term(row r's x[0]) + term(x[1]) + ... in increasing i, for up to four rows
+// (row r at x + r · stride): one sum is a chain of dependent adds, so four rows' chains run
+// side by side, each in its own order.
+template <class Term>
+void sums_side_by_side(const float* x, size_t rows, size_t stride, size_t n, float (&sums)[4], Term term) {
+  std::fill(std::begin(sums), std::end(sums), 0.0f);
+  if (rows == 4) {
+    const float *a = x, *b = a + stride, *c = b + stride, *d = c + stride;
+    for (size_t i = 0; i < n; ++i) sums[0] += term(a[i]), sums[1] += term(b[i]), sums[2] += term(c[i]), sums[3] += term(d[i]);
+  } else {
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t i = 0; i < n; ++i) sums[r] += term(x[r * stride + i]);
+  }
+}
+
+}  // namespace
 
 void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps, float weight_offset) {
-  float ss = 0;
-  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  ss = ss / static_cast<float>(n) + eps;
-  const float inv = 1.0f / std::sqrt(ss);
-  if (!weight.data) {  // a norm without weight (Gemma 4's v_norm)
-    for (size_t i = 0; i < n; ++i) out[i] = inv * x[i];
-    return;
+  rmsnorm_rows(out, x, 1, weight, n, eps, weight_offset);
+}
+
+void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n, float eps, float weight_offset) {
+  // The weight as floats once per call, so that the loop over each row's values has no
+  // switch on its type (and vectorises).
+  thread_local std::vector<float> w;
+  if (weight.data) {
+    w.resize(n);
+    for (size_t i = 0; i < n; ++i) w[i] = load_as_f32(weight.dtype, weight.data, i);
   }
-  for (size_t i = 0; i < n; ++i) out[i] = (weight_offset + load_as_f32(weight.dtype, weight.data, i)) * (inv * x[i]);
+  for (size_t r0 = 0; r0 < rows; r0 += 4) {
+    const size_t group = std::min<size_t>(4, rows - r0);
+    float squares[4];
+    sums_side_by_side(x + r0 * n, group, n, n, squares, [](float v) { return v * v; });
+    for (size_t r = 0; r < group; ++r) {
+      const float inv = 1.0f / std::sqrt(squares[r] / static_cast<float>(n) + eps);
+      const float* in = x + (r0 + r) * n;
+      float* o = out + (r0 + r) * n;
+      if (!weight.data) {  // a norm without weight (Gemma 4's v_norm)
+        for (size_t i = 0; i < n; ++i) o[i] = inv * in[i];
+        continue;
+      }
+      for (size_t i = 0; i < n; ++i) o[i] = (weight_offset + w[i]) * (inv * in[i]);
+    }
+  }
 }
 
 void softcap(float* x, size_t n, float cap) {
@@ -66,15 +102,9 @@ void softmax_rows(float* x, size_t rows, size_t stride, size_t n) {
     exp_in_place(row, n);
   }
   for (size_t r0 = 0; r0 < rows; r0 += 4) {
-    float sums[4] = {};
     const size_t group = std::min<size_t>(4, rows - r0);
-    if (group == 4) {  // four independent chains, each in increasing i
-      const float *a = x + r0 * stride, *b = a + stride, *c = b + stride, *d = c + stride;
-      for (size_t i = 0; i < n; ++i) sums[0] += a[i], sums[1] += b[i], sums[2] += c[i], sums[3] += d[i];
-    } else {
-      for (size_t r = 0; r < group; ++r)
-        for (size_t i = 0; i < n; ++i) sums[r] += x[(r0 + r) * stride + i];
-    }
+    float sums[4];
+    sums_side_by_side(x + r0 * stride, group, stride, n, sums, [](float v) { return v; });
     for (size_t r = 0; r < group; ++r) {
       float* row = x + (r0 + r) * stride;
       for (size_t i = 0; i < n; ++i) row[i] /= sums[r];

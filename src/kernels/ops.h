@@ -12,6 +12,11 @@ namespace larql {
 // stored type, or empty for a norm without weight (then out = x / rms); out may be x.
 void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float eps, float weight_offset = 0.0f);
 
+// The same over `rows` rows of n values (row r at x + r · n, into out + r · n): each row's
+// bits as rmsnorm() gives them, the rows' sums of squares side by side (one row's is a
+// chain of dependent adds).
+void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n, float eps, float weight_offset = 0.0f);
+
 // x = cap · tanh(x / cap), Gemma's soft cap on attention scores and logits.
 void softcap(float* x, size_t n, float cap);
 

@@ -59,6 +59,49 @@ TEST(Softmax, RowsSideBySideGiveEachRowsBitsInOrder) {
   EXPECT_GT(checked, 10000u);
 }
 
+// rmsnorm's definition (ops.h), one value after another.
+void rmsnorm_in_order(float* out, const float* x, const std::vector<float>& weight, size_t n, float eps, float offset) {
+  float ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  ss = ss / static_cast<float>(n) + eps;
+  const float inv = 1.0f / std::sqrt(ss);
+  for (size_t i = 0; i < n; ++i) out[i] = weight.empty() ? inv * x[i] : (offset + weight[i]) * (inv * x[i]);
+}
+
+TEST(RmsNorm, RowsSideBySideGiveEachRowsBitsInOrder) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0, 3);
+  size_t checked = 0;
+  for (DType weight_type : {DType::f32, DType::bf16})
+    for (bool weighted : {false, true})
+      for (float offset : {0.0f, 1.0f})
+        for (size_t rows : {1u, 3u, 4u, 7u, 8u})
+          for (size_t n : {1u, 5u, 64u, 100u, 2048u}) {
+            std::vector<float> x(rows * n), weight;
+            std::vector<uint16_t> weight_bf16;
+            for (float& v : x) v = normal(rng);
+            if (weighted) {
+              weight.resize(n);
+              for (float& v : weight) v = normal(rng);
+              if (weight_type == DType::bf16)  // stored as bf16: the reference takes the stored values
+                for (float& v : weight) weight_bf16.push_back(f32_to_bf16(v)), v = bf16_to_f32(weight_bf16.back());
+            }
+            const void* stored = weight_type == DType::bf16 ? static_cast<const void*>(weight_bf16.data()) : weight.data();
+            const Matrix w = weighted ? Matrix{weight_type, 1, n, stored} : Matrix{};
+            std::vector<float> expected(rows * n), out(rows * n), in_place = x;
+            for (size_t r = 0; r < rows; ++r) rmsnorm_in_order(&expected[r * n], &x[r * n], weight, n, 1e-5f, offset);
+            rmsnorm_rows(out.data(), x.data(), rows, w, n, 1e-5f, offset);
+            rmsnorm_rows(in_place.data(), in_place.data(), rows, w, n, 1e-5f, offset);
+            for (size_t i = 0; i < rows * n; ++i, ++checked) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(expected[i]))
+                  << "rows " << rows << " n " << n << " value " << i << " weighted " << weighted << " bf16 "
+                  << (weight_type == DType::bf16);
+              ASSERT_EQ(std::bit_cast<uint32_t>(in_place[i]), std::bit_cast<uint32_t>(expected[i])) << "in place, value " << i;
+            }
+          }
+  EXPECT_GT(checked, 10000u);
+}
+
 TEST(Softmax, ANanFirstOrLaterMakesTheRowNan) {
   for (size_t at : {0u, 1u, 17u}) {
     std::vector<float> x(20, 1.0f);
