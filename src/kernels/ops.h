@@ -21,7 +21,8 @@ void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight,
 void softcap(float* x, size_t n, float cap);
 
 // In-place softmax over n values: e^(x[i] - max) by exp_in_place, summed in increasing i,
-// each divided by the sum.
+// each divided by the sum. A NaN's sign and payload are not part of this: which NaN an add
+// of two returns depends on an operand order the compiler may choose.
 void softmax(float* x, size_t n);
 
 // The same softmax over `rows` rows of n values, row r at x + r · stride (attention's
