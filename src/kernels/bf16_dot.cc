@@ -13,22 +13,27 @@ void RoundedActivations::round(const float* x, size_t tokens, size_t cols, Matmu
   tokens_ = tokens;
   chunks_ = padded(cols) / kChunk;
   values_.resize(tokens * chunks_ * kChunk);
-  auto scalar = [](const float* from, size_t n, uint16_t* to) {
-    for (size_t i = 0; i < n; ++i) to[i] = round_activation(from[i]);
-    std::fill(to + n, to + kChunk, uint16_t{0});
+  auto scalar = [](const float* from, uint16_t* to) {
+    for (size_t i = 0; i < kChunk; ++i) to[i] = round_activation(from[i]);
   };
 #if defined(__x86_64__)
-  void (*round_chunk)(const float*, size_t, uint16_t*) = isa == MatmulIsa::avx512bf16 ? round_activation_chunk_avx512bf16
-                                                         : isa != MatmulIsa::scalar    ? round_activation_chunk_avx2
-                                                                                       : +scalar;
+  void (*round_chunk)(const float*, uint16_t*) = isa == MatmulIsa::avx512bf16 ? round_activation_chunk_avx512bf16
+                                                 : isa != MatmulIsa::scalar    ? round_activation_chunk_avx2
+                                                                               : +scalar;
 #else
   (void)isa;
-  void (*round_chunk)(const float*, size_t, uint16_t*) = +scalar;
+  void (*round_chunk)(const float*, uint16_t*) = +scalar;
 #endif
+  const size_t full = cols / kChunk;  // a row's chunks of 32 values; a partial last one is padded here
   auto round_tokens = [&](size_t begin, size_t end) {
-    for (size_t t = begin; t < end; ++t)
-      for (size_t c = 0; c < chunks_; ++c)
-        round_chunk(x + t * cols + c * kChunk, std::min(kChunk, cols - c * kChunk), values_.data() + offset(t, c));
+    for (size_t t = begin; t < end; ++t) {
+      for (size_t c = 0; c < full; ++c) round_chunk(x + t * cols + c * kChunk, values_.data() + offset(t, c));
+      if (full < chunks_) {  // zeros round to zeros: the padding
+        float tail[kChunk] = {};
+        std::copy(x + t * cols + full * kChunk, x + (t + 1) * cols, tail);
+        round_chunk(tail, values_.data() + offset(t, full));
+      }
+    }
   };
   pool.parallel_rows(tokens, cols, round_tokens);
 }

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec_tiles.h"
@@ -149,9 +148,7 @@ const std::array<TileFn, 4> kGridTiles{&grid_tile<1>, &grid_tile<2>, &grid_tile<
 
 }  // namespace
 
-LARQL_AVX2 void round_activation_chunk_avx2(const float* x, size_t n, uint16_t* out) {
-  alignas(32) float padded[bf16dot::kChunk] = {};
-  if (n < bf16dot::kChunk) x = static_cast<const float*>(std::memcpy(padded, x, n * sizeof(float)));
+LARQL_AVX2 void round_activation_chunk_avx2(const float* x, uint16_t* out) {
   for (int half = 0; half < 2; ++half) {
     const __m256i lo = round8(_mm256_loadu_ps(x + 16 * half)), hi = round8(_mm256_loadu_ps(x + 16 * half + 8));
     // packus interleaves the 128-bit lanes (lo 0-3, hi 0-3, lo 4-7, hi 4-7): put them back.

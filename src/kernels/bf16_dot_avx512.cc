@@ -6,7 +6,6 @@
 #include "wire/simd_avx512.h"
 
 #include <array>
-#include <cstring>
 #include <utility>
 
 #include "kernels/bf16_dot.h"
@@ -37,9 +36,7 @@ void bf16dot_tile_avx512bf16(const Tile& t) { hw::dispatch(t); }
 void bf16dot_tile_avx512(const Tile& t) { emulated::dispatch(t); }
 
 // vcvtneps2bf16 rounds as the contract says (the contract is defined by it).
-LARQL_AVX512_TARGET("avx512f,avx512bf16") void round_activation_chunk_avx512bf16(const float* x, size_t n, uint16_t* out) {
-  alignas(64) float padded[bf16dot::kChunk] = {};
-  if (n < bf16dot::kChunk) x = static_cast<const float*>(std::memcpy(padded, x, n * sizeof(float)));
+LARQL_AVX512_TARGET("avx512f,avx512bf16") void round_activation_chunk_avx512bf16(const float* x, uint16_t* out) {
   for (int half = 0; half < 2; ++half)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * half), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + 16 * half)));
 }

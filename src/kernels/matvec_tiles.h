@@ -132,10 +132,10 @@ void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, si
 
 #if defined(__x86_64__)
 void quantize_activation_row_avx2(const float* x, QuantizedActivations& qa, size_t r);
-// n ≤ 32 values rounded as bf16_dot.h's contract says, zero-padded to 32 (AVX2, and
-// vcvtneps2bf16 itself).
-void round_activation_chunk_avx2(const float* x, size_t n, uint16_t* out);
-void round_activation_chunk_avx512bf16(const float* x, size_t n, uint16_t* out);
+// 32 values rounded as bf16_dot.h's contract says (AVX2, and vcvtneps2bf16 itself); the
+// caller pads a row's partial last chunk with zeros.
+void round_activation_chunk_avx2(const float* x, uint16_t* out);
+void round_activation_chunk_avx512bf16(const float* x, uint16_t* out);
 void bf16dot_tile_avx2(const Tile& t);        // emulated
 void bf16dot_tile_avx512(const Tile& t);      // emulated
 void bf16dot_tile_avx512bf16(const Tile& t);  // vdpbf16ps
