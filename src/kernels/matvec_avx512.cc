@@ -63,8 +63,7 @@ LARQL_AVX512 void tile_fixed(const Tile& t) {
       for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_fmadd_ps(w, xv[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NT; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(acc[r][j]);
+  store_reduced(acc, t.y + t.t0 * t.w->rows + t.r0, t.w->rows);
 }
 
 using TileFn = void (*)(const Tile&);
