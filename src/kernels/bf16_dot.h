@@ -14,7 +14,8 @@
 //                with subnormal weights read as zero (daz) and ftz flushing a subnormal
 //                result to a zero of its sign (bf16 products are exact in f32, so each
 //                step is one rounding, to nearest even)
-//   result:      the sixteen lanes reduced by matvec_tiles.h's fixed tree
+//   result:      the sixteen lanes reduced by matvec_tiles.h's fixed tree, plain f32 adds
+//                (a subnormal sum stays subnormal: only the lanes' steps flush)
 //
 // As for the f32 arithmetic, y[t][r] depends only on the row and the token: not on the
 // ISA, the thread count or the tile. A client and a shard agree when both use the same

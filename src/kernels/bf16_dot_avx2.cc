@@ -31,7 +31,6 @@ inline void pad_tails(const uint16_t* const* rows, size_t cols, size_t full, uin
 // Decode: nr ≤ 4 rows of one token, both halves of each output.
 template <int NR>
 LARQL_AVX2 void row_tile(const Tile& t) {
-  const FlushSubnormals flush;
   const size_t cols = t.w->cols, full = cols / bf16dot::kChunk;
   const uint16_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
@@ -52,20 +51,23 @@ LARQL_AVX2 void row_tile(const Tile& t) {
       }
     }
   };
-  for (size_t c = 0; c < full; ++c) {
-    const uint16_t* w_rows[NR];
-    for (int r = 0; r < NR; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
-      w_rows[r] = rows[r] + bf16dot::kChunk * c;
+  {
+    const FlushSubnormals flush;  // the steps' ftz and daz; the reduction is plain f32
+    for (size_t c = 0; c < full; ++c) {
+      const uint16_t* w_rows[NR];
+      for (int r = 0; r < NR; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
+        w_rows[r] = rows[r] + bf16dot::kChunk * c;
+      }
+      chunk(c, w_rows);
     }
-    chunk(c, w_rows);
-  }
-  if (bf16dot::kChunk * full < cols) {
-    alignas(32) uint16_t tails[NR][bf16dot::kChunk] = {};
-    pad_tails<NR>(rows, cols, full, tails);
-    const uint16_t* w_rows[NR];
-    for (int r = 0; r < NR; ++r) w_rows[r] = tails[r];
-    chunk(full, w_rows);
+    if (bf16dot::kChunk * full < cols) {
+      alignas(32) uint16_t tails[NR][bf16dot::kChunk] = {};
+      pad_tails<NR>(rows, cols, full, tails);
+      const uint16_t* w_rows[NR];
+      for (int r = 0; r < NR; ++r) w_rows[r] = tails[r];
+      chunk(full, w_rows);
+    }
   }
   for (int r = 0; r < NR; ++r) t.y[t.t0 * t.w->rows + t.r0 + r] = reduce16(acc[r][0], acc[r][1]);
 }
@@ -78,7 +80,6 @@ constexpr size_t kGroup = 2, kBlockChunks = 16;
 
 template <int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
-  const FlushSubnormals flush;
   const size_t cols = t.w->cols, full = cols / bf16dot::kChunk, chunks = bf16dot::padded(cols) / bf16dot::kChunk;
   const uint16_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = reinterpret_cast<const uint16_t*>(t.w->row_ptr(t.r0 + r));
@@ -125,7 +126,10 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     }
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };
-  run_passes<kGroup>(chunks, kBlockChunks, t.nt, [](size_t, size_t) {}, pass);
+  {
+    const FlushSubnormals flush;  // the steps' ftz and daz; the reduction is plain f32
+    run_passes<kGroup>(chunks, kBlockChunks, t.nt, [](size_t, size_t) {}, pass);
+  }
   sums.write(t);
 }
 

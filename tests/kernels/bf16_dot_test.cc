@@ -157,6 +157,37 @@ TEST(Bf16Dot, EveryIsaEqualsTheScalarOracleBitForBit) {
     }
 }
 
+// Only the lanes' steps flush subnormals (ftz, daz); the final tree is plain f32 adds.
+// Lane 0 holds 2^-125 and lane 8 -1.75 · 2^-126, both normal; the tree's first add gives
+// 2^-128, a subnormal, which every ISA must keep (the emulations flush their steps'
+// results through MXCSR, which must not cover the reduction).
+TEST(Bf16Dot, TheLanesTreeKeepsASubnormalSum) {
+  ThreadPool pool(2);
+  constexpr size_t kRows = 6, kCols = 32;
+  std::vector<uint16_t> values(kRows * kCols, 0);
+  for (size_t r = 0; r < kRows; ++r) {
+    values[r * kCols + 0] = 0x3f80;   // 1
+    values[r * kCols + 16] = 0xbf80;  // -1
+  }
+  const Matrix w{DType::bf16, kRows, kCols, values.data(), Arithmetic::bf16_dot};
+  const float expected = std::ldexp(1.0f, -128);
+  for (size_t n : {1u, 4u}) {
+    std::vector<float> x(n * kCols, 0.0f);
+    for (size_t j = 0; j < n; ++j) {
+      x[j * kCols + 0] = std::ldexp(1.0f, -125);
+      x[j * kCols + 16] = std::ldexp(1.75f, -126);
+    }
+    std::vector<MatmulIsa> isas = isas_here();
+    isas.push_back(MatmulIsa::scalar);
+    for (MatmulIsa isa : isas) {
+      std::vector<float> y(n * kRows);
+      matmul_with(isa, w, x.data(), n, y.data(), pool);
+      for (size_t i = 0; i < y.size(); ++i)
+        EXPECT_TRUE(same_bits(y[i], expected)) << "isa " << int(isa) << " tokens " << n << " output " << i << ": " << y[i];
+    }
+  }
+}
+
 TEST(Bf16Dot, RoundedActivationsHoldEachTokensRoundedValuesWithEitherRounding) {
   ThreadPool pool(2);
   // Every implementation this CPU runs: with AVX512_BF16 masked (CMakeLists.txt) the AVX2
