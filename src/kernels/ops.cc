@@ -37,12 +37,17 @@ void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float e
 }
 
 void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n, float eps, float weight_offset) {
-  // The weight as floats once per call, so that the loop over each row's values has no
-  // switch on its type (and vectorises).
-  thread_local std::vector<float> w;
-  if (weight.data) {
-    w.resize(n);
-    for (size_t i = 0; i < n; ++i) w[i] = load_as_f32(weight.dtype, weight.data, i);
+  // The weight as floats, so that the loop over each row's values has no switch on its
+  // type (and vectorises): f32 weights (GGUF's norms) as stored, others converted once per
+  // call.
+  thread_local std::vector<float> converted;
+  const float* w = nullptr;
+  if (weight.data && weight.dtype == DType::f32) {
+    w = static_cast<const float*>(weight.data);
+  } else if (weight.data) {
+    converted.resize(n);
+    for (size_t i = 0; i < n; ++i) converted[i] = load_as_f32(weight.dtype, weight.data, i);
+    w = converted.data();
   }
   for (size_t r0 = 0; r0 < rows; r0 += 4) {
     const size_t group = std::min<size_t>(4, rows - r0);
@@ -52,7 +57,7 @@ void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight,
       const float inv = 1.0f / std::sqrt(squares[r] / static_cast<float>(n) + eps);
       const float* in = x + (r0 + r) * n;
       float* o = out + (r0 + r) * n;
-      if (!weight.data) {  // a norm without weight (Gemma 4's v_norm)
+      if (!w) {  // a norm without weight (Gemma 4's v_norm)
         for (size_t i = 0; i < n; ++i) o[i] = inv * in[i];
         continue;
       }
