@@ -16,12 +16,13 @@
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
+#include "support/float_bits.h"
 #include "wire/cpu_features.h"
 
 namespace larql {
 namespace {
 
-bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (a != a && b != b); }
+using test::same_bits_or_both_nan;
 
 // Random 32-bit patterns that land on the edge cases often: subnormals, zeros of both
 // signs, infinities, NaNs, and exponents near the ends of the range.
@@ -67,7 +68,7 @@ TEST(Bf16Dot, TheOracleIsWhatTheInstructionsCompute) {
     std::memcpy(expected, lanes, sizeof lanes);
     bf16dot::chunk_scalar(w, x, expected);
     hardware_chunk(w, x, lanes);
-    for (int i = 0; i < 16; ++i) ASSERT_TRUE(same_bits(lanes[i], expected[i])) << "iteration " << it << " lane " << i;
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(same_bits_or_both_nan(lanes[i], expected[i])) << "iteration " << it << " lane " << i;
 
     float values[16];
     uint16_t rounded[16];
@@ -136,7 +137,7 @@ TEST(Bf16Dot, EveryIsaEqualsTheScalarOracleBitForBit) {
           std::vector<float> y(n * 11);
           matmul_with(isa, w.m, x.data(), n, y.data(), pool);
           for (size_t i = 0; i < y.size(); ++i)
-            ASSERT_TRUE(same_bits(y[i], reference[i]))
+            ASSERT_TRUE(same_bits_or_both_nan(y[i], reference[i]))
                 << "cols " << cols << " n " << n << " isa " << int(isa) << " edgy " << edgy << " at " << i << ": "
                 << y[i] << " vs " << reference[i];
         }
@@ -183,7 +184,7 @@ TEST(Bf16Dot, TheLanesTreeKeepsASubnormalSum) {
       std::vector<float> y(n * kRows);
       matmul_with(isa, w, x.data(), n, y.data(), pool);
       for (size_t i = 0; i < y.size(); ++i)
-        EXPECT_TRUE(same_bits(y[i], expected)) << "isa " << int(isa) << " tokens " << n << " output " << i << ": " << y[i];
+        EXPECT_TRUE(same_bits_or_both_nan(y[i], expected)) << "isa " << int(isa) << " tokens " << n << " output " << i << ": " << y[i];
     }
   }
 }

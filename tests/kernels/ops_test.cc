@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "kernels/exp.h"
+#include "support/float_bits.h"
 
 namespace larql {
 namespace {
+
+using test::same_bits_or_both_nan;
 
 // softmax's definition (ops.h), one value after another.
 void softmax_in_order(float* x, size_t n) {
@@ -23,15 +26,6 @@ void softmax_in_order(float* x, size_t n) {
   float sum = 0;
   for (size_t i = 0; i < n; ++i) sum += x[i];
   for (size_t i = 0; i < n; ++i) x[i] /= sum;
-}
-
-// The same bits, or both NaN: which NaN an add of two NaNs returns depends on the order of
-// its operands, which the compiler may swap (a + b is commutative but for NaN payloads).
-::testing::AssertionResult same_bits_or_both_nan(float actual, float expected) {
-  if (std::isnan(expected) ? std::isnan(actual) : std::bit_cast<uint32_t>(actual) == std::bit_cast<uint32_t>(expected))
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << std::hex << "0x" << std::bit_cast<uint32_t>(actual) << " where 0x"
-                                       << std::bit_cast<uint32_t>(expected) << " was expected";
 }
 
 // Scores as attention makes them, now and then a zero of either sign, an infinity or a NaN.
