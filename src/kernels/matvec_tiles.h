@@ -106,6 +106,7 @@ struct PassSums {
 
 // While it lives, this thread's SSE/AVX arithmetic flushes subnormal results to zero
 // (MXCSR bit 15) and reads subnormal inputs as zero (bit 6): the emulations of vdpbf16ps.
+// Scope it to the lanes' steps: the final reduce16 tree is plain f32 (bf16_dot.h).
 struct FlushSubnormals {
   unsigned saved = _mm_getcsr();
   FlushSubnormals() { _mm_setcsr(saved | 0x8040u); }
