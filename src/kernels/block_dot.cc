@@ -40,7 +40,6 @@ void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, si
     int block_sum = 0;
     for (size_t g = 0; g < 8; ++g) {
       const int group_sum = qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3];
-      qa.lane_scale[lanes + g] = d;
       qa.lane_group_sum[lanes + g] = float(group_sum);
       block_sum += group_sum;
     }
@@ -55,7 +54,6 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c, bool sim
   blocks = c / blocks::kValues;
   lane_stride = (blocks + 1) / 2 * 16;
   q.resize(n * c);
-  lane_scale.assign(n * lane_stride, 0.0f);
   lane_group_sum.assign(n * lane_stride, 0.0f);
   scaled_block_sum.resize(n * blocks);
   block_scale.resize(n * blocks);

@@ -36,16 +36,17 @@
 
 namespace larql {
 
-// Rows of activations in the form the block kernels read. The per-block numbers are kept
-// once per lane, eight lanes per block, as the AVX-512 tiles load them two blocks at a
-// time (lanes 0-7 the even block, 8-15 the odd one); the other versions read lane 8b.
+// Rows of activations in the form the block kernels read. The group sums are kept once
+// per lane, eight lanes per block, as the AVX-512 tiles load them two blocks at a time
+// (lanes 0-7 the even block, 8-15 the odd one). A block's dx is kept once: the tiles
+// spread a pair's two over the lanes in registers (a lane copy of each read from L2 cost
+// the Q8_0 prefill tile a sixth of its time, docs/benchmarks.md).
 struct QuantizedActivations {
   size_t rows = 0, cols = 0, blocks = 0;  // blocks per row = cols / 32
-  size_t lane_stride = 0;                 // floats per row below: 8 per block, blocks rounded up to pairs
+  size_t lane_stride = 0;                 // floats per row of lane_group_sum: 8 per block, blocks rounded up to pairs
   std::vector<int8_t> q;                  // [rows][cols] qx
   std::vector<float> block_scale;         // [rows][blocks] block b's dx
-  std::vector<float> lane_scale;          // [rows][lane_stride] block b's dx at 8b .. 8b+7 (0 past the last block)
-  std::vector<float> lane_group_sum;      // [rows][lane_stride] float(sx_g) at 8b + g
+  std::vector<float> lane_group_sum;      // [rows][lane_stride] float(sx_g) at 8b + g (0 past the last block)
   std::vector<float> scaled_block_sum;    // [rows][blocks] dx · Σ qx over block b (the K minimums' t_b)
 
   // Sizes the arrays for rows × cols and quantises x, the rows spread over the pool; with

@@ -314,7 +314,6 @@ LARQL_AVX2 void quantize_activation_row_avx2(const float* x, QuantizedActivation
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(&qa.q[r * qa.cols + b * blocks::kValues]), q);
     const __m256i groups = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // Σ of each four, in order
     const size_t lanes = r * qa.lane_stride + 8 * b;
-    _mm256_storeu_ps(&qa.lane_scale[lanes], _mm256_set1_ps(d));
     _mm256_storeu_ps(&qa.lane_group_sum[lanes], _mm256_cvtepi32_ps(groups));
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(groups), _mm256_extracti128_si256(groups, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
