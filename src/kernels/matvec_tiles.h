@@ -41,6 +41,11 @@ struct Tile {
   // tile's rows then, which the next tile in time reads (the others find their rows in
   // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.
   bool prefetch_next_rows = true;
+  // The AVX-512 K-quant tiles: room for their rows' unpacked scales, 16 floats per row and
+  // super-block. The first tile over a group of rows in a token block unpacks them there
+  // (unpack_scales), the others over the same rows read them back; null: unpack every time.
+  float* row_scales = nullptr;
+  bool unpack_scales = true;
 };
 
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).

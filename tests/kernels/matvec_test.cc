@@ -219,6 +219,21 @@ TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
   }
 }
 
+// The K-quant tiles keep a row's unpacked scales for the later tiles of its token block
+// (Tile::row_scales); 261 tokens of 2048 columns cross from one block to the next.
+TEST(Matmul, KQuantScalesServeEveryTokenBlock) {
+  for (DType t : {DType::q4_k, DType::q5_k, DType::q6_k}) {
+    const size_t rows = 9, cols = 2048, n = 261;
+    auto w = random_matrix(t, rows, cols, 3);
+    auto x = random_vector(n * cols, 4);
+    std::vector<float> reference(n * rows), y(n * rows);
+    ThreadPool one(1), pool(2);
+    for (size_t i = 0; i < n; ++i) matvec(w.m, &x[i * cols], &reference[i * rows], one);
+    matmul(w.m, x.data(), n, y.data(), pool);
+    EXPECT_EQ(y, reference) << dtype_name(t);
+  }
+}
+
 TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
   for (DType t : {DType::f32, DType::bf16, DType::q8_0, DType::q5_1, DType::q4_k, DType::q6_k}) {
     const size_t cols = blocks::is_kquant(t) ? 512 : dtype_is_blocked(t) ? 288 : 257;
