@@ -163,11 +163,13 @@ int main(int argc, char** argv) {
 
   ThreadPool pool(threads);
   std::vector<float> buffer(size_t(1.5 * (1u << 30)) / 4, 1.0f);  // 1.5 GiB, far beyond any cache
-  std::vector<double> bandwidth, fma_peak, dot_peak;
+  std::vector<double> bandwidth, fma_peak, dot_peak, int8_peak;
   for (size_t r = 0; r < reps + 1; ++r) {  // repetition 0 warms the page cache and is dropped
     const double bw = read_bandwidth(buffer, threads);
     const bench::Peaks peaks = bench::measure_peaks(threads, 0.1);
-    if (r > 0) bandwidth.push_back(bw), fma_peak.push_back(peaks.f32_fma), dot_peak.push_back(peaks.bf16_dot);
+    if (r > 0)
+      bandwidth.push_back(bw), fma_peak.push_back(peaks.f32_fma), dot_peak.push_back(peaks.bf16_dot),
+          int8_peak.push_back(peaks.int8_dot);
     for (Measured& m : models) {
       std::vector<int> prompt(*std::max_element(prefill_tokens.begin(), prefill_tokens.end()));
       for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int((i * 7919 + 3) % m.model.config.vocab);
@@ -189,8 +191,8 @@ int main(int argc, char** argv) {
       }
       if (r == 0) continue;
       m.decode_tps.push_back(double(decode_tokens) / gen->decode_seconds);
-      std::printf("rep %zu: read %.1f GB/s, peaks %.0f/%.0f Gflop/s; %s decode %.2f tok/s (%.1f GB/s of weights), prefill", r,
-                  bw / 1e9, peaks.f32_fma / 1e9, peaks.bf16_dot / 1e9, m.label.c_str(), m.decode_tps.back(),
+      std::printf("rep %zu: read %.1f GB/s, peaks %.0f/%.0f/%.0f Gflop/s; %s decode %.2f tok/s (%.1f GB/s of weights), prefill",
+                  r, bw / 1e9, peaks.f32_fma / 1e9, peaks.bf16_dot / 1e9, peaks.int8_dot / 1e9, m.label.c_str(), m.decode_tps.back(),
                   m.decode_tps.back() * double(m.weight_bytes) / 1e9);
       for (size_t i = 0; i < prefill_tokens.size(); ++i) {
         m.prefill_tps[i].push_back(prefill_tps[i]);
@@ -199,17 +201,22 @@ int main(int argc, char** argv) {
       std::printf(" tok/s\n");
     }
   }
-  const double bw = median(bandwidth), fma = median(fma_peak), dot = median(dot_peak);
+  const double bw = median(bandwidth), fma = median(fma_peak), dot = median(dot_peak), int8 = median(int8_peak);
   std::printf("\nthreads %zu, medians of %zu repetitions\n", threads, reps);
   std::printf("read bandwidth (%zu threads, same run):  %.1f GB/s\n", threads, bw / 1e9);
-  std::printf("arithmetic peaks (%zu threads, same run): f32 FMA %.0f Gflop/s, bf16 dot %.0f Gflop/s%s\n", threads, fma / 1e9,
-              dot / 1e9, dot > 0 ? "" : " (no AVX512_BF16)");
+  std::printf("arithmetic peaks (%zu threads, same run): f32 FMA %.0f Gflop/s, bf16 dot %.0f Gflop/s%s, int8 dot %.0f Gflop/s%s\n",
+              threads, fma / 1e9, dot / 1e9, dot > 0 ? "" : " (no AVX512_BF16)", int8 / 1e9, int8 > 0 ? "" : " (no AVX512_VNNI)");
   for (const Measured& m : models) {
     const double dec = median(m.decode_tps);
     // Of every prefill flop, the weight products: 2 per weight per token (attention's own
     // products are left out, so the share of peak is a lower bound).
     const double flops_per_token = 2.0 * double(m.weight_bytes) / (double(dtype_bytes(m.model.layers[0].gate.dtype, 256)) / 256);
-    const bool dot_path = m.model.layers[0].gate.effective_arithmetic() == Arithmetic::bf16_dot && dot > 0;
+    // The peak of the instruction the products run on: the block formats' tiles multiply
+    // with vpdpbusd where the CPU has it, bf16-dot with vdpbf16ps.
+    const Matrix& gate = m.model.layers[0].gate;
+    const auto [peak, peak_name] = dtype_is_blocked(gate.dtype) && int8 > 0                          ? std::pair{int8, "int8 dot"}
+                                   : gate.effective_arithmetic() == Arithmetic::bf16_dot && dot > 0 ? std::pair{dot, "bf16 dot"}
+                                                                                                    : std::pair{fma, "f32 FMA"};
     std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s\n", m.label.c_str(), m.model.config.layers,
                 m.model.config.hidden, m.model.config.ffn, m.model.config.vocab,
                 std::string(dtype_name(m.model.layers[0].gate.dtype)).c_str());
@@ -218,8 +225,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < prefill_tokens.size(); ++i) {
       const double pre = median(m.prefill_tps[i]);
       std::printf("prefill:  %.1f tok/s (%zu-token prompt); weight products %.0f Gflop/s = %.0f%% of the %s peak\n", pre,
-                  prefill_tokens[i], pre * flops_per_token / 1e9, 100 * pre * flops_per_token / (dot_path ? dot : fma),
-                  dot_path ? "bf16 dot" : "f32 FMA");
+                  prefill_tokens[i], pre * flops_per_token / 1e9, 100 * pre * flops_per_token / peak, peak_name);
       if (&m != &models.front())
         std::printf("against %s: prefill %.2fx\n", models.front().label.c_str(), pre / median(models.front().prefill_tps[i]));
     }

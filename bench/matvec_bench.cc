@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
   std::printf("%zu x %zu, %zu token(s), %zu threads, median of %zu\n", rows, cols, tokens, threads, reps);
   if (tokens > 1) {
     const bench::Peaks peaks = bench::measure_peaks(threads);
-    std::printf("peaks (same run, %zu threads): f32 FMA %.1f Gflop/s, bf16 dot %.1f Gflop/s%s\n", threads,
-                peaks.f32_fma / 1e9, peaks.bf16_dot / 1e9, peaks.bf16_dot ? "" : " (no AVX512_BF16)");
+    std::printf("peaks (same run, %zu threads): f32 FMA %.1f Gflop/s, bf16 dot %.1f Gflop/s%s, int8 dot %.1f Gflop/s%s\n", threads,
+                peaks.f32_fma / 1e9, peaks.bf16_dot / 1e9, peaks.bf16_dot ? "" : " (no AVX512_BF16)", peaks.int8_dot / 1e9,
+                peaks.int8_dot ? "" : " (no AVX512_VNNI)");
   }
   auto measure = [&](const Matrix& m, const std::string& name, size_t bytes) {
     for (int i = 0; i < 3; ++i) matmul(m, x.data(), tokens, y.data(), pool);
