@@ -3,8 +3,8 @@
 // threads. Reported per step, one output's pair of 32-value blocks (block_dot.h's
 // contract: a vpdpbusd, a scale, a conversion and an FMA), next to a register-only loop of
 // those four instructions measured in the same run: the step's floor on this core. The
-// K-quant tiles read their rows' scales unpacked, as every tile in a token block but the
-// first does (Tile::row_scales).
+// K-quant tiles read their rows unpacked, as every tile in a token block but the first
+// does (Tile::unpacked_rows).
 //
 //   build/bench/block_tile_bench [--cols 2048] [--formats q8_0 q4_k]
 #include <CLI/CLI.hpp>
@@ -112,12 +112,12 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> bytes(dtype_bytes(format.type, kRows * cols));
     blocks::quantize_row(format.type, w.data(), kRows * cols, bytes.data());
     const Matrix m{format.type, kRows, cols, bytes.data()};
-    std::vector<float> row_scales(kRows * (cols / blocks::kSuperValues) * 16);
+    std::vector<uint8_t> unpacked(kRows * unpacked_row_bytes(cols));
     Tile tile{&m, x.data(), y.data(), 0, kRows, 0, kTokens};
     tile.qa = &qa;
-    tile.row_scales = row_scales.data();
-    block_tile_vnni(tile);  // unpacks the K-quant scales
-    tile.unpack_scales = false;
+    tile.unpacked_rows = unpacked.data();
+    block_tile_vnni(tile);  // unpacks the K-quant rows
+    tile.unpack_rows = false;
     const size_t calls = std::max<size_t>(1, 4'000'000'000 / (kSteps * cols));  // about 30 ms
     const double tile_s = best_seconds([&] {
       for (size_t i = 0; i < calls; ++i) block_tile_vnni(tile);

@@ -142,12 +142,12 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
       std::max<size_t>(1, kActivationBlockBytes / activation_bytes(w) / plan.max_tokens) * plan.max_tokens;
   auto rows = [&](size_t begin, size_t end) {
     Tile t = base;
-    // A K-quant row's scales, unpacked by the first tile over it in a token block, serve the
-    // block's other tiles (Tile::row_scales).
-    thread_local std::vector<float> row_scales;
+    // K-quant rows, unpacked by the first tile over them in a token block, serve the
+    // block's other tiles (Tile::unpacked_rows).
+    thread_local std::vector<uint8_t> unpacked;
     if (blocks::is_kquant(w.dtype) && n > 1) {
-      row_scales.resize(plan.max_rows * (w.cols / blocks::kSuperValues) * 16);
-      t.row_scales = row_scales.data();
+      unpacked.resize(plan.max_rows * unpacked_row_bytes(w.cols));
+      t.unpacked_rows = unpacked.data();
     }
     for (size_t b0 = 0; b0 < n; b0 += block_tokens) {
       const size_t b1 = std::min(n, b0 + block_tokens);
@@ -156,7 +156,7 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
           t.nr = std::min(plan.max_rows, end - t.r0);
           t.nt = std::min(plan.max_tokens, b1 - t.t0);
           t.prefetch_next_rows = t.t0 + t.nt == b1;
-          t.unpack_scales = t.t0 == b0;
+          t.unpack_rows = t.t0 == b0;
           plan.tile(t);
         }
     }

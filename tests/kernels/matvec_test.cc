@@ -219,9 +219,9 @@ TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
   }
 }
 
-// The K-quant tiles keep a row's unpacked scales for the later tiles of its token block
-// (Tile::row_scales); 261 tokens of 2048 columns cross from one block to the next.
-TEST(Matmul, KQuantScalesServeEveryTokenBlock) {
+// The K-quant tiles keep their rows unpacked for the later tiles of a token block
+// (Tile::unpacked_rows); 261 tokens of 2048 columns cross from one block to the next.
+TEST(Matmul, UnpackedKQuantRowsServeEveryTokenBlock) {
   for (DType t : {DType::q4_k, DType::q5_k, DType::q6_k}) {
     const size_t rows = 9, cols = 2048, n = 261;
     auto w = random_matrix(t, rows, cols, 3);
