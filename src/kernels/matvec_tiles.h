@@ -41,16 +41,17 @@ struct Tile {
   // tile's rows then, which the next tile in time reads (the others find their rows in
   // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.
   bool prefetch_next_rows = true;
-  // The AVX-512 K-quant tiles: room for their rows unpacked (unpacked_row_bytes each). The
-  // first tile over a group of rows in a token block unpacks them there (unpack_rows), the
-  // others over the same rows read them back; null: unpack every time.
+  // The AVX-512 block-format tiles: room for their rows unpacked (unpacked_row_bytes each).
+  // The first tile over a group of rows in a token block unpacks them there (unpack_rows),
+  // the others over the same rows read them back; null: unpack every time.
   uint8_t* unpacked_rows = nullptr;
   bool unpack_rows = true;
 };
 
-// A K-quant row as the AVX-512 tiles multiply it: per super-block its 16 scales (floats),
-// then per pair of blocks its 64 integers, then (q6_k) per pair the dots' 16 starts (int32).
-inline size_t unpacked_row_bytes(size_t cols) { return cols / 256 * 64 + cols / 64 * 128; }
+// A block-format row as the AVX-512 tiles multiply it: per K-quant super-block its 16
+// scales (floats), then per whole pair of blocks 192 bytes: its 64 integers, its 16 lane
+// scales and its 16 dots' starts or minimums (block_dot_avx512_tiles.inc's UnpackedRow).
+inline size_t unpacked_row_bytes(size_t cols) { return cols / 256 * 64 + cols / 64 * 192; }
 
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).
 inline float reduce16(const float* l) {

@@ -219,11 +219,12 @@ TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
   }
 }
 
-// The K-quant tiles keep their rows unpacked for the later tiles of a token block
-// (Tile::unpacked_rows); 261 tokens of 2048 columns cross from one block to the next.
-TEST(Matmul, UnpackedKQuantRowsServeEveryTokenBlock) {
-  for (DType t : {DType::q4_k, DType::q5_k, DType::q6_k}) {
-    const size_t rows = 9, cols = 2048, n = 261;
+// The block tiles keep their rows unpacked for the later tiles of a token block
+// (Tile::unpacked_rows); 261 tokens of 2048 or 2080 columns cross from one block to the
+// next, and 2080 columns end each row in a single block, which is not kept.
+TEST(Matmul, UnpackedRowsServeEveryTokenBlock) {
+  for (DType t : {DType::q8_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    const size_t rows = 9, cols = blocks::is_kquant(t) ? 2048 : 2080, n = 261;
     auto w = random_matrix(t, rows, cols, 3);
     auto x = random_vector(n * cols, 4);
     std::vector<float> reference(n * rows), y(n * rows);
