@@ -2,9 +2,9 @@
 // rows and tokens in L1, timed on one thread: what the tiles' code costs without memory or
 // threads. Reported per step, one output's pair of 32-value blocks (block_dot.h's
 // contract: a vpdpbusd, a scale, a conversion and an FMA), next to a register-only loop of
-// those four instructions measured in the same run: the step's floor on this core. The
-// K-quant tiles read their rows unpacked, as every tile in a token block but the first
-// does (Tile::unpacked_rows).
+// those four instructions measured in the same run: the step's floor on this core. Where
+// a product keeps rows unpacked (keeps_unpacked_rows), the tile reads them so, as every
+// tile in a token block but the first does (Tile::unpacked_rows).
 //
 //   build/bench/block_tile_bench [--cols 2048] [--formats q8_0 q4_k]
 #include <CLI/CLI.hpp>
@@ -115,8 +115,8 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> unpacked(kRows * unpacked_row_bytes(cols));
     Tile tile{&m, x.data(), y.data(), 0, kRows, 0, kTokens};
     tile.qa = &qa;
-    tile.unpacked_rows = unpacked.data();
-    block_tile_vnni(tile);  // unpacks the K-quant rows
+    tile.unpacked_rows = keeps_unpacked_rows(format.type) ? unpacked.data() : nullptr;
+    block_tile_vnni(tile);  // unpacks the rows
     tile.unpack_rows = false;
     const size_t calls = std::max<size_t>(1, 4'000'000'000 / (kSteps * cols));  // about 30 ms
     const double tile_s = best_seconds([&] {

@@ -143,11 +143,9 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   auto rows = [&](size_t begin, size_t end) {
     Tile t = base;
     // Block-format rows, unpacked by the first tile over them in a token block, serve the
-    // block's other tiles (Tile::unpacked_rows). Not q8_0's, whose integers are stored as
-    // they are multiplied: its rows kept unpacked (3 bytes per value) left L1 for L2 and
-    // made the down product slower (docs/benchmarks.md).
+    // block's other tiles (Tile::unpacked_rows).
     thread_local std::vector<uint8_t> unpacked;
-    if (dtype_is_blocked(w.dtype) && w.dtype != DType::q8_0 && n > 1) {
+    if (keeps_unpacked_rows(w.dtype) && n > 1) {
       unpacked.resize(plan.max_rows * unpacked_row_bytes(w.cols));
       t.unpacked_rows = unpacked.data();
     }

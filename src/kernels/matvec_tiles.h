@@ -53,6 +53,11 @@ struct Tile {
 // scales and its 16 dots' starts or minimums (block_dot_avx512_tiles.inc's UnpackedRow).
 inline size_t unpacked_row_bytes(size_t cols) { return cols / 256 * 64 + cols / 64 * 192; }
 
+// Whether a product of several tokens keeps rows of t unpacked. Not q8_0's, whose integers
+// are stored as they are multiplied: its rows kept unpacked (3 bytes per value) left L1
+// for L2 and made the down product slower (docs/benchmarks.md).
+inline bool keeps_unpacked_rows(DType t) { return dtype_is_blocked(t) && t != DType::q8_0; }
+
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).
 inline float reduce16(const float* l) {
   float a[8], b[4], c[2];
