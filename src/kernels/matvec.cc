@@ -143,9 +143,10 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   auto rows = [&](size_t begin, size_t end) {
     Tile t = base;
     // Block-format rows, unpacked by the first tile over them in a token block, serve the
-    // block's other tiles (Tile::unpacked_rows).
+    // block's other tiles (Tile::unpacked_rows; the AVX-512 ones).
     thread_local std::vector<uint8_t> unpacked;
-    if (keeps_unpacked_rows(w.dtype) && n > 1) {
+    const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
+    if (avx512 && keeps_unpacked_rows(w.dtype) && n > 1) {
       unpacked.resize(plan.max_rows * unpacked_row_bytes(w.cols));
       t.unpacked_rows = unpacked.data();
     }
