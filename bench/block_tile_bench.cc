@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> bytes(dtype_bytes(format.type, kRows * cols));
     blocks::quantize_row(format.type, w.data(), kRows * cols, bytes.data());
     const Matrix m{format.type, kRows, cols, bytes.data()};
-    std::vector<uint8_t> unpacked(kRows * unpacked_row_bytes(cols));
+    std::vector<uint8_t> unpacked(kRows * UnpackedRow::bytes(cols));
     Tile tile{&m, x.data(), y.data(), 0, kRows, 0, kTokens};
     tile.qa = &qa;
     tile.unpacked_rows = keeps_unpacked_rows(format.type) ? unpacked.data() : nullptr;

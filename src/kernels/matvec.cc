@@ -147,7 +147,7 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
     thread_local std::vector<uint8_t> unpacked;
     const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
     if (avx512 && keeps_unpacked_rows(w.dtype) && n > 1) {
-      unpacked.resize(plan.max_rows * unpacked_row_bytes(w.cols));
+      unpacked.resize(plan.max_rows * UnpackedRow::bytes(w.cols));
       t.unpacked_rows = unpacked.data();
     }
     for (size_t b0 = 0; b0 < n; b0 += block_tokens) {

@@ -41,17 +41,27 @@ struct Tile {
   // tile's rows then, which the next tile in time reads (the others find their rows in
   // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.
   bool prefetch_next_rows = true;
-  // The AVX-512 block-format tiles: room for their rows unpacked (unpacked_row_bytes each).
+  // The AVX-512 block-format tiles: room for their rows unpacked (UnpackedRow::bytes each).
   // The first tile over a group of rows in a token block unpacks them there (unpack_rows),
   // the others over the same rows read them back; null: unpack every time.
   uint8_t* unpacked_rows = nullptr;
   bool unpack_rows = true;
 };
 
-// A block-format row as the AVX-512 tiles multiply it: per K-quant super-block its 16
-// scales (floats), then per whole pair of blocks 192 bytes: its 64 integers, its 16 lane
-// scales and its 16 dots' starts or minimums (block_dot_avx512_tiles.inc's UnpackedRow).
-inline size_t unpacked_row_bytes(size_t cols) { return cols / 256 * 64 + cols / 64 * 192; }
+// A block-format row as the AVX-512 tiles multiply it, at base: per K-quant super-block
+// (256 values) its 16 scales as floats, then per whole pair of blocks three 64-byte slots:
+// its integers (as vpdpbusd takes them), its lane scales dw (32-value formats), and the
+// dots' start (formats whose integers go in signed) or the minimums mw. Every format keeps
+// the three slots' stride, used or not (packing the K-quants' one or two closer measured no
+// faster).
+struct UnpackedRow {
+  static constexpr size_t kDw = 64, kLast = 128;  // the slots' offsets in a pair's 192 bytes
+  static size_t bytes(size_t cols) { return cols / 256 * 64 + cols / 64 * 192; }
+  uint8_t* base;
+  size_t cols;
+  float* scales(size_t super_block) const { return reinterpret_cast<float*>(base + 64 * super_block); }
+  uint8_t* pair(size_t p) const { return base + cols / 256 * 64 + 192 * p; }
+};
 
 // Whether a product of several tokens keeps rows of t unpacked. Not q8_0's, whose integers
 // are stored as they are multiplied: its rows kept unpacked (3 bytes per value) left L1
