@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 #include <cstring>
+#include <numeric>
 
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec_tiles.h"
@@ -116,11 +117,13 @@ size_t activation_bytes(const Matrix& w) {
 // that every row of a thread's range reads them from there; the rows are read once per block.
 constexpr size_t kActivationBlockBytes = 512 << 10;
 
-// Products of several tokens split their rows into this many chunks per thread, claimed as
-// threads come free: in a VM one core can run slower for a while, and with one chunk each
-// the other then waits (prefill 1.05-1.15x faster on the Zen 5, docs/benchmarks.md). A
-// decode step keeps one chunk per thread, one weight stream each (four measured slower).
-constexpr size_t kPrefillChunksPerThread = 4;
+// Products of several tokens split each token block's rows into this many pieces per
+// thread, claimed in order as threads come free: a thread that finishes a block goes on to
+// the next one's pieces, and only the last block's last pieces can leave a thread waiting.
+// In a VM one core can also run slower for a while; small pieces let the other take over
+// its share (docs/benchmarks.md). A decode step keeps one piece per thread, one weight
+// stream each (four measured slower).
+constexpr size_t kPrefillPiecesPerThread = 16;
 
 }  // namespace
 
@@ -140,7 +143,14 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   }
   const size_t block_tokens =
       std::max<size_t>(1, kActivationBlockBytes / activation_bytes(w) / plan.max_tokens) * plan.max_tokens;
-  auto rows = [&](size_t begin, size_t end) {
+  const size_t blocks = (n + block_tokens - 1) / block_tokens;
+  // A piece's rows: whole tiles, and whole cache lines of each token's outputs (16 floats),
+  // so that no two threads write one line.
+  const size_t pieces_per_block = pool.size() * (n == 1 ? 1 : kPrefillPiecesPerThread);
+  const size_t grain = std::lcm<size_t>(16, plan.max_rows);
+  const size_t piece_rows = ((w.rows + pieces_per_block - 1) / pieces_per_block + grain - 1) / grain * grain;
+  const size_t pieces = (w.rows + piece_rows - 1) / piece_rows;
+  auto run = [&](size_t begin, size_t end) {
     Tile t = base;
     // Block-format rows, unpacked by the first tile over them in a token block, serve the
     // block's other tiles (Tile::unpacked_rows; the AVX-512 ones).
@@ -150,11 +160,12 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
       unpacked.resize(plan.max_rows * UnpackedRow::bytes(w.cols));
       t.unpacked_rows = unpacked.data();
     }
-    for (size_t b0 = 0; b0 < n; b0 += block_tokens) {
-      const size_t b1 = std::min(n, b0 + block_tokens);
-      for (t.r0 = begin; t.r0 < end; t.r0 += plan.max_rows)
+    for (size_t piece = begin; piece < end; ++piece) {  // token block piece / pieces, its rows piece % pieces
+      const size_t b0 = piece / pieces * block_tokens, b1 = std::min(n, b0 + block_tokens);
+      const size_t r_end = std::min(w.rows, (piece % pieces + 1) * piece_rows);
+      for (t.r0 = piece % pieces * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows)
         for (t.t0 = b0; t.t0 < b1; t.t0 += plan.max_tokens) {
-          t.nr = std::min(plan.max_rows, end - t.r0);
+          t.nr = std::min(plan.max_rows, r_end - t.r0);
           t.nt = std::min(plan.max_tokens, b1 - t.t0);
           t.prefetch_next_rows = t.t0 + t.nt == b1;
           t.unpack_rows = t.t0 == b0;
@@ -164,9 +175,9 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
   };
   // Small products are not worth waking the workers for.
   if (w.rows * w.cols * n < (1u << 15))
-    rows(0, w.rows);
+    run(0, blocks * pieces);
   else
-    pool.parallel_for(w.rows, rows, 16, n == 1 ? 1 : kPrefillChunksPerThread);
+    pool.parallel_for(blocks * pieces, run, 1, (blocks * pieces + pool.size() - 1) / pool.size());
 }
 
 void matmul(const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
