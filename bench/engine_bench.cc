@@ -94,6 +94,19 @@ size_t decode_weight_bytes(const Model& m) {
   return bytes;
 }
 
+// Multiply-adds (two flops each) of a prefill's weight products: every layer's for every
+// token, the classifier's once (the logits of the prompt's last token only). Counted from
+// the matrices' shapes, not their bytes, which differ per weight between the formats of
+// one file (Q4_K_M's Q6_K matrices). Attention's own products are left out, so the share
+// of a peak is a lower bound.
+double prefill_flops(const Model& m, size_t tokens) {
+  double per_token = 0;
+  for (const auto& l : m.layers)
+    for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+      if (w->data) per_token += 2.0 * double(w->rows) * double(w->cols);
+  return per_token * double(tokens) + 2.0 * double(m.classifier.rows) * double(m.classifier.cols);
+}
+
 }  // namespace
 
 struct Measured {
@@ -208,9 +221,6 @@ int main(int argc, char** argv) {
               threads, fma / 1e9, dot / 1e9, dot > 0 ? "" : " (no AVX512_BF16)", int8 / 1e9, int8 > 0 ? "" : " (no AVX512_VNNI)");
   for (const Measured& m : models) {
     const double dec = median(m.decode_tps);
-    // Of every prefill flop, the weight products: 2 per weight per token (attention's own
-    // products are left out, so the share of peak is a lower bound).
-    const double flops_per_token = 2.0 * double(m.weight_bytes) / (double(dtype_bytes(m.model.layers[0].gate.dtype, 256)) / 256);
     // The peak of the instruction the products run on: the block formats' tiles multiply
     // with vpdpbusd where the CPU has it, bf16-dot with vdpbf16ps.
     const Matrix& gate = m.model.layers[0].gate;
@@ -224,8 +234,9 @@ int main(int argc, char** argv) {
                 double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / bw);
     for (size_t i = 0; i < prefill_tokens.size(); ++i) {
       const double pre = median(m.prefill_tps[i]);
+      const double flops_per_s = pre * prefill_flops(m.model, prefill_tokens[i]) / double(prefill_tokens[i]);
       std::printf("prefill:  %.1f tok/s (%zu-token prompt); weight products %.0f Gflop/s = %.0f%% of the %s peak\n", pre,
-                  prefill_tokens[i], pre * flops_per_token / 1e9, 100 * pre * flops_per_token / peak, peak_name);
+                  prefill_tokens[i], flops_per_s / 1e9, 100 * flops_per_s / peak, peak_name);
       if (&m != &models.front())
         std::printf("against %s: prefill %.2fx\n", models.front().label.c_str(), pre / median(models.front().prefill_tps[i]));
     }
