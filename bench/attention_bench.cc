@@ -1,10 +1,10 @@
 // Attention's two kernels (kernels/dot.h) on one thread, the shape of a prefill's last
-// rows: the query heads of one key-value head against `seen` keys and values inside a
-// layer's cache rows. Three ways in the same run, with the same bits: one dot() per score
-// and one head's weighted sum at a time (the contract's plain form), dots() and
-// weighted_sum() one head at a time, and the heads of the group together (as the
-// transformer calls them). And the softmax of each score row against the loop it replaced,
-// which called the C library's expf.
+// rows: the query heads of one key-value head against `seen` keys and values of a layer's
+// cache, laid out as KvCache keeps them (each head's positions contiguous). Three ways in
+// the same run, with the same bits: one dot() per score and one head's weighted sum at a
+// time (the contract's plain form), dots() and weighted_sum() one head at a time, and the
+// heads of the group together (as the transformer calls them). And the softmax of each
+// score row against the loop it replaced, which called the C library's expf.
 //
 //   build/bench/attention_bench [--head-dim 64] [--group 4] [--kv-heads 8] [--seen 512] [--reps 9]
 #include <CLI/CLI.hpp>
@@ -49,19 +49,18 @@ int main(int argc, char** argv) {
   size_t hd = 64, group = 4, kv_heads = 8, seen = 512, reps = 9;
   app.add_option("--head-dim", hd);
   app.add_option("--group", group, "query heads per key-value head");
-  app.add_option("--kv-heads", kv_heads, "key-value heads in a cache row (calls go round them)");
+  app.add_option("--kv-heads", kv_heads, "key-value heads in the cache (calls go round them)");
   app.add_option("--seen", seen, "positions attended to");
   app.add_option("--reps", reps, "timed rounds (the median is reported)");
   CLI11_PARSE(app, argc, argv);
 
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 1);
-  const size_t kv_dim = kv_heads * hd;
-  std::vector<float> queries(group * hd), cache(seen * kv_dim), scores(group * seen), sums(group * hd);
+  std::vector<float> queries(group * hd), cache(kv_heads * seen * hd), scores(group * seen), sums(group * hd);
   for (float& v : queries) v = normal(rng);
   for (float& v : cache) v = normal(rng);
   const size_t calls = std::max<size_t>(1, (size_t(1) << 27) / (group * seen * hd));
-  auto keys = [&](size_t call) { return StridedRows{cache.data() + call % kv_heads * hd, seen, kv_dim}; };
+  auto keys = [&](size_t call) { return StridedRows{cache.data() + call % kv_heads * seen * hd, seen, hd}; };
 
   // Scores: one dot() per pair, dots() per head, dots() for the group.
   const double plain = median_seconds(reps, calls, [&](size_t call) {

@@ -82,7 +82,7 @@ void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<flo
 void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks) {
   const ModelConfig& c = model_.config;
   const LayerConfig& lc = c.layer(layer);
-  const size_t hd = lc.head_dim, q_dim = c.q_dim(layer), kv_dim = c.kv_dim(layer), group = c.heads / lc.kv_heads;
+  const size_t hd = lc.head_dim, q_dim = c.q_dim(layer), group = c.heads / lc.kv_heads;
   const size_t rows = row_chunk_.size();
   size_t span = 0;  // the longest history any of these rows sees
   for (const SequenceChunk& ch : chunks) span = std::max(span, ch.pos + ch.tokens.size());
@@ -110,8 +110,8 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
-      const StridedRows keys{cache.keys[layer].data() + first * kv_dim + kvh * hd, seen, kv_dim};
-      const StridedRows values{cache.values[layer].data() + first * kv_dim + kvh * hd, seen, kv_dim};
+      const StridedRows keys{cache.keys[layer][kvh].data() + first * hd, seen, hd};
+      const StridedRows values{cache.values[layer][kvh].data() + first * hd, seen, hd};
       dots({q_.data() + t * q_dim + h0 * hd, shared, hd}, keys, hd, att, span);
       for (size_t h = 0; h < shared; ++h) {
         float* a = att + h * span;
@@ -204,14 +204,20 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     });
     // Each sequence's cache grows with the positions it uses, once per pass.
     for (const SequenceChunk& ch : chunks) {
-      const size_t used = (ch.pos + ch.tokens.size()) * KV;
-      if (ch.cache->keys[l].size() < used) ch.cache->keys[l].resize(used), ch.cache->values[l].resize(used);
+      const size_t used = (ch.pos + ch.tokens.size()) * hd;
+      auto& keys = ch.cache->keys[l];
+      auto& values = ch.cache->values[l];
+      if (keys.size() < lc.kv_heads) keys.resize(lc.kv_heads), values.resize(lc.kv_heads);
+      for (size_t h = 0; h < lc.kv_heads; ++h)
+        if (keys[h].size() < used) keys[h].resize(used), values[h].resize(used);
     }
     pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
       for (size_t t = begin; t < end; ++t) {
         KvCache& cache = *chunks[row_chunk_[t]].cache;
-        std::memcpy(cache.keys[l].data() + row_pos_[t] * KV, &k_[t * KV], KV * sizeof(float));
-        std::memcpy(cache.values[l].data() + row_pos_[t] * KV, &v_[t * KV], KV * sizeof(float));
+        for (size_t h = 0; h < lc.kv_heads; ++h) {
+          std::memcpy(cache.keys[l][h].data() + row_pos_[t] * hd, &k_[t * KV + h * hd], hd * sizeof(float));
+          std::memcpy(cache.values[l][h].data() + row_pos_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
+        }
       }
     });
     attention(l, chunks);

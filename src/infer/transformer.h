@@ -11,10 +11,11 @@
 
 namespace larql {
 
-// One sequence's keys and values, per layer, grown with the positions used (never sized
-// by the model's whole context).
+// One sequence's keys and values, grown with the positions used (never sized by the
+// model's whole context). Each key-value head's apart, [layer][head][position][head_dim]:
+// attention reads one head's positions as one contiguous stream.
 struct KvCache {
-  std::vector<std::vector<float>> keys, values;  // [layer][position][kv_dim]
+  std::vector<std::vector<std::vector<float>>> keys, values;
 };
 
 // One sequence's share of a batched pass: `tokens` at positions [pos, pos + n) of its
