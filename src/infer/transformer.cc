@@ -91,10 +91,11 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   // read once for all of them; unless that leaves too few jobs for the threads (a decode
   // step of a model with one or two key-value heads), then one head per job.
   const size_t shared = rows * lc.kv_heads >= 2 * pool_.size() ? group : 1;
-  // Jobs go head by head, row by row within a head, so that a thread's next job finds the
-  // same keys and values in its caches. Causal rows cost in proportion to their position:
-  // jobs are taken from both ends in turn, so that the pool's contiguous chunks carry
-  // equal work.
+  // Jobs go head by head, so that a thread's next job finds the same keys and values in
+  // its caches. Causal rows cost in proportion to their position: within a head, rows are
+  // taken from both ends in turn, so that the pool's contiguous chunks carry equal work
+  // even when one cuts a head (taking both ends of the whole job list instead had each
+  // thread switch between two heads at every job).
   const size_t jobs = rows * c.heads / shared;
   pool_.parallel_for(jobs, [&](size_t begin, size_t end) {
     // A job's scores live only until its weighted sum: [shared][span] per thread, not a
@@ -102,8 +103,8 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
     thread_local std::vector<float> scores;
     scores.resize(shared * span);
     for (size_t k = begin; k < end; ++k) {
-      const size_t job = k % 2 == 0 ? k / 2 : jobs - 1 - k / 2;
-      const size_t t = job % rows, h0 = job / rows * shared, kvh = h0 / group;
+      const size_t i = k % rows, t = i % 2 == 0 ? i / 2 : rows - 1 - i / 2;
+      const size_t h0 = k / rows * shared, kvh = h0 / group;
       const KvCache& cache = *chunks[row_chunk_[t]].cache;
       float* att = scores.data();
       // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
