@@ -160,10 +160,11 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
       unpacked.resize(plan.max_rows * UnpackedRow::bytes(w.cols));
       t.unpacked_rows = unpacked.data();
     }
-    for (size_t piece = begin; piece < end; ++piece) {  // token block piece / pieces, its rows piece % pieces
-      const size_t b0 = piece / pieces * block_tokens, b1 = std::min(n, b0 + block_tokens);
-      const size_t r_end = std::min(w.rows, (piece % pieces + 1) * piece_rows);
-      for (t.r0 = piece % pieces * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows)
+    for (size_t piece = begin; piece < end; ++piece) {
+      const size_t block = piece / pieces, part = piece % pieces;
+      const size_t b0 = block * block_tokens, b1 = std::min(n, b0 + block_tokens);
+      const size_t r_end = std::min(w.rows, (part + 1) * piece_rows);
+      for (t.r0 = part * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows)
         for (t.t0 = b0; t.t0 < b1; t.t0 += plan.max_tokens) {
           t.nr = std::min(plan.max_rows, r_end - t.r0);
           t.nt = std::min(plan.max_tokens, b1 - t.t0);
