@@ -86,7 +86,7 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   alignas(32) uint16_t w_tail[NR][bf16dot::kChunk] = {};
   if (full < chunks) pad_tails<NR>(rows, cols, full, w_tail);
   PassSums<NR, kGroup> sums;
-  const size_t ahead = NR * t.w->row_bytes() / 2;
+  SpreadPrefetch next_rows(t, full);  // over the first group's first passes
   // Half H of chunks [c0, c1) for tokens 2g .. 2g + NT - 1: values 32c + 16H .. + 15.
   auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
     // A group of kGroup tokens lies in one of the activations' groups: one step for all.
@@ -112,11 +112,8 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       }
     };
     const size_t main_end = std::min(c1, full);
-    const bool prefetch = H == 0 && g == 0 && t.prefetch_next_rows;  // one line per row and chunk
     for (size_t c = c0; c < main_end; ++c) {
-      if (prefetch)
-        LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + bf16dot::kChunk * c + ahead), _MM_HINT_T0);
+      if (H == 0 && g == 0) next_rows.step();
       accumulate(rows, bf16dot::kChunk * c + 16 * H, step * c + 16 * H);
     }
     if (main_end < c1) {

@@ -257,9 +257,11 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     }
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };
+  SpreadPrefetch next_rows(t, chunks);  // a k-block's share as its chunks are unpacked
   auto load_chunks = [&](size_t c0, size_t c1) LARQL_AVX2 {
     for (int r = 0; r < NR; ++r)
       for (size_t c = c0; c < c1; ++c) load_chunk<T>(chunk[r][c - c0], rows[r], c);
+    for (size_t c = c0; c < c1; ++c) next_rows.step();
   };
   run_passes<kGroup>(chunks, kBlockChunks, t.nt, load_chunks, pass);
   sums.write(t);

@@ -5,6 +5,8 @@
 #include <vector>
 #include <cstring>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec_tiles.h"
@@ -125,6 +127,20 @@ constexpr size_t kActivationBlockBytes = 512 << 10;
 // stream each (four measured slower).
 constexpr size_t kPrefillPiecesPerThread = 16;
 
+// Prefill: the last this many tiles over a row group in a token block prefetch the next
+// group's rows, a part each (Tile::prefetch). One tile's worth at the end waits on DRAM
+// like the first tile it means to spare; spread over every tile, the lines leave L1 before
+// use. Four and eight measured alike, 1.05-1.2x faster products from DRAM than either.
+constexpr size_t kPrefetchingTiles = 4;
+
+// Part `part` of `parts` of the cache lines of rows [begin, end) of w.
+std::pair<const uint8_t*, size_t> lines_part(const Matrix& w, size_t begin, size_t end, size_t part, size_t parts) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(w.row_ptr(begin)) / 64;
+  const size_t lines = (reinterpret_cast<uintptr_t>(w.row_ptr(end)) + 63) / 64 - first;
+  const size_t from = part * lines / parts, to = (part + 1) * lines / parts;
+  return {reinterpret_cast<const uint8_t*>((first + from) * 64), to - from};
+}
+
 }  // namespace
 
 void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
@@ -164,14 +180,22 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
       const size_t block = piece / pieces, part = piece % pieces;
       const size_t b0 = block * block_tokens, b1 = std::min(n, b0 + block_tokens);
       const size_t r_end = std::min(w.rows, (part + 1) * piece_rows);
-      for (t.r0 = part * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows)
-        for (t.t0 = b0; t.t0 < b1; t.t0 += plan.max_tokens) {
+      const size_t tiles = (b1 - b0 + plan.max_tokens - 1) / plan.max_tokens;
+      const size_t prefetching = n > 1 ? std::min(tiles, kPrefetchingTiles) : 0;
+      for (t.r0 = part * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows) {
+        // The piece's next row group, if any: another piece's rows are another thread's.
+        const size_t next = std::min(r_end, t.r0 + plan.max_rows), next_end = std::min(r_end, next + plan.max_rows);
+        for (size_t i = 0; i < tiles; ++i) {
+          t.t0 = b0 + i * plan.max_tokens;
           t.nr = std::min(plan.max_rows, r_end - t.r0);
           t.nt = std::min(plan.max_tokens, b1 - t.t0);
-          t.prefetch_next_rows = t.t0 + t.nt == b1;
-          t.unpack_rows = t.t0 == b0;
+          t.unpack_rows = i == 0;
+          t.prefetch_lines = 0;
+          if (next < next_end && i + prefetching >= tiles)
+            std::tie(t.prefetch, t.prefetch_lines) = lines_part(w, next, next_end, i + prefetching - tiles, prefetching);
           plan.tile(t);
         }
+      }
     }
   };
   // Small products are not worth waking the workers for.

@@ -46,7 +46,7 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   constexpr size_t kValueBytes = T == DType::f32 ? 4 : 2;
   const size_t ahead = NR * t.w->row_bytes();
   for (size_t k = 0; k < main; k += 16) {
-    if (t.prefetch_next_rows && (k * kValueBytes) % 64 == 0)
+    if ((k * kValueBytes) % 64 == 0)
       for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k * kValueBytes + ahead), _MM_HINT_T0);
     const __m256 xl = _mm256_loadu_ps(x + k), xh = _mm256_loadu_ps(x + k + 8);
     for (int r = 0; r < NR; ++r) {
@@ -91,8 +91,7 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     }
   }
   PassSums<NR, kGroup> sums;
-  constexpr size_t kChunkBytes = T == DType::f32 ? 64 : 32;
-  const size_t ahead = NR * t.w->row_bytes();
+  SpreadPrefetch next_rows(t, full);  // over the first group's first passes
   // Half H of chunks [c0, c1) for tokens 3g .. 3g + NT - 1: values 16c + 8H .. 16c + 8H + 7.
   auto pass = [&]<int NT, int H>(size_t g, size_t c0, size_t c1) LARQL_AVX2 {
     const float* xs[NT];
@@ -108,14 +107,10 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
       }
     };
     const size_t main_end = std::min(c1, full);
-    size_t c = c0;
-    if (H == 0 && g == 0 && t.prefetch_next_rows)  // one prefetch per row and 64 bytes
-      for (constexpr size_t kPerLine = 64 / kChunkBytes; c + kPerLine <= main_end; c += kPerLine) {
-        LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + c * kChunkBytes + ahead), _MM_HINT_T0);
-        for (size_t i = 0; i < kPerLine; ++i) step(rows, xs, 16 * (c + i) + 8 * H);
-      }
-    for (; c < main_end; ++c) step(rows, xs, 16 * c + 8 * H);
+    for (size_t c = c0; c < main_end; ++c) {
+      if (H == 0 && g == 0) next_rows.step();
+      step(rows, xs, 16 * c + 8 * H);
+    }
     if (main_end < c1) {
       const uint8_t* w[NR];
       const float* x[NT];

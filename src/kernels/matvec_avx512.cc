@@ -39,11 +39,14 @@ LARQL_AVX512 void tile_fixed(const Tile& t) {
   __m512 acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NT; ++j) acc[r][j] = _mm512_setzero_ps();
-  // Each row prefetches its bytes in the next tile's rows, one line per 64 bytes.
+  // Decode: each row prefetches its bytes in the next tile's rows, one line per 64 bytes.
   constexpr size_t kValueBytes = T == DType::f32 ? 4 : 2;
   const size_t ahead = NR * t.w->row_bytes();
+  SpreadPrefetch next_rows(t, main / 16);
   for (size_t k = 0; k < main; k += 16) {
-    if (t.prefetch_next_rows && (k * kValueBytes) % 64 == 0)
+    if constexpr (NT > 1)
+      next_rows.step();
+    else if ((k * kValueBytes) % 64 == 0)
       for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + k * kValueBytes + ahead), _MM_HINT_T0);
     __m512 xv[NT];
     for (int j = 0; j < NT; ++j) xv[j] = _mm512_loadu_ps(xs[j] + k);

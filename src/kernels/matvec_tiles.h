@@ -37,10 +37,12 @@ struct Tile {
   size_t r0, nr, t0, nt;
   const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
   const bf16dot::RoundedActivations* xb = nullptr;  // x rounded to bf16 (bf16_dot.h)
-  // The last tile over these rows in a token block: the f32 tiles prefetch the next
-  // tile's rows then, which the next tile in time reads (the others find their rows in
-  // L1). The bf16-dot tiles, bound by loads, prefetch in decode only.
-  bool prefetch_next_rows = true;
+  // Prefill: cache lines this tile prefetches while it computes, spread over its steps
+  // (SpreadPrefetch). The last few tiles over a row group in a token block each take a
+  // part of the next group's rows (matmul_with), so that the next group's first tile
+  // finds them in cache instead of waiting for DRAM. Decode tiles prefetch their own way.
+  const uint8_t* prefetch = nullptr;
+  size_t prefetch_lines = 0;
   // The AVX-512 block-format tiles: room for their rows unpacked (UnpackedRow::bytes each).
   // The first tile over a group of rows in a token block unpacks them there (unpack_rows),
   // the others over the same rows read them back; null: unpack every time.
@@ -67,6 +69,24 @@ struct UnpackedRow {
 // are stored as they are multiplied: its rows kept unpacked (3 bytes per value) left L1
 // for L2 and made the down product slower (docs/benchmarks.md).
 inline bool keeps_unpacked_rows(DType t) { return dtype_is_blocked(t) && t != DType::q8_0; }
+
+#if defined(__x86_64__)
+// A tile's Tile::prefetch lines, evenly over its `steps` calls of step() (a tile calls it
+// once per step of its loop over k): into L1 (T0), as the T1 and T2 hints brought nothing
+// nearer than DRAM on the Zen 5 (docs/benchmarks.md).
+class SpreadPrefetch {
+ public:
+  SpreadPrefetch(const Tile& t, size_t steps)
+      : at_(reinterpret_cast<const char*>(t.prefetch)), lines_(t.prefetch_lines), steps_(std::max<size_t>(steps, 1)) {}
+  void step() {
+    for (credit_ += lines_; credit_ >= steps_; credit_ -= steps_, at_ += 64) _mm_prefetch(at_, _MM_HINT_T0);
+  }
+
+ private:
+  const char* at_;
+  size_t lines_, steps_, credit_ = 0;
+};
+#endif
 
 // The fixed reduction tree over sixteen lanes: i + (i+8), then + (i+4), + (i+2), + (i+1).
 inline float reduce16(const float* l) {
