@@ -9,6 +9,14 @@
 #include "wire/simd_avx512.h"
 #endif
 
+// The loops over side-by-side vectors unrolled, so that they stay in registers; not in the
+// SIMDe-emulated test build (as matvec_tiles.h's LARQL_UNROLL_TILE).
+#if defined(LARQL_EMULATE_AVX512)
+#define LARQL_UNROLL_EXP
+#else
+#define LARQL_UNROLL_EXP _Pragma("GCC unroll 8")
+#endif
+
 namespace larql {
 namespace {
 
@@ -22,6 +30,10 @@ constexpr double kTaylor[14] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x
                                 0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
                                 0x1.1111111111111p-7,  0x1.5555555555555p-5,  0x1.5555555555555p-3,  0x1.0000000000000p-1,
                                 0x1.0000000000000p+0,  0x1.0000000000000p+0};
+
+// Vectors computed side by side (exp4_avx2, exp8_avx512), the fastest counts measured on
+// the Zen 5 (docs/benchmarks.md); more would not fit the registers.
+constexpr int kAvx2Chains = 4, kAvx512Chains = 8;
 
 int64_t bits_of(double d) {
   int64_t b;
@@ -53,28 +65,37 @@ void exp_scalar(float* x, size_t n) {
 }
 
 #if defined(__x86_64__)
-// Four lanes of exp_f32 in doubles.
-__attribute__((target("avx2,fma"))) __m128 exp4_avx2(__m128 xf) {
-  const __m256d x = _mm256_min_pd(_mm256_max_pd(_mm256_cvtps_pd(xf), _mm256_set1_pd(kLowest)), _mm256_set1_pd(kHighest));
+// Four lanes of exp_f32 in doubles, for N vectors side by side (as exp8_avx512 below).
+template <int N>
+__attribute__((target("avx2,fma"))) inline void exp4_avx2(const float* in, float* out) {
   const __m256d shifter = _mm256_set1_pd(kShifter);
-  const __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(kInvLn2), shifter);
-  const __m256d k = _mm256_sub_pd(t, shifter);
-  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Hi), x);
-  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Lo), r);
-  __m256d p = _mm256_set1_pd(kTaylor[0]);
-  for (int i = 1; i < 14; ++i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kTaylor[i]));
-  const __m256i power = _mm256_add_epi64(_mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(shifter)), _mm256_set1_epi64x(1023));
-  const __m128 e = _mm256_cvtpd_ps(_mm256_mul_pd(p, _mm256_castsi256_pd(_mm256_slli_epi64(power, 52))));
-  return _mm_blendv_ps(e, xf, _mm_cmpunord_ps(xf, xf));  // NaN stays NaN
+  __m128 xf[N];
+  __m256d t[N], r[N], p[N];
+  LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) {
+    xf[v] = _mm_loadu_ps(in + 4 * v);
+    const __m256d x = _mm256_min_pd(_mm256_max_pd(_mm256_cvtps_pd(xf[v]), _mm256_set1_pd(kLowest)), _mm256_set1_pd(kHighest));
+    t[v] = _mm256_fmadd_pd(x, _mm256_set1_pd(kInvLn2), shifter);
+    const __m256d k = _mm256_sub_pd(t[v], shifter);
+    r[v] = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Lo), _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Hi), x));
+    p[v] = _mm256_set1_pd(kTaylor[0]);
+  }
+  for (int i = 1; i < 14; ++i)
+    LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) p[v] = _mm256_fmadd_pd(p[v], r[v], _mm256_set1_pd(kTaylor[i]));
+  LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) {
+    const __m256i power = _mm256_add_epi64(_mm256_sub_epi64(_mm256_castpd_si256(t[v]), _mm256_castpd_si256(shifter)), _mm256_set1_epi64x(1023));
+    const __m128 e = _mm256_cvtpd_ps(_mm256_mul_pd(p[v], _mm256_castsi256_pd(_mm256_slli_epi64(power, 52))));
+    _mm_storeu_ps(out + 4 * v, _mm_blendv_ps(e, xf[v], _mm_cmpunord_ps(xf[v], xf[v])));  // NaN stays NaN
+  }
 }
 
 __attribute__((target("avx2,fma"))) void exp_avx2(float* x, size_t n) {
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) _mm_storeu_ps(x + i, exp4_avx2(_mm_loadu_ps(x + i)));
+  for (; i + 4 * kAvx2Chains <= n; i += 4 * kAvx2Chains) exp4_avx2<kAvx2Chains>(x + i, x + i);
+  for (; i + 4 <= n; i += 4) exp4_avx2<1>(x + i, x + i);
   if (i < n) {
     alignas(16) float tail[4] = {};
     std::copy(x + i, x + n, tail);
-    _mm_store_ps(tail, exp4_avx2(_mm_load_ps(tail)));
+    exp4_avx2<1>(tail, tail);
     std::copy(tail, tail + (n - i), x + i);
   }
 }
@@ -97,28 +118,39 @@ LARQL_AVX512_TARGET("avx512f") inline __m256 narrow8(__m512d x) {
 #endif
 }
 
-// Eight lanes of exp_f32 in doubles.
-LARQL_AVX512_TARGET("avx512f") __m256 exp8_avx512(__m256 xf) {
-  const __m512d x = _mm512_min_pd(_mm512_max_pd(widen8(xf), _mm512_set1_pd(kLowest)), _mm512_set1_pd(kHighest));
+// Eight lanes of exp_f32 in doubles, for N vectors side by side: Horner's rule is a chain
+// of thirteen dependent multiply-adds, and N independent chains keep the FMA units busy
+// where one leaves them waiting on its latency. Each lane's operations are the same.
+template <int N>
+LARQL_AVX512_TARGET("avx512f") inline void exp8_avx512(const float* in, float* out) {
   const __m512d shifter = _mm512_set1_pd(kShifter);
-  const __m512d t = _mm512_fmadd_pd(x, _mm512_set1_pd(kInvLn2), shifter);
-  const __m512d k = _mm512_sub_pd(t, shifter);
-  __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(kLn2Hi), x);
-  r = _mm512_fnmadd_pd(k, _mm512_set1_pd(kLn2Lo), r);
-  __m512d p = _mm512_set1_pd(kTaylor[0]);
-  for (int i = 1; i < 14; ++i) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(kTaylor[i]));
-  const __m512i power = _mm512_add_epi64(_mm512_sub_epi64(_mm512_castpd_si512(t), _mm512_castpd_si512(shifter)), _mm512_set1_epi64(1023));
-  const __m256 e = narrow8(_mm512_mul_pd(p, _mm512_castsi512_pd(_mm512_slli_epi64(power, 52))));
-  return _mm256_blendv_ps(e, xf, _mm256_cmp_ps(xf, xf, _CMP_UNORD_Q));  // NaN stays NaN
+  __m256 xf[N];
+  __m512d t[N], r[N], p[N];
+  LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) {
+    xf[v] = _mm256_loadu_ps(in + 8 * v);
+    const __m512d x = _mm512_min_pd(_mm512_max_pd(widen8(xf[v]), _mm512_set1_pd(kLowest)), _mm512_set1_pd(kHighest));
+    t[v] = _mm512_fmadd_pd(x, _mm512_set1_pd(kInvLn2), shifter);
+    const __m512d k = _mm512_sub_pd(t[v], shifter);
+    r[v] = _mm512_fnmadd_pd(k, _mm512_set1_pd(kLn2Lo), _mm512_fnmadd_pd(k, _mm512_set1_pd(kLn2Hi), x));
+    p[v] = _mm512_set1_pd(kTaylor[0]);
+  }
+  for (int i = 1; i < 14; ++i)
+    LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) p[v] = _mm512_fmadd_pd(p[v], r[v], _mm512_set1_pd(kTaylor[i]));
+  LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) {
+    const __m512i power = _mm512_add_epi64(_mm512_sub_epi64(_mm512_castpd_si512(t[v]), _mm512_castpd_si512(shifter)), _mm512_set1_epi64(1023));
+    const __m256 e = narrow8(_mm512_mul_pd(p[v], _mm512_castsi512_pd(_mm512_slli_epi64(power, 52))));
+    _mm256_storeu_ps(out + 8 * v, _mm256_blendv_ps(e, xf[v], _mm256_cmp_ps(xf[v], xf[v], _CMP_UNORD_Q)));  // NaN stays NaN
+  }
 }
 
 LARQL_AVX512_TARGET("avx512f") void exp_avx512(float* x, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8_avx512(_mm256_loadu_ps(x + i)));
+  for (; i + 8 * kAvx512Chains <= n; i += 8 * kAvx512Chains) exp8_avx512<kAvx512Chains>(x + i, x + i);
+  for (; i + 8 <= n; i += 8) exp8_avx512<1>(x + i, x + i);
   if (i < n) {
     alignas(32) float tail[8] = {};
     std::copy(x + i, x + n, tail);
-    _mm256_store_ps(tail, exp8_avx512(_mm256_load_ps(tail)));
+    exp8_avx512<1>(tail, tail);
     std::copy(tail, tail + (n - i), x + i);
   }
 }
