@@ -128,9 +128,10 @@ constexpr size_t kActivationBlockBytes = 512 << 10;
 constexpr size_t kPrefillPiecesPerThread = 16;
 
 // Prefill: the last this many tiles over a row group in a token block prefetch the next
-// group's rows, a part each (Tile::prefetch). One tile's worth at the end waits on DRAM
-// like the first tile it means to spare; spread over every tile, the lines leave L1 before
-// use. Four and eight measured alike, 1.05-1.2x faster products from DRAM than either.
+// group's rows, a part each (Tile::prefetch). With fewer, the prefetches queue on DRAM as
+// the next group's first tile would; spread over every tile, the lines leave L1 before
+// they are used. Two, four and eight measured 1.02-1.13, 1.08-1.22 and 1.07-1.20x faster
+// products from DRAM than before (docs/benchmarks.md, session 22).
 constexpr size_t kPrefetchingTiles = 4;
 
 // Part `part` of `parts` of the cache lines of rows [begin, end) of w.
