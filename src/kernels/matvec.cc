@@ -184,11 +184,11 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
       const size_t tiles = (b1 - b0 + plan.max_tokens - 1) / plan.max_tokens;
       const size_t prefetching = n > 1 ? std::min(tiles, kPrefetchingTiles) : 0;
       for (t.r0 = part * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows) {
+        t.nr = std::min(plan.max_rows, r_end - t.r0);
         // The piece's next row group, if any: another piece's rows are another thread's.
-        const size_t next = std::min(r_end, t.r0 + plan.max_rows), next_end = std::min(r_end, next + plan.max_rows);
+        const size_t next = t.r0 + t.nr, next_end = std::min(r_end, next + plan.max_rows);
         for (size_t i = 0; i < tiles; ++i) {
           t.t0 = b0 + i * plan.max_tokens;
-          t.nr = std::min(plan.max_rows, r_end - t.r0);
           t.nt = std::min(plan.max_tokens, b1 - t.t0);
           t.unpack_rows = i == 0;
           t.prefetch_lines = 0;
