@@ -14,8 +14,8 @@ Status LocalFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, 
   const LayerWeights& w = model_.layers[layer];
   gate_.resize(rows * c.ffn);
   up_.resize(rows * c.ffn);
-  matmul(w.gate, x.data(), rows, gate_.data(), pool_);
-  matmul(w.up, x.data(), rows, up_.data(), pool_);
+  const Product gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
+  matmul_shared_input(gate_up, x.data(), rows, pool_);
   pool_.parallel_rows(rows, c.ffn, [&](size_t begin, size_t end) {
     gated_activation(gate_.data() + begin * c.ffn, up_.data() + begin * c.ffn, (end - begin) * c.ffn, c.activation);
   });

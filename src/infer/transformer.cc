@@ -185,10 +185,10 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     if (q_.size() < n * Q) q_.resize(n * Q), att_out_.resize(n * Q);
     if (k_.size() < n * KV) k_.resize(n * KV), v_.resize(n * KV);
     norm_rows(xb_.data(), x_.data(), n, w.attn_norm, D);
-    matmul(w.wq, xb_.data(), n, q_.data(), pool_);
-    matmul(w.wk, xb_.data(), n, k_.data(), pool_);
+    // Gemma 4's full layers take their values from the keys: two products there.
+    const Product qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
+    matmul_shared_input({qkv, lc.values_are_keys ? 2u : 3u}, xb_.data(), n, pool_);
     if (lc.values_are_keys) std::memcpy(v_.data(), k_.data(), n * KV * sizeof(float));  // before k_norm and RoPE
-    else matmul(w.wv, xb_.data(), n, v_.data(), pool_);
     add_bias(q_.data(), n, w.bq);
     add_bias(k_.data(), n, w.bk);
     add_bias(v_.data(), n, w.bv);

@@ -5,6 +5,7 @@
 #include <vector>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -142,68 +143,116 @@ std::pair<const uint8_t*, size_t> lines_part(const Matrix& w, size_t begin, size
   return {reinterpret_cast<const uint8_t*>((first + from) * 64), to - from};
 }
 
-}  // namespace
+// One product's share of a job: its tiles, token blocks and row pieces.
+struct Schedule {
+  Product product;
+  TilePlan plan;
+  size_t block_tokens, pieces, piece_rows;  // pieces per token block
+  size_t first;                             // its first piece's number in the job
+};
 
-void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
+Schedule schedule(MatmulIsa isa, Product p, size_t n, size_t threads, size_t first) {
+  const Matrix& w = *p.w;
   const TilePlan plan = plan_tiles(isa, w, n);
-  // Activations in the form the tiles read, once per call: quantised for block formats
-  // (block_dot.h), rounded to bf16 for the bf16-dot arithmetic (bf16_dot.h).
-  thread_local QuantizedActivations quantized;
-  thread_local bf16dot::RoundedActivations rounded;
-  Tile base{&w, x, y, 0, 0, 0, 0};
-  if (dtype_is_blocked(w.dtype)) {
-    quantized.quantize(x, n, w.cols, isa != MatmulIsa::scalar, pool);
-    base.qa = &quantized;
-  } else if (w.effective_arithmetic() == Arithmetic::bf16_dot) {
-    rounded.round(x, n, w.cols, isa, pool);
-    base.xb = &rounded;
-  }
   const size_t block_tokens =
       std::max<size_t>(1, kActivationBlockBytes / activation_bytes(w) / plan.max_tokens) * plan.max_tokens;
-  const size_t blocks = (n + block_tokens - 1) / block_tokens;
   // A piece's rows: whole tiles, and whole cache lines of each token's outputs (16 floats),
   // so that no two threads write one line.
-  const size_t pieces_per_block = pool.size() * (n == 1 ? 1 : kPrefillPiecesPerThread);
+  const size_t pieces_per_block = threads * (n == 1 ? 1 : kPrefillPiecesPerThread);
   const size_t grain = std::lcm<size_t>(16, plan.max_rows);
   const size_t piece_rows = ((w.rows + pieces_per_block - 1) / pieces_per_block + grain - 1) / grain * grain;
-  const size_t pieces = (w.rows + piece_rows - 1) / piece_rows;
+  return {p, plan, block_tokens, (w.rows + piece_rows - 1) / piece_rows, piece_rows, first};
+}
+
+// Piece `piece` of a product: the rows of one part for the tokens of one block.
+void run_piece(const Schedule& s, size_t piece, size_t n, Tile& t) {
+  const Matrix& w = *s.product.w;
+  const TilePlan& plan = s.plan;
+  t.w = &w, t.y = s.product.y;
+  const size_t block = piece / s.pieces, part = piece % s.pieces;
+  const size_t b0 = block * s.block_tokens, b1 = std::min(n, b0 + s.block_tokens);
+  const size_t r_end = std::min(w.rows, (part + 1) * s.piece_rows);
+  const size_t tiles = (b1 - b0 + plan.max_tokens - 1) / plan.max_tokens;
+  const size_t prefetching = n > 1 ? std::min(tiles, kPrefetchingTiles) : 0;
+  for (t.r0 = part * s.piece_rows; t.r0 < r_end; t.r0 += plan.max_rows) {
+    t.nr = std::min(plan.max_rows, r_end - t.r0);
+    // The piece's next row group, if any: another piece's rows are another thread's.
+    const size_t next = t.r0 + t.nr, next_end = std::min(r_end, next + plan.max_rows);
+    for (size_t i = 0; i < tiles; ++i) {
+      t.t0 = b0 + i * plan.max_tokens;
+      t.nt = std::min(plan.max_tokens, b1 - t.t0);
+      t.unpack_rows = i == 0;
+      t.prefetch_lines = 0;
+      if (next < next_end && i + prefetching >= tiles)
+        std::tie(t.prefetch, t.prefetch_lines) = lines_part(w, next, next_end, i + prefetching - tiles, prefetching);
+      plan.tile(t);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
+  constexpr size_t kMaxProducts = 4;
+  if (products.size() > kMaxProducts) throw std::invalid_argument("matmul_shared_input: at most four products");
+  if (products.empty()) return;
+  const size_t cols = products.front().w->cols;
+  for (const Product& p : products)
+    if (p.w->cols != cols) throw std::invalid_argument("matmul_shared_input: products of one input need one width");
+  // Activations in the forms the tiles read, once for all the products: quantised for
+  // block formats (block_dot.h), rounded to bf16 for the bf16-dot arithmetic (bf16_dot.h).
+  thread_local QuantizedActivations quantized;
+  thread_local bf16dot::RoundedActivations rounded;
+  Tile base{nullptr, x, nullptr, 0, 0, 0, 0};
+  for (const Product& p : products) {
+    if (dtype_is_blocked(p.w->dtype) && !base.qa) {
+      quantized.quantize(x, n, cols, isa != MatmulIsa::scalar, pool);
+      base.qa = &quantized;
+    } else if (!dtype_is_blocked(p.w->dtype) && p.w->effective_arithmetic() == Arithmetic::bf16_dot && !base.xb) {
+      rounded.round(x, n, cols, isa, pool);
+      base.xb = &rounded;
+    }
+  }
+  // The products' pieces, numbered one product after another: one job.
+  Schedule schedules[kMaxProducts];
+  size_t total = 0, work = 0;
+  for (size_t i = 0; i < products.size(); ++i) {
+    schedules[i] = schedule(isa, products[i], n, pool.size(), total);
+    total += (n + schedules[i].block_tokens - 1) / schedules[i].block_tokens * schedules[i].pieces;
+    work += products[i].w->rows * cols * n;
+  }
   auto run = [&](size_t begin, size_t end) {
     Tile t = base;
     // Block-format rows, unpacked by the first tile over them in a token block, serve the
     // block's other tiles (Tile::unpacked_rows; the AVX-512 ones).
     thread_local std::vector<uint8_t> unpacked;
     const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
-    if (avx512 && keeps_unpacked_rows(w.dtype) && n > 1) {
-      unpacked.resize(plan.max_rows * UnpackedRow::bytes(w.cols));
-      t.unpacked_rows = unpacked.data();
-    }
+    size_t s = 0;
     for (size_t piece = begin; piece < end; ++piece) {
-      const size_t block = piece / pieces, part = piece % pieces;
-      const size_t b0 = block * block_tokens, b1 = std::min(n, b0 + block_tokens);
-      const size_t r_end = std::min(w.rows, (part + 1) * piece_rows);
-      const size_t tiles = (b1 - b0 + plan.max_tokens - 1) / plan.max_tokens;
-      const size_t prefetching = n > 1 ? std::min(tiles, kPrefetchingTiles) : 0;
-      for (t.r0 = part * piece_rows; t.r0 < r_end; t.r0 += plan.max_rows) {
-        t.nr = std::min(plan.max_rows, r_end - t.r0);
-        // The piece's next row group, if any: another piece's rows are another thread's.
-        const size_t next = t.r0 + t.nr, next_end = std::min(r_end, next + plan.max_rows);
-        for (size_t i = 0; i < tiles; ++i) {
-          t.t0 = b0 + i * plan.max_tokens;
-          t.nt = std::min(plan.max_tokens, b1 - t.t0);
-          t.unpack_rows = i == 0;
-          t.prefetch_lines = 0;
-          if (next < next_end && i + prefetching >= tiles)
-            std::tie(t.prefetch, t.prefetch_lines) = lines_part(w, next, next_end, i + prefetching - tiles, prefetching);
-          plan.tile(t);
-        }
+      while (s + 1 < products.size() && piece >= schedules[s + 1].first) ++s;
+      const Matrix& w = *products[s].w;
+      t.unpacked_rows = nullptr;
+      if (avx512 && keeps_unpacked_rows(w.dtype) && n > 1) {
+        unpacked.resize(std::max(unpacked.size(), schedules[s].plan.max_rows * UnpackedRow::bytes(w.cols)));
+        t.unpacked_rows = unpacked.data();
       }
+      run_piece(schedules[s], piece - schedules[s].first, n, t);
     }
   };
   // Small products are not worth waking the workers for.
-  if (w.rows * w.cols * n < (1u << 15))
-    run(0, blocks * pieces);
+  if (work < (1u << 15))
+    run(0, total);
   else
-    pool.parallel_for(blocks * pieces, run, 1, (blocks * pieces + pool.size() - 1) / pool.size());
+    pool.parallel_for(total, run, 1, (total + pool.size() - 1) / pool.size());
+}
+
+void matmul_shared_input(std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
+  matmul_shared_input_with(best_matmul_isa(), products, x, n, pool);
+}
+
+void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
+  const Product p{&w, y};
+  matmul_shared_input_with(isa, {&p, 1}, x, n, pool);
 }
 
 void matmul(const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "kernels/dtype.h"
 #include "kernels/thread_pool.h"
@@ -28,6 +29,19 @@ MatmulIsa best_matmul_isa();
 // y[t][r] = W[r] · x[t] for t < n: x is [n][w.cols], y is [n][w.rows].
 void matmul(const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool);
 void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool);
+
+// A product of a shared input: its matrix and where its outputs go ([n][w->rows]).
+struct Product {
+  const Matrix* w;
+  float* y;
+};
+
+// matmul of one input x ([n][cols]) by up to four matrices of that width: attention's q, k
+// and v, the FFN's gate and up. The input is put in the forms the tiles read once, and the
+// products' pieces are one job, so a thread that finishes its share of one goes on to the
+// next instead of waiting for the other. The same bits as one matmul per product.
+void matmul_shared_input(std::span<const Product> products, const float* x, size_t n, ThreadPool& pool);
+void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool);
 
 // y[r] = W[r] · x: matmul with n = 1.
 inline void matvec(const Matrix& w, const float* x, float* y, ThreadPool& pool) { matmul(w, x, 1, y, pool); }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/block_dot.h"
@@ -251,6 +252,43 @@ TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
       EXPECT_EQ(y, reference) << dtype_name(t) << " with " << threads << " threads";
     }
   }
+}
+
+// Products of one input in one job (q, k and v; gate and up) give each product's matmul bit
+// for bit, whatever mix of arithmetics they read the input in (8-bit blocks, bf16, f32).
+TEST(Matmul, SharedInputProductsEqualOneMatmulEach) {
+  const size_t cols = 512;
+  auto bf16_dot = random_matrix(DType::bf16, 40, cols, 5);
+  bf16_dot.m.arithmetic = Arithmetic::bf16_dot;
+  const auto q4 = random_matrix(DType::q4_k, 9, cols, 6), q6 = random_matrix(DType::q6_k, 17, cols, 7);
+  const auto bf16 = random_matrix(DType::bf16, 33, cols, 8);
+  const std::vector<const Matrix*> mats{&bf16_dot.m, &q4.m, &q6.m, &bf16.m};
+  std::vector<MatmulIsa> isas = simd_isas();
+  isas.push_back(MatmulIsa::scalar);
+  ThreadPool one(1), two(2);
+  for (size_t n : {1u, 5u, 130u}) {
+    auto x = random_vector(n * cols, uint32_t(n));
+    for (MatmulIsa isa : isas) {
+      for (ThreadPool* pool : {&one, &two}) {
+        std::vector<std::vector<float>> separate(mats.size()), shared(mats.size());
+        std::vector<Product> products;
+        for (size_t i = 0; i < mats.size(); ++i) {
+          separate[i].resize(n * mats[i]->rows), shared[i].resize(n * mats[i]->rows, NAN);
+          matmul_with(isa, *mats[i], x.data(), n, separate[i].data(), *pool);
+          products.push_back({mats[i], shared[i].data()});
+        }
+        matmul_shared_input_with(isa, products, x.data(), n, *pool);
+        for (size_t i = 0; i < mats.size(); ++i)
+          EXPECT_EQ(shared[i], separate[i]) << "product " << i << " n " << n << " isa " << int(isa) << " threads " << pool->size();
+      }
+    }
+  }
+  // The products must read one input: a different width is refused, not read past.
+  const auto narrow = random_matrix(DType::f32, 4, 256, 9);
+  std::vector<float> y(40), z(4);
+  const Product mismatched[] = {{&bf16_dot.m, y.data()}, {&narrow.m, z.data()}};
+  auto x = random_vector(cols, 1);
+  EXPECT_THROW(matmul_shared_input(mismatched, x.data(), 1, two), std::invalid_argument);
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {
