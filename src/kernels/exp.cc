@@ -60,19 +60,19 @@ float exp_f32(float xf) {
 
 namespace {
 
-void exp_scalar(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = exp_f32(x[i]);
+void exp_scalar(float* x, size_t n, float shift) {
+  for (size_t i = 0; i < n; ++i) x[i] = exp_f32(x[i] - shift);
 }
 
 #if defined(__x86_64__)
 // Four lanes of exp_f32 in doubles, for N vectors side by side (as exp8_avx512 below).
 template <int N>
-__attribute__((target("avx2,fma"))) inline void exp4_avx2(const float* in, float* out) {
+__attribute__((target("avx2,fma"))) inline void exp4_avx2(const float* in, float* out, __m128 shift) {
   const __m256d shifter = _mm256_set1_pd(kShifter);
   __m128 xf[N];
   __m256d t[N], r[N], p[N];
   LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) {
-    xf[v] = _mm_loadu_ps(in + 4 * v);
+    xf[v] = _mm_sub_ps(_mm_loadu_ps(in + 4 * v), shift);
     const __m256d x = _mm256_min_pd(_mm256_max_pd(_mm256_cvtps_pd(xf[v]), _mm256_set1_pd(kLowest)), _mm256_set1_pd(kHighest));
     t[v] = _mm256_fmadd_pd(x, _mm256_set1_pd(kInvLn2), shifter);
     const __m256d k = _mm256_sub_pd(t[v], shifter);
@@ -88,14 +88,15 @@ __attribute__((target("avx2,fma"))) inline void exp4_avx2(const float* in, float
   }
 }
 
-__attribute__((target("avx2,fma"))) void exp_avx2(float* x, size_t n) {
+__attribute__((target("avx2,fma"))) void exp_avx2(float* x, size_t n, float shift_by) {
+  const __m128 shift = _mm_set1_ps(shift_by);
   size_t i = 0;
-  for (; i + 4 * kAvx2Chains <= n; i += 4 * kAvx2Chains) exp4_avx2<kAvx2Chains>(x + i, x + i);
-  for (; i + 4 <= n; i += 4) exp4_avx2<1>(x + i, x + i);
+  for (; i + 4 * kAvx2Chains <= n; i += 4 * kAvx2Chains) exp4_avx2<kAvx2Chains>(x + i, x + i, shift);
+  for (; i + 4 <= n; i += 4) exp4_avx2<1>(x + i, x + i, shift);
   if (i < n) {
     alignas(16) float tail[4] = {};
     std::copy(x + i, x + n, tail);
-    exp4_avx2<1>(tail, tail);
+    exp4_avx2<1>(tail, tail, shift);
     std::copy(tail, tail + (n - i), x + i);
   }
 }
@@ -122,12 +123,12 @@ LARQL_AVX512_TARGET("avx512f") inline __m256 narrow8(__m512d x) {
 // of thirteen dependent multiply-adds, and N independent chains keep the FMA units busy
 // where one leaves them waiting on its latency. Each lane's operations are the same.
 template <int N>
-LARQL_AVX512_TARGET("avx512f") inline void exp8_avx512(const float* in, float* out) {
+LARQL_AVX512_TARGET("avx512f") inline void exp8_avx512(const float* in, float* out, __m256 shift) {
   const __m512d shifter = _mm512_set1_pd(kShifter);
   __m256 xf[N];
   __m512d t[N], r[N], p[N];
   LARQL_UNROLL_EXP for (int v = 0; v < N; ++v) {
-    xf[v] = _mm256_loadu_ps(in + 8 * v);
+    xf[v] = _mm256_sub_ps(_mm256_loadu_ps(in + 8 * v), shift);
     const __m512d x = _mm512_min_pd(_mm512_max_pd(widen8(xf[v]), _mm512_set1_pd(kLowest)), _mm512_set1_pd(kHighest));
     t[v] = _mm512_fmadd_pd(x, _mm512_set1_pd(kInvLn2), shifter);
     const __m512d k = _mm512_sub_pd(t[v], shifter);
@@ -143,14 +144,15 @@ LARQL_AVX512_TARGET("avx512f") inline void exp8_avx512(const float* in, float* o
   }
 }
 
-LARQL_AVX512_TARGET("avx512f") void exp_avx512(float* x, size_t n) {
+LARQL_AVX512_TARGET("avx512f") void exp_avx512(float* x, size_t n, float shift_by) {
+  const __m256 shift = _mm256_set1_ps(shift_by);
   size_t i = 0;
-  for (; i + 8 * kAvx512Chains <= n; i += 8 * kAvx512Chains) exp8_avx512<kAvx512Chains>(x + i, x + i);
-  for (; i + 8 <= n; i += 8) exp8_avx512<1>(x + i, x + i);
+  for (; i + 8 * kAvx512Chains <= n; i += 8 * kAvx512Chains) exp8_avx512<kAvx512Chains>(x + i, x + i, shift);
+  for (; i + 8 <= n; i += 8) exp8_avx512<1>(x + i, x + i, shift);
   if (i < n) {
     alignas(32) float tail[8] = {};
     std::copy(x + i, x + n, tail);
-    exp8_avx512<1>(tail, tail);
+    exp8_avx512<1>(tail, tail, shift);
     std::copy(tail, tail + (n - i), x + i);
   }
 }
@@ -158,22 +160,27 @@ LARQL_AVX512_TARGET("avx512f") void exp_avx512(float* x, size_t n) {
 
 }  // namespace
 
-void exp_in_place_with(MatmulIsa isa, float* x, size_t n) {
+void exp_shifted_in_place_with(MatmulIsa isa, float* x, size_t n, float shift) {
   switch (isa) {
-    case MatmulIsa::scalar: return exp_scalar(x, n);
+    case MatmulIsa::scalar: return exp_scalar(x, n, shift);
 #if defined(__x86_64__)
-    case MatmulIsa::avx2: return exp_avx2(x, n);
+    case MatmulIsa::avx2: return exp_avx2(x, n, shift);
     case MatmulIsa::avx512:
-    case MatmulIsa::avx512bf16: return exp_avx512(x, n);
+    case MatmulIsa::avx512bf16: return exp_avx512(x, n, shift);
 #else
-    default: return exp_scalar(x, n);
+    default: return exp_scalar(x, n, shift);
 #endif
   }
 }
 
-void exp_in_place(float* x, size_t n) {
+void exp_shifted_in_place(float* x, size_t n, float shift) {
   static const MatmulIsa isa = best_matmul_isa();
-  exp_in_place_with(isa, x, n);
+  exp_shifted_in_place_with(isa, x, n, shift);
 }
+
+// x − 0 is x, NaNs included (they stay NaN).
+void exp_in_place_with(MatmulIsa isa, float* x, size_t n) { exp_shifted_in_place_with(isa, x, n, 0.0f); }
+
+void exp_in_place(float* x, size_t n) { exp_shifted_in_place(x, n, 0.0f); }
 
 }  // namespace larql

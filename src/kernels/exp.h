@@ -25,6 +25,12 @@ void exp_in_place(float* x, size_t n);
 // The same with a given implementation (tests compare them).
 void exp_in_place_with(MatmulIsa isa, float* x, size_t n);
 
+// x[i] = e^(x[i] − shift), the difference rounded to f32 first (as a separate pass of
+// x[i] −= shift would round it): softmax's exponentials of each score less the row's
+// largest, in one pass over the row.
+void exp_shifted_in_place(float* x, size_t n, float shift);
+void exp_shifted_in_place_with(MatmulIsa isa, float* x, size_t n, float shift);
+
 // One value, by the scalar version.
 float exp_f32(float x);
 

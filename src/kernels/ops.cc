@@ -8,9 +8,12 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "wire/simd_avx512.h"
 #endif
 
 #include "kernels/exp.h"
+#include "kernels/matvec.h"
 
 namespace larql {
 namespace {
@@ -75,7 +78,7 @@ namespace {
 // The value std::max_element finds, in sixteen lanes: the largest value that is not NaN,
 // or NaN when x[0] is one. Zeros of either sign may stand for each other, which changes
 // no x - max.
-float row_max(const float* x, size_t n) {
+float row_max_scalar(const float* x, size_t n) {
   if (std::isnan(x[0])) return x[0];
   float lanes[16];
   std::fill(std::begin(lanes), std::end(lanes), -std::numeric_limits<float>::infinity());
@@ -94,6 +97,57 @@ float row_max(const float* x, size_t n) {
   return max;
 }
 
+void divide_scalar(float* x, size_t n, float by) {
+  for (size_t i = 0; i < n; ++i) x[i] /= by;
+}
+
+#if defined(__x86_64__)
+// The same maximum (a different tree over the lanes finds the same largest value).
+LARQL_AVX512_TARGET("avx512f") float row_max_avx512(const float* x, size_t n) {
+  if (std::isnan(x[0])) return x[0];
+  const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m = lowest;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);  // a NaN in x loses
+  float lanes[16];
+  _mm512_storeu_ps(lanes, m);
+  float max = lanes[0];
+  for (float l : lanes) max = max < l ? l : max;
+  for (; i < n; ++i) max = max < x[i] ? x[i] : max;
+  return max;
+}
+
+// Division is correctly rounded on every ISA: the same bits, sixteen at a time.
+LARQL_AVX512_TARGET("avx512f") void divide_avx512(float* x, size_t n, float by) {
+  const __m512 d = _mm512_set1_ps(by);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_div_ps(_mm512_loadu_ps(x + i), d));
+  if (i < n) {
+    const __mmask16 present = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, present, _mm512_div_ps(_mm512_maskz_loadu_ps(present, x + i), d));
+  }
+}
+#endif
+
+bool use_avx512() {
+  static const bool avx512 = best_matmul_isa() >= MatmulIsa::avx512;
+  return avx512;
+}
+
+float row_max(const float* x, size_t n) {
+#if defined(__x86_64__)
+  if (use_avx512()) return row_max_avx512(x, n);
+#endif
+  return row_max_scalar(x, n);
+}
+
+void divide(float* x, size_t n, float by) {
+#if defined(__x86_64__)
+  if (use_avx512()) return divide_avx512(x, n, by);
+#endif
+  divide_scalar(x, n, by);
+}
+
 }  // namespace
 
 void softmax(float* x, size_t n) { softmax_rows(x, 1, n, n); }
@@ -102,18 +156,13 @@ void softmax_rows(float* x, size_t rows, size_t stride, size_t n) {
   if (n == 0) return;
   for (size_t r = 0; r < rows; ++r) {
     float* row = x + r * stride;
-    const float max = row_max(row, n);
-    for (size_t i = 0; i < n; ++i) row[i] -= max;
-    exp_in_place(row, n);
+    exp_shifted_in_place(row, n, row_max(row, n));
   }
   for (size_t r0 = 0; r0 < rows; r0 += 4) {
     const size_t group = std::min<size_t>(4, rows - r0);
     float sums[4];
     sums_side_by_side(x + r0 * stride, group, stride, n, sums, [](float v) { return v; });
-    for (size_t r = 0; r < group; ++r) {
-      float* row = x + (r0 + r) * stride;
-      for (size_t i = 0; i < n; ++i) row[i] /= sums[r];
-    }
+    for (size_t r = 0; r < group; ++r) divide(x + (r0 + r) * stride, n, sums[r]);
   }
 }
 

@@ -54,6 +54,26 @@ TEST(Exp, EveryIsaGivesTheScalarBits) {
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(bits(dispatched[i]), bits(expected[i])) << xs[i];
 }
 
+// The shifted form is e^(x − shift) with the difference rounded to f32 first, on every ISA,
+// including shifts that make infinities, NaNs and overflowing differences.
+TEST(Exp, ShiftedIsTheExpOfTheRoundedDifferenceOnEveryIsa) {
+  const std::vector<float> xs = sample();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<MatmulIsa> isas{MatmulIsa::scalar};
+  for (MatmulIsa isa : {MatmulIsa::avx2, MatmulIsa::avx512})
+    if (isa <= best_matmul_isa()) isas.push_back(isa);
+  for (float shift : {0.0f, 0.75f, -3.25f, 3e38f, -3e38f, inf, -inf, std::numeric_limits<float>::quiet_NaN()})
+    for (MatmulIsa isa : isas)
+      for (size_t n : {xs.size(), size_t(1), size_t(9), size_t(75)}) {
+        std::vector<float> got(xs.begin(), xs.begin() + n);
+        exp_shifted_in_place_with(isa, got.data(), n, shift);
+        for (size_t i = 0; i < n; ++i) {
+          const float difference = xs[i] - shift;
+          ASSERT_EQ(bits(got[i]), bits(exp_f32(difference))) << "isa " << int(isa) << " x " << xs[i] << " shift " << shift;
+        }
+      }
+}
+
 TEST(Exp, IsCorrectlyRoundedOnTheSampleAndAtTheEdges) {
   for (float x : sample()) {
     const float got = exp_f32(x);
