@@ -102,9 +102,10 @@ struct Peaks {
   double int8_dot = 0;  // "flop/s" (two per multiply-add), all threads; 0 without AVX512_VNNI
 };
 
-// Runs each loop for about `seconds` on `threads` threads at once.
-inline Peaks measure_peaks(size_t threads, double seconds = 0.2) {
-  Peaks p;
+enum class PeakKind { f32_fma, bf16_dot, int8_dot };
+
+// One loop for about `seconds` on `threads` threads at once; 0 where the CPU lacks it.
+inline double measure_peak(PeakKind kind, size_t threads, double seconds = 0.2) {
 #if defined(__x86_64__)
   auto on_all = [&](auto loop, double flops_per_iteration) {
     const size_t probe = 1 << 16;
@@ -116,18 +117,28 @@ inline Peaks measure_peaks(size_t threads, double seconds = 0.2) {
     for (auto& th : pool) th.join();
     return double(threads) * double(iterations) * flops_per_iteration / *std::max_element(elapsed.begin(), elapsed.end());
   };
-  if (cpu_has_avx512f_bw())
-    p.f32_fma = on_all([](size_t n) { volatile float s = fma_loop_avx512(n); (void)s; }, 24 * 16 * 2);
-  else if (cpu_has_avx2_fma_f16c())
-    p.f32_fma = on_all([](size_t n) { volatile float s = fma_loop_avx2(n); (void)s; }, 12 * 8 * 2);
-  if (cpu_has_avx512_bf16())
-    p.bf16_dot = on_all([](size_t n) { volatile float s = dpbf16_loop(n); (void)s; }, 24 * 32 * 2);
-  if (cpu_has_avx512f_bw() && cpu_has_avx512_vnni())
-    p.int8_dot = on_all([](size_t n) { volatile float s = dpbusd_loop(n); (void)s; }, 16 * 64 * 2);
+  switch (kind) {
+    case PeakKind::f32_fma:
+      if (cpu_has_avx512f_bw()) return on_all([](size_t n) { volatile float s = fma_loop_avx512(n); (void)s; }, 24 * 16 * 2);
+      if (cpu_has_avx2_fma_f16c()) return on_all([](size_t n) { volatile float s = fma_loop_avx2(n); (void)s; }, 12 * 8 * 2);
+      return 0;
+    case PeakKind::bf16_dot:
+      if (cpu_has_avx512_bf16()) return on_all([](size_t n) { volatile float s = dpbf16_loop(n); (void)s; }, 24 * 32 * 2);
+      return 0;
+    case PeakKind::int8_dot:
+      if (cpu_has_avx512f_bw() && cpu_has_avx512_vnni())
+        return on_all([](size_t n) { volatile float s = dpbusd_loop(n); (void)s; }, 16 * 64 * 2);
+      return 0;
+  }
 #else
-  (void)threads, (void)seconds;
+  (void)kind, (void)threads, (void)seconds;
 #endif
-  return p;
+  return 0;
+}
+
+inline Peaks measure_peaks(size_t threads, double seconds = 0.2) {
+  return {measure_peak(PeakKind::f32_fma, threads, seconds), measure_peak(PeakKind::bf16_dot, threads, seconds),
+          measure_peak(PeakKind::int8_dot, threads, seconds)};
 }
 
 }  // namespace larql::bench
