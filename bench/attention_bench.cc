@@ -1,10 +1,11 @@
-// Attention's two kernels (kernels/dot.h) on one thread, the shape of a prefill's last
-// rows: the query heads of one key-value head against `seen` keys and values of a layer's
-// cache, laid out as KvCache keeps them (each head's positions contiguous). Three ways in
-// the same run, with the same bits: one dot() per score and one head's weighted sum at a
-// time (the contract's plain form), dots() and weighted_sum() one head at a time, and the
-// heads of the group together (as the transformer calls them). And the softmax of each
-// score row against the loop it replaced, which called the C library's expf.
+// Attention's two kernels (kernels/attention.h) on one thread, the shape of a prefill's
+// last rows: the query heads of one key-value head against `seen` keys and values of a
+// layer's cache, laid out as KvCache keeps them (each head's positions contiguous, the keys
+// in blocks). Three ways in the same run, with the same bits: one score and one head's
+// weighted sum at a time (the contracts' plain loops), key_scores() and weighted_sum() one
+// head at a time, and the heads of the group together (as the transformer calls them). And
+// the softmax of each score row against the loop it replaced, which called the C library's
+// expf.
 //
 //   build/bench/attention_bench [--head-dim 64] [--group 4] [--kv-heads 8] [--seen 512] [--reps 9]
 #include <CLI/CLI.hpp>
@@ -15,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dot.h"
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "median.h"
 
@@ -60,20 +61,34 @@ int main(int argc, char** argv) {
   for (float& v : queries) v = normal(rng);
   for (float& v : cache) v = normal(rng);
   const size_t calls = std::max<size_t>(1, (size_t(1) << 27) / (group * seen * hd));
-  auto keys = [&](size_t call) { return StridedRows{cache.data() + call % kv_heads * seen * hd, seen, hd}; };
+  auto cache_rows = [&](size_t call) { return StridedRows{cache.data() + call % kv_heads * seen * hd, seen, hd}; };
 
-  // Scores: one dot() per pair, dots() per head, dots() for the group.
+  // The keys as KvCache keeps them: each head's in blocks of positions (attention.h).
+  const size_t key_stride = key_floats(seen, hd);
+  std::vector<float> key_cache(kv_heads * key_stride);
+  for (size_t h = 0; h < kv_heads; ++h)
+    for (size_t p = 0; p < seen; ++p)
+      for (size_t d = 0; d < hd; ++d) key_cache[h * key_stride + key_offset(p, d, hd)] = cache[(h * seen + p) * hd + d];
+  auto keys = [&](size_t call) { return key_cache.data() + call % kv_heads * key_stride; };
+
+  // Scores: one at a time, key_scores() per head, key_scores() for the group.
   const double plain = median_seconds(reps, calls, [&](size_t call) {
-    const StridedRows k = keys(call);
+    const StridedRows k = cache_rows(call);
     for (size_t j = 0; j < group; ++j)
-      for (size_t r = 0; r < seen; ++r) scores[j * seen + r] = dot(queries.data() + j * hd, k.row(r), hd);
+      for (size_t r = 0; r < seen; ++r) {
+        float s = 0;
+        for (size_t d = 0; d < hd; ++d) s = std::fma(queries[j * hd + d], k.row(r)[d], s);
+        scores[j * seen + r] = s;
+      }
   });
   const std::vector<float> plain_scores = scores;
   const double per_head = median_seconds(reps, calls, [&](size_t call) {
-    for (size_t j = 0; j < group; ++j) dots({queries.data() + j * hd, 1, hd}, keys(call), hd, scores.data() + j * seen, seen);
+    for (size_t j = 0; j < group; ++j) key_scores({queries.data() + j * hd, 1, hd}, keys(call), hd, 0, seen, scores.data() + j * seen, seen);
   });
-  const double grouped = median_seconds(reps, calls, [&](size_t call) { dots({queries.data(), group, hd}, keys(call), hd, scores.data(), seen); });
-  if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: dots() differs from dot()\n"), 1;
+  if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: key_scores() differs from the plain loop\n"), 1;
+  const double grouped =
+      median_seconds(reps, calls, [&](size_t call) { key_scores({queries.data(), group, hd}, keys(call), hd, 0, seen, scores.data(), seen); });
+  if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: key_scores() differs from the plain loop\n"), 1;
 
   // Softmax of each head's scores, on a copy.
   std::vector<float> rows(scores.size());
@@ -96,17 +111,17 @@ int main(int argc, char** argv) {
   // Weighted sums of the values (the scores as weights): one head at a time, the group.
   for (float& s : scores) s = std::abs(s) / float(seen);
   const double sum_per_head = median_seconds(reps, calls, [&](size_t call) {
-    for (size_t j = 0; j < group; ++j) weighted_sum({scores.data() + j * seen, 1, seen}, keys(call), hd, sums.data() + j * hd);
+    for (size_t j = 0; j < group; ++j) weighted_sum({scores.data() + j * seen, 1, seen}, cache_rows(call), hd, sums.data() + j * hd);
   });
   const std::vector<float> head_sums = sums;
   const double sum_grouped =
-      median_seconds(reps, calls, [&](size_t call) { weighted_sum({scores.data(), group, seen}, keys(call), hd, sums.data()); });
+      median_seconds(reps, calls, [&](size_t call) { weighted_sum({scores.data(), group, seen}, cache_rows(call), hd, sums.data()); });
   if (sums != head_sums) return std::fprintf(stderr, "attention_bench: grouped weighted_sum differs\n"), 1;
 
   const double pairs = double(group * seen);
   std::printf("head dim %zu, %zu query heads per key-value head, %zu key-value heads, %zu positions, 1 thread\n", hd, group,
               kv_heads, seen);
-  std::printf("scores:        one dot() per pair %6.2f ns, dots() per head %6.2f ns, heads together %6.2f ns per score (%.2fx, %.2fx)\n",
+  std::printf("scores:        one at a time %6.2f ns, key_scores() per head %6.2f ns, heads together %6.2f ns per score (%.2fx, %.2fx)\n",
               plain / pairs * 1e9, per_head / pairs * 1e9, grouped / pairs * 1e9, plain / grouped, per_head / grouped);
   std::printf("softmax:       with the C library's expf %6.2f ns, softmax() %6.2f ns, heads together %6.2f ns per score (%.2fx, %.2fx)\n",
               (libc_softmax - copying) / pairs * 1e9, (our_softmax - copying) / pairs * 1e9, (rows_together - copying) / pairs * 1e9,

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/dot.h"
+#include "kernels/attention.h"
 #include "kernels/matvec.h"
 #include "kernels/ops.h"
 
@@ -111,9 +111,8 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
-      const StridedRows keys{cache.keys[layer][kvh].data() + first * hd, seen, hd};
       const StridedRows values{cache.values[layer][kvh].data() + first * hd, seen, hd};
-      dots({q_.data() + t * q_dim + h0 * hd, shared, hd}, keys, hd, att, span);
+      key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[layer][kvh].data(), hd, first, end_pos, att, span);
       for (size_t h = 0; h < shared; ++h) {
         float* a = att + h * span;
         for (size_t j = 0; j < seen; ++j) a[j] *= scale;
@@ -203,20 +202,24 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
         rope(&k_[t * KV], lc.kv_heads, row_pos_[t], inv_freq_[l]);
       }
     });
-    // Each sequence's cache grows with the positions it uses, once per pass.
+    // Each sequence's cache grows with the positions it uses, once per pass; the keys in
+    // whole blocks of positions (attention.h).
     for (const SequenceChunk& ch : chunks) {
-      const size_t used = (ch.pos + ch.tokens.size()) * hd;
+      const size_t positions = ch.pos + ch.tokens.size();
       auto& keys = ch.cache->keys[l];
       auto& values = ch.cache->values[l];
       if (keys.size() < lc.kv_heads) keys.resize(lc.kv_heads), values.resize(lc.kv_heads);
-      for (size_t h = 0; h < lc.kv_heads; ++h)
-        if (keys[h].size() < used) keys[h].resize(used), values[h].resize(used);
+      for (size_t h = 0; h < lc.kv_heads; ++h) {
+        if (keys[h].size() < key_floats(positions, hd)) keys[h].resize(key_floats(positions, hd));
+        if (values[h].size() < positions * hd) values[h].resize(positions * hd);
+      }
     }
     pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
       for (size_t t = begin; t < end; ++t) {
         KvCache& cache = *chunks[row_chunk_[t]].cache;
         for (size_t h = 0; h < lc.kv_heads; ++h) {
-          std::memcpy(cache.keys[l][h].data() + row_pos_[t] * hd, &k_[t * KV + h * hd], hd * sizeof(float));
+          float* keys = cache.keys[l][h].data();
+          for (size_t d = 0; d < hd; ++d) keys[key_offset(row_pos_[t], d, hd)] = k_[t * KV + h * hd + d];
           std::memcpy(cache.values[l][h].data() + row_pos_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
         }
       }

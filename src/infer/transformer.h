@@ -12,8 +12,9 @@
 namespace larql {
 
 // One sequence's keys and values, grown with the positions used (never sized by the
-// model's whole context). Each key-value head's apart, [layer][head][position][head_dim]:
-// attention reads one head's positions as one contiguous stream.
+// model's whole context). Each key-value head's apart, [layer][head]: attention reads one
+// head's positions as one contiguous stream. Values [position][head_dim]; keys in blocks
+// of positions, each block dimension by dimension (attention.h's key_offset).
 struct KvCache {
   std::vector<std::vector<std::vector<float>>> keys, values;
 };

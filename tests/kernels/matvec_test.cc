@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/block_dot.h"
-#include "kernels/dot.h"
+#include "kernels/attention.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
 #include "wire/cpu_features.h"
@@ -76,60 +76,63 @@ std::vector<MatmulIsa> simd_isas() {
   return isas;
 }
 
-// dot() is the one-row, one-token f32 product: the same bits on every ISA, and the same
-// as the scalar matmul's.
-TEST(Matmul, DotIsTheOneRowF32ProductOnEveryIsa) {
-  ThreadPool pool(1);
-  for (size_t n : {1u, 7u, 15u, 16u, 17u, 64u, 80u, 100u, 128u, 256u, 257u}) {
-    auto a = random_vector(n, uint32_t(n)), b = random_vector(n, uint32_t(n) + 1000);
-    a[0] = -0.0f;  // signed zeros and wide ranges go through the lanes as in the matmul
-    if (n > 3) a[3] = 1e30f, b[3] = 1e-30f;
-    const Matrix row{DType::f32, 1, n, a.data()};
-    float reference = 0;
-    matmul_with(MatmulIsa::scalar, row, b.data(), 1, &reference, pool);
-    EXPECT_EQ(dot_with(MatmulIsa::scalar, a.data(), b.data(), n), reference) << "n " << n;
-    for (MatmulIsa isa : simd_isas()) EXPECT_EQ(dot_with(isa, a.data(), b.data(), n), reference) << "n " << n << " isa " << int(isa);
-    EXPECT_EQ(dot(a.data(), b.data(), n), reference);
-  }
-}
-
-// Attention's two loops for the query heads that share a key-value head: dots() is one
-// dot() per query and key, and weighted_sum() is the scalar "out[i] += w[r] * v[r][i]" (a
-// rounded product, then a sum) per head, on every ISA, bit for bit. Scores go into rows
-// longer than the keys, whose ends stay untouched.
+// Attention's two loops for the query heads that share a key-value head: key_scores() is
+// each score's multiply-adds in increasing dimension, from the keys' blocks (attention.h),
+// and weighted_sum() the scalar "out[i] += w[r] * v[r][i]" (a rounded product, then a sum)
+// per head, on every ISA, bit for bit. Windows of positions start and end inside blocks and
+// on their edges; the rows of scores are longer than the window and keep their ends.
 TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
+  std::vector<MatmulIsa> isas = simd_isas();
+  isas.insert(isas.begin(), MatmulIsa::scalar);
+  size_t checked = 0;
   for (size_t n : {1u, 7u, 16u, 40u, 64u, 80u, 128u, 256u}) {
-    const size_t stride = n + 24;  // keys and values of one head inside wider rows
-    for (size_t count : {1u, 3u, 4u, 5u, 16u, 17u, 33u})
+    const size_t stride = n + 24;  // values of one head inside wider rows
+    for (size_t positions : {1u, 3u, 16u, 17u, 33u, 70u})
       for (size_t heads : {1u, 2u, 3u, 4u, 5u, 8u}) {
-        const uint32_t seed = uint32_t(1000 * n + 10 * count + heads);
-        auto q = random_vector(heads * n, seed), kv = random_vector(count * stride, seed + 1);
-        const size_t span = count + 2;
+        const uint32_t seed = uint32_t(1000 * n + 10 * positions + heads);
+        auto q = random_vector(heads * n, seed), kv = random_vector(positions * stride, seed + 1);
+        kv[0] = 1e30f;  // wide ranges: a fused multiply-add rounds differently from a product and a sum
+        const StridedRows queries{q.data(), heads, n}, rows{kv.data(), positions, stride};
+        std::vector<float> keys(key_floats(positions, n), NAN);  // past the last position: never read into a score
+        for (size_t p = 0; p < positions; ++p)
+          for (size_t d = 0; d < n; ++d) keys[key_offset(p, d, n)] = rows.row(p)[d];
+        for (auto [first, end] : {std::pair<size_t, size_t>{0, positions}, {positions / 3, positions}, {positions / 2, positions - positions / 4}}) {
+          if (first >= end) continue;
+          const size_t span = end - first + 2;
+          std::vector<float> expected(heads * span, 99.0f);
+          for (size_t j = 0; j < heads; ++j)
+            for (size_t p = first; p < end; ++p) {
+              float s = 0;
+              for (size_t d = 0; d < n; ++d) s = std::fma(queries.row(j)[d], rows.row(p)[d], s);
+              expected[j * span + p - first] = s;
+            }
+          for (MatmulIsa isa : isas) {
+            std::vector<float> got(heads * span, 99.0f);
+            key_scores_with(isa, queries, keys.data(), n, first, end, got.data(), span);
+            EXPECT_EQ(got, expected) << "key_scores n " << n << " positions " << first << ".." << end << " heads " << heads
+                                     << " isa " << int(isa);
+          }
+          ++checked;
+        }
+        const size_t span = positions + 2;
         auto w = random_vector(heads * span, seed + 2);
-        kv[0] = 1e30f, w[0] = 1e-30f;  // wide ranges: a fused multiply-add would round differently
-        const StridedRows queries{q.data(), heads, n}, rows{kv.data(), count, stride}, weights{w.data(), heads, span};
-        std::vector<float> scores(heads * span, 99.0f), expected(heads * n);
-        for (size_t j = 0; j < heads; ++j) {
-          for (size_t r = 0; r < count; ++r) scores[j * span + r] = dot_with(MatmulIsa::scalar, queries.row(j), rows.row(r), n);
+        w[0] = 1e-30f;
+        const StridedRows weights{w.data(), heads, span};
+        std::vector<float> expected(heads * n);
+        for (size_t j = 0; j < heads; ++j)
           for (size_t i = 0; i < n; ++i) {  // the loop weighted_sum replaced
             float sum = 0;
-            for (size_t r = 0; r < count; ++r) sum += weights.row(j)[r] * rows.row(r)[i];
+            for (size_t r = 0; r < positions; ++r) sum += weights.row(j)[r] * rows.row(r)[i];
             expected[j * n + i] = sum;
           }
-        }
-        std::vector<MatmulIsa> isas = simd_isas();
-        isas.insert(isas.begin(), MatmulIsa::scalar);
         for (MatmulIsa isa : isas) {
-          const std::string where = "n " + std::to_string(n) + " count " + std::to_string(count) + " heads " +
-                                    std::to_string(heads) + " isa " + std::to_string(int(isa));
-          std::vector<float> got(heads * span, 99.0f), sums(heads * n, 99.0f);
-          dots_with(isa, queries, rows, n, got.data(), span);
-          EXPECT_EQ(got, scores) << "dots " << where;
+          std::vector<float> sums(heads * n, 99.0f);
           weighted_sum_with(isa, weights, rows, n, sums.data());
-          EXPECT_EQ(sums, expected) << "weighted_sum " << where;
+          EXPECT_EQ(sums, expected) << "weighted_sum n " << n << " positions " << positions << " heads " << heads << " isa " << int(isa);
         }
       }
   }
+  EXPECT_GT(checked, 800u);  // windows, each on every ISA
 }
 
 TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
