@@ -62,19 +62,24 @@ void Transformer::add_rows(float* x, const float* y, size_t rows, size_t n) cons
   });
 }
 
-void Transformer::rope(float* v, size_t heads, size_t pos, const std::vector<float>& inv_freq) const {
-  const size_t half = inv_freq.size(), hd = 2 * half;
-  for (size_t i = 0; i < half; ++i) {
-    const float angle = float(pos) * inv_freq[i];
-    const float cos = std::cos(angle), sin = std::sin(angle);
-    for (size_t h = 0; h < heads; ++h) {
-      float* head = v + h * hd;
-      // adjacent pairs (llama2.c) or the two halves of the head (Hugging Face)
-      const size_t a = model_.config.rope_layout == RopeLayout::adjacent_pairs ? 2 * i : i;
-      const size_t b = model_.config.rope_layout == RopeLayout::adjacent_pairs ? 2 * i + 1 : i + half;
-      const float v0 = head[a], v1 = head[b];
-      head[a] = v0 * cos - v1 * sin;
-      head[b] = v0 * sin + v1 * cos;
+void Transformer::rope(float* v, size_t heads, const float* cos, const float* sin, size_t half) const {
+  const size_t hd = 2 * half;
+  const bool adjacent = model_.config.rope_layout == RopeLayout::adjacent_pairs;
+  for (size_t h = 0; h < heads; ++h) {
+    float* head = v + h * hd;
+    // adjacent pairs (llama2.c) or the two halves of the head (Hugging Face)
+    if (adjacent) {
+      for (size_t i = 0; i < half; ++i) {
+        const float v0 = head[2 * i], v1 = head[2 * i + 1];
+        head[2 * i] = v0 * cos[i] - v1 * sin[i];
+        head[2 * i + 1] = v0 * sin[i] + v1 * cos[i];
+      }
+    } else {
+      for (size_t i = 0; i < half; ++i) {
+        const float v0 = head[i], v1 = head[i + half];
+        head[i] = v0 * cos[i] - v1 * sin[i];
+        head[i + half] = v0 * sin[i] + v1 * cos[i];
+      }
     }
   }
 }
@@ -197,9 +202,18 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     }
     if (c.value_norm) norm_rows(v_.data(), v_.data(), n * lc.kv_heads, Matrix{}, hd);
     pool_.parallel_rows(n, Q + KV, [&](size_t begin, size_t end) {
+      // A position's angles, once for its query and key heads.
+      const std::vector<float>& inv_freq = inv_freq_[l];
+      const size_t half = inv_freq.size();
+      thread_local std::vector<float> cos, sin;
+      cos.resize(half), sin.resize(half);
       for (size_t t = begin; t < end; ++t) {
-        rope(&q_[t * Q], c.heads, row_pos_[t], inv_freq_[l]);
-        rope(&k_[t * KV], lc.kv_heads, row_pos_[t], inv_freq_[l]);
+        for (size_t i = 0; i < half; ++i) {
+          const float angle = float(row_pos_[t]) * inv_freq[i];
+          cos[i] = std::cos(angle), sin[i] = std::sin(angle);
+        }
+        rope(&q_[t * Q], c.heads, cos.data(), sin.data(), half);
+        rope(&k_[t * KV], lc.kv_heads, cos.data(), sin.data(), half);
       }
     });
     // Each sequence's cache grows with the positions it uses, once per pass; the keys in

@@ -62,6 +62,23 @@ TEST(Softmax, RowsSideBySideGiveEachRowsBitsInOrder) {
   EXPECT_GT(checked, 10000u);
 }
 
+// SiLU's gating (ops.h): gate / (1 + e^-gate) · up, value by value, whatever ISA runs it;
+// lengths ending inside and on the edges of the vectors and of its blocks of 256.
+TEST(GatedActivation, SiluIsItsDefinitionValueByValue) {
+  std::mt19937 rng(3);
+  size_t checked = 0;
+  for (size_t n : {1u, 15u, 16u, 17u, 255u, 256u, 257u, 1000u}) {
+    std::vector<float> gate(n), up(n);
+    for (size_t i = 0; i < n; ++i) gate[i] = score(rng, rng() % 8 == 0), up[i] = score(rng, rng() % 8 == 0);
+    std::vector<float> expected(n);
+    for (size_t i = 0; i < n; ++i) expected[i] = gate[i] / (1.0f + exp_f32(-gate[i])) * up[i];
+    gated_activation(gate.data(), up.data(), n, Activation::silu);
+    for (size_t i = 0; i < n; ++i, ++checked)
+      ASSERT_TRUE(same_bits_or_both_nan(gate[i], expected[i])) << "n " << n << " value " << i;
+  }
+  EXPECT_GT(checked, 1500u);
+}
+
 // rmsnorm's definition (ops.h), one value after another.
 void rmsnorm_in_order(float* out, const float* x, const std::vector<float>& weight, size_t n, float eps, float offset) {
   float ss = 0;
