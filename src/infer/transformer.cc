@@ -62,7 +62,7 @@ void Transformer::add_rows(float* x, const float* y, size_t rows, size_t n) cons
   });
 }
 
-void Transformer::rope(float* v, size_t heads, const float* cos, const float* sin, size_t half) const {
+void Transformer::rope(float* v, size_t heads, const float* cosines, const float* sines, size_t half) const {
   const size_t hd = 2 * half;
   const bool adjacent = model_.config.rope_layout == RopeLayout::adjacent_pairs;
   for (size_t h = 0; h < heads; ++h) {
@@ -71,14 +71,14 @@ void Transformer::rope(float* v, size_t heads, const float* cos, const float* si
     if (adjacent) {
       for (size_t i = 0; i < half; ++i) {
         const float v0 = head[2 * i], v1 = head[2 * i + 1];
-        head[2 * i] = v0 * cos[i] - v1 * sin[i];
-        head[2 * i + 1] = v0 * sin[i] + v1 * cos[i];
+        head[2 * i] = v0 * cosines[i] - v1 * sines[i];
+        head[2 * i + 1] = v0 * sines[i] + v1 * cosines[i];
       }
     } else {
       for (size_t i = 0; i < half; ++i) {
         const float v0 = head[i], v1 = head[i + half];
-        head[i] = v0 * cos[i] - v1 * sin[i];
-        head[i + half] = v0 * sin[i] + v1 * cos[i];
+        head[i] = v0 * cosines[i] - v1 * sines[i];
+        head[i + half] = v0 * sines[i] + v1 * cosines[i];
       }
     }
   }
@@ -205,15 +205,15 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
       // A position's angles, once for its query and key heads.
       const std::vector<float>& inv_freq = inv_freq_[l];
       const size_t half = inv_freq.size();
-      thread_local std::vector<float> cos, sin;
-      cos.resize(half), sin.resize(half);
+      thread_local std::vector<float> cosines, sines;
+      cosines.resize(half), sines.resize(half);
       for (size_t t = begin; t < end; ++t) {
         for (size_t i = 0; i < half; ++i) {
           const float angle = float(row_pos_[t]) * inv_freq[i];
-          cos[i] = std::cos(angle), sin[i] = std::sin(angle);
+          cosines[i] = std::cos(angle), sines[i] = std::sin(angle);
         }
-        rope(&q_[t * Q], c.heads, cos.data(), sin.data(), half);
-        rope(&k_[t * KV], lc.kv_heads, cos.data(), sin.data(), half);
+        rope(&q_[t * Q], c.heads, cosines.data(), sines.data(), half);
+        rope(&k_[t * KV], lc.kv_heads, cosines.data(), sines.data(), half);
       }
     });
     // Each sequence's cache grows with the positions it uses, once per pass; the keys in

@@ -50,7 +50,7 @@ class Transformer {
  private:
   void attention(size_t layer, std::span<const SequenceChunk> chunks);
   // Rotates each of v's heads (2 · half values) by the angles whose cosines and sines are given.
-  void rope(float* v, size_t heads, const float* cos, const float* sin, size_t half) const;
+  void rope(float* v, size_t heads, const float* cosines, const float* sines, size_t half) const;
   void norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const;
   void add_rows(float* x, const float* y, size_t rows, size_t n) const;  // x += y, rows of n
 
