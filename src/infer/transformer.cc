@@ -251,7 +251,9 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     add_rows(x_.data(), proj_.data(), n, D);
     if (w.output_scale.data) {  // Gemma 4: the whole hidden state, residual included
       const float scalar = load_as_f32(w.output_scale.dtype, w.output_scale.data, 0);
-      for (size_t i = 0; i < n * D; ++i) x_[i] *= scalar;
+      pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {
+        for (size_t i = begin * D; i < end * D; ++i) x_[i] *= scalar;
+      });
     }
   }
 
