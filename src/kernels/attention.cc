@@ -29,7 +29,7 @@ void weighted_sum_scalar(StridedRows weights, StridedRows values, size_t n, floa
     const float* w = weights.row(j);
     std::memset(out, 0, n * sizeof(float));
     for (size_t r = 0; r < values.count; ++r)
-      for (size_t i = 0; i < n; ++i) out[i] += w[r] * values.row(r)[i];
+      for (size_t i = 0; i < n; ++i) out[i] = std::fma(w[r], values.row(r)[i], out[i]);
   }
 }
 
@@ -121,7 +121,7 @@ LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j
     LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) vv[c] = _mm512_maskz_loadu_ps(present[c], v + 16 * c);
     LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) {
       const __m512 wr = _mm512_set1_ps(w[j][r]);
-      LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm512_add_ps(o[j][c], _mm512_mul_ps(wr, vv[c]));
+      LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm512_fmadd_ps(wr, vv[c], o[j][c]);
     }
   }
   LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
@@ -205,7 +205,7 @@ __attribute__((target("avx2"))) inline __m256i present_lanes8(size_t i, size_t n
 
 // weighted_block with eight-lane registers: NW ≤ 2 rows over 32 outputs (sixteen registers).
 template <int NW>
-__attribute__((target("avx2"))) void weighted_block_avx2(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n,
+__attribute__((target("avx2,fma"))) void weighted_block_avx2(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n,
                                                          float* out) {
   constexpr int NC = 4;
   __m256i present[NC];
@@ -221,7 +221,7 @@ __attribute__((target("avx2"))) void weighted_block_avx2(StridedRows weights, si
     LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) vv[c] = _mm256_maskload_ps(v + 8 * c, present[c]);
     LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) {
       const __m256 wr = _mm256_set1_ps(w[j][r]);
-      LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm256_add_ps(o[j][c], _mm256_mul_ps(wr, vv[c]));
+      LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm256_fmadd_ps(wr, vv[c], o[j][c]);
     }
   }
   LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)

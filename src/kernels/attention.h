@@ -32,9 +32,8 @@ void key_scores(StridedRows queries, const float* keys, size_t n, size_t first, 
 void key_scores_with(MatmulIsa isa, StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out,
                      size_t out_stride);
 
-// out[j · n + i] = Σ_r weights.row(j)[r] · values.row(r)[i] for i < n and r < values.count,
-// from zero in increasing r, each term its rounded product added as the scalar
-// `out[i] += w[r] * v[...]` adds it (no fused multiply-add): the same bits on every ISA
+// out[j · n + i] = Σ_r weights.row(j)[r] · values.row(r)[i] for i < n and r < values.count:
+// s = fma(w[r], v[r][i], s) from zero in increasing r, the same bits on every ISA
 // (attention's weighted sums of values, one per head that shares them).
 void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out);
 void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out);

@@ -78,8 +78,8 @@ std::vector<MatmulIsa> simd_isas() {
 
 // Attention's two loops for the query heads that share a key-value head: key_scores() is
 // each score's multiply-adds in increasing dimension, from the keys' blocks (attention.h),
-// and weighted_sum() the scalar "out[i] += w[r] * v[r][i]" (a rounded product, then a sum)
-// per head, on every ISA, bit for bit. Windows of positions start and end inside blocks and
+// and weighted_sum() each output's multiply-adds in increasing position, per head, on
+// every ISA, bit for bit. Windows of positions start and end inside blocks and
 // on their edges; the rows of scores are longer than the window and keep their ends.
 TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
   std::vector<MatmulIsa> isas = simd_isas();
@@ -120,9 +120,9 @@ TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
         const StridedRows weights{w.data(), heads, span};
         std::vector<float> expected(heads * n);
         for (size_t j = 0; j < heads; ++j)
-          for (size_t i = 0; i < n; ++i) {  // the loop weighted_sum replaced
+          for (size_t i = 0; i < n; ++i) {  // the definition
             float sum = 0;
-            for (size_t r = 0; r < positions; ++r) sum += weights.row(j)[r] * rows.row(r)[i];
+            for (size_t r = 0; r < positions; ++r) sum = std::fma(weights.row(j)[r], rows.row(r)[i], sum);
             expected[j * n + i] = sum;
           }
         for (MatmulIsa isa : isas) {
