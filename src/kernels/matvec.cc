@@ -148,7 +148,7 @@ struct Schedule {
   Product product;
   TilePlan plan;
   size_t block_tokens, pieces, piece_rows;  // pieces per token block
-  size_t first;                             // its first piece's number in the job
+  size_t first, count;                      // its first piece's number in the job, and its pieces
 };
 
 Schedule schedule(MatmulIsa isa, Product p, size_t n, size_t threads, size_t first) {
@@ -161,7 +161,8 @@ Schedule schedule(MatmulIsa isa, Product p, size_t n, size_t threads, size_t fir
   const size_t pieces_per_block = threads * (n == 1 ? 1 : kPrefillPiecesPerThread);
   const size_t grain = std::lcm<size_t>(16, plan.max_rows);
   const size_t piece_rows = ((w.rows + pieces_per_block - 1) / pieces_per_block + grain - 1) / grain * grain;
-  return {p, plan, block_tokens, (w.rows + piece_rows - 1) / piece_rows, piece_rows, first};
+  const size_t pieces = (w.rows + piece_rows - 1) / piece_rows;
+  return {p, plan, block_tokens, pieces, piece_rows, first, (n + block_tokens - 1) / block_tokens * pieces};
 }
 
 // Piece `piece` of a product: the rows of one part for the tokens of one block.
@@ -218,7 +219,7 @@ void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, 
   size_t total = 0, work = 0;
   for (size_t i = 0; i < products.size(); ++i) {
     schedules[i] = schedule(isa, products[i], n, pool.size(), total);
-    total += (n + schedules[i].block_tokens - 1) / schedules[i].block_tokens * schedules[i].pieces;
+    total += schedules[i].count;
     work += products[i].w->rows * cols * n;
   }
   auto run = [&](size_t begin, size_t end) {
@@ -230,7 +231,7 @@ void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, 
     size_t s = 0;
     for (size_t piece = begin; piece < end; ++piece) {
       while (s + 1 < products.size() && piece >= schedules[s + 1].first) ++s;
-      const Matrix& w = *products[s].w;
+      const Matrix& w = *schedules[s].product.w;
       t.unpacked_rows = nullptr;
       if (avx512 && keeps_unpacked_rows(w.dtype) && n > 1) {
         unpacked.resize(std::max(unpacked.size(), schedules[s].plan.max_rows * UnpackedRow::bytes(w.cols)));
