@@ -207,14 +207,21 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "engine_bench: %s\n", gen.error().message.c_str());
         return 1;
       }
+      // A warm engine, as a server's after its first prompt (and llama-bench's after its
+      // warm-up run): one untimed prefill of the longest prompt sizes the scratch buffers
+      // and the KV cache, which each timed prefill then overwrites from position 0. A new
+      // engine's first prefill also faults in ~80 MB of fresh buffers at 512 tokens, which
+      // made bf16-dot's up to 17% slower (docs/benchmarks.md, session 24); a new
+      // sequence's KV cache alone measured no slower than a reused one.
+      std::vector<double> prefill_tps, prefill_share;
+      const bench::PeakKind kind = peak_of(m.model).first;
+      Transformer p(m.model, ffn, pool);
+      std::vector<float> logits;
+      if (!p.forward(prompt, 0, logits)) return 1;
       // Each prefill between two short measurements of its instruction's peak: the
       // machine's speed drifts within a run (a VM's neighbours), so its share is taken
       // against the peak of the moment.
-      std::vector<double> prefill_tps, prefill_share;
-      const bench::PeakKind kind = peak_of(m.model).first;
       for (size_t length : prefill_tokens) {
-        Transformer p(m.model, ffn, pool);
-        std::vector<float> logits;
         const double peak_before = bench::measure_peak(kind, threads, 0.05);
         const auto start = Clock::now();
         if (!p.forward({prompt.data(), length}, 0, logits)) return 1;
