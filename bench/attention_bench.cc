@@ -71,23 +71,25 @@ int main(int argc, char** argv) {
       for (size_t d = 0; d < hd; ++d) key_cache[h * key_stride + key_offset(p, d, hd)] = cache[(h * seen + p) * hd + d];
   auto keys = [&](size_t call) { return key_cache.data() + call % kv_heads * key_stride; };
 
-  // Scores: one at a time, key_scores() per head, key_scores() for the group.
+  // Scores: one at a time, key_scores() per head, key_scores() for the group; scaled by
+  // 1/√d as the transformer's are.
+  const float scale = 1.0f / std::sqrt(float(hd));
   const double plain = median_seconds(reps, calls, [&](size_t call) {
     const StridedRows k = cache_rows(call);
     for (size_t j = 0; j < group; ++j)
       for (size_t r = 0; r < seen; ++r) {
         float s = 0;
         for (size_t d = 0; d < hd; ++d) s = std::fma(queries[j * hd + d], k.row(r)[d], s);
-        scores[j * seen + r] = s;
+        scores[j * seen + r] = s * scale;
       }
   });
   const std::vector<float> plain_scores = scores;
   const double per_head = median_seconds(reps, calls, [&](size_t call) {
-    for (size_t j = 0; j < group; ++j) key_scores({queries.data() + j * hd, 1, hd}, keys(call), hd, 0, seen, scores.data() + j * seen, seen);
+    for (size_t j = 0; j < group; ++j) key_scores({queries.data() + j * hd, 1, hd}, keys(call), hd, 0, seen, scale, scores.data() + j * seen, seen);
   });
   if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: key_scores() differs from the plain loop\n"), 1;
   const double grouped =
-      median_seconds(reps, calls, [&](size_t call) { key_scores({queries.data(), group, hd}, keys(call), hd, 0, seen, scores.data(), seen); });
+      median_seconds(reps, calls, [&](size_t call) { key_scores({queries.data(), group, hd}, keys(call), hd, 0, seen, scale, scores.data(), seen); });
   if (scores != plain_scores) return std::fprintf(stderr, "attention_bench: key_scores() differs from the plain loop\n"), 1;
 
   // Softmax of each head's scores, on a copy.

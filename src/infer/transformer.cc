@@ -117,12 +117,9 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
       const StridedRows values{cache.values[layer][kvh].data() + first * hd, seen, hd};
-      key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[layer][kvh].data(), hd, first, end_pos, att, span);
-      for (size_t h = 0; h < shared; ++h) {
-        float* a = att + h * span;
-        for (size_t j = 0; j < seen; ++j) a[j] *= scale;
-        if (c.attention_softcap > 0) softcap(a, seen, c.attention_softcap);
-      }
+      key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[layer][kvh].data(), hd, first, end_pos, scale, att, span);
+      if (c.attention_softcap > 0)
+        for (size_t h = 0; h < shared; ++h) softcap(att + h * span, seen, c.attention_softcap);
       softmax_rows(att, shared, span, seen);
       weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
     }

@@ -9,12 +9,13 @@
 namespace larql {
 namespace {
 
-void key_scores_scalar(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out, size_t out_stride) {
+void key_scores_scalar(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
+                       size_t out_stride) {
   for (size_t j = 0; j < queries.count; ++j)
     for (size_t p = first; p < end; ++p) {
       float s = 0;
       for (size_t d = 0; d < n; ++d) s = std::fma(queries.row(j)[d], keys[key_offset(p, d, n)], s);
-      out[j * out_stride + p - first] = s;
+      out[j * out_stride + p - first] = s * scale;
     }
 }
 
@@ -50,7 +51,7 @@ inline constexpr int kScoreBlocks = NQ == 4 ? 4 : 8;
 template <int NQ, int NB>
 LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void score_blocks(const float* const (&q)[NQ], const float* keys,
                                                                                       size_t n, size_t b0, size_t first, size_t end,
-                                                                                      float* const (&out)[NQ]) {
+                                                                                      __m512 scale, float* const (&out)[NQ]) {
   __m512 acc[NQ][NB];
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j)
     LARQL_UNROLL_16 for (int b = 0; b < NB; ++b) acc[j][b] = _mm512_setzero_ps();
@@ -66,11 +67,12 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void score_
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j)
     LARQL_UNROLL_16 for (int b = 0; b < NB; ++b) {
       const size_t p0 = (b0 + size_t(b)) * kKeyBlock;
+      const __m512 scaled = _mm512_mul_ps(acc[j][b], scale);
       if (p0 >= first && p0 + kKeyBlock <= end) {
-        _mm512_storeu_ps(out[j] + (p0 - first), acc[j][b]);
+        _mm512_storeu_ps(out[j] + (p0 - first), scaled);
       } else {  // the first or the last block
         alignas(64) float lanes[kKeyBlock];
-        _mm512_store_ps(lanes, acc[j][b]);
+        _mm512_store_ps(lanes, scaled);
         store_positions(lanes, kKeyBlock, p0, first, end, out[j]);
       }
     }
@@ -81,24 +83,26 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void score_
 // into it: one generic loop calling each ISA's kernel measured 3-7% slower scores.
 template <int NQ>
 LARQL_AVX512_TARGET("avx512f") void score_queries(StridedRows queries, size_t j0, const float* keys, size_t n, size_t first, size_t end,
-                                                   float* out, size_t out_stride) {
+                                                   float scale, float* out, size_t out_stride) {
   constexpr int NB = kScoreBlocks<NQ>;
+  const __m512 s = _mm512_set1_ps(scale);
   const float* q[NQ];
   float* o[NQ];
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j) q[j] = queries.row(j0 + size_t(j)), o[j] = out + (j0 + size_t(j)) * out_stride;
   size_t b = first / kKeyBlock;
   const size_t blocks_end = (end + kKeyBlock - 1) / kKeyBlock;
-  for (; b + NB <= blocks_end; b += NB) score_blocks<NQ, NB>(q, keys, n, b, first, end, o);
-  for (; b < blocks_end; ++b) score_blocks<NQ, 1>(q, keys, n, b, first, end, o);
+  for (; b + NB <= blocks_end; b += NB) score_blocks<NQ, NB>(q, keys, n, b, first, end, s, o);
+  for (; b < blocks_end; ++b) score_blocks<NQ, 1>(q, keys, n, b, first, end, s, o);
 }
 
-void key_scores_avx512(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out, size_t out_stride) {
+void key_scores_avx512(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
+                       size_t out_stride) {
   for (size_t j = 0; j < queries.count;) {
     const size_t left = queries.count - j;
     const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    if (taken == 4) score_queries<4>(queries, j, keys, n, first, end, out, out_stride);
-    else if (taken == 2) score_queries<2>(queries, j, keys, n, first, end, out, out_stride);
-    else score_queries<1>(queries, j, keys, n, first, end, out, out_stride);
+    if (taken == 4) score_queries<4>(queries, j, keys, n, first, end, scale, out, out_stride);
+    else if (taken == 2) score_queries<2>(queries, j, keys, n, first, end, scale, out, out_stride);
+    else score_queries<1>(queries, j, keys, n, first, end, scale, out, out_stride);
     j += size_t(taken);
   }
 }
@@ -148,7 +152,7 @@ inline constexpr int kScoreBlocksAvx2 = 4 / NQ;
 
 template <int NQ, int NB>
 __attribute__((target("avx2,fma"), always_inline)) inline void score_blocks_avx2(const float* const (&q)[NQ], const float* keys, size_t n,
-                                                                                size_t b0, size_t first, size_t end,
+                                                                                size_t b0, size_t first, size_t end, __m256 scale,
                                                                                 float* const (&out)[NQ]) {
   __m256 acc[NQ][NB][2];
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j)
@@ -167,32 +171,34 @@ __attribute__((target("avx2,fma"), always_inline)) inline void score_blocks_avx2
   LARQL_UNROLL_16 for (int j = 0; j < NQ; ++j)
     LARQL_UNROLL_16 for (int b = 0; b < NB; ++b) {
       alignas(32) float lanes[kKeyBlock];
-      _mm256_store_ps(lanes, acc[j][b][0]);
-      _mm256_store_ps(lanes + 8, acc[j][b][1]);
+      _mm256_store_ps(lanes, _mm256_mul_ps(acc[j][b][0], scale));
+      _mm256_store_ps(lanes + 8, _mm256_mul_ps(acc[j][b][1], scale));
       store_positions(lanes, kKeyBlock, (b0 + size_t(b)) * kKeyBlock, first, end, out[j]);
     }
 }
 
 template <int NQ>
 __attribute__((target("avx2,fma"))) void score_queries_avx2(StridedRows queries, size_t j0, const float* keys, size_t n, size_t first,
-                                                            size_t end, float* out, size_t out_stride) {
+                                                            size_t end, float scale, float* out, size_t out_stride) {
   constexpr int NB = kScoreBlocksAvx2<NQ>;
+  const __m256 s = _mm256_set1_ps(scale);
   const float* q[NQ];
   float* o[NQ];
   for (int j = 0; j < NQ; ++j) q[j] = queries.row(j0 + size_t(j)), o[j] = out + (j0 + size_t(j)) * out_stride;
   size_t b = first / kKeyBlock;
   const size_t blocks_end = (end + kKeyBlock - 1) / kKeyBlock;
-  for (; b + NB <= blocks_end; b += NB) score_blocks_avx2<NQ, NB>(q, keys, n, b, first, end, o);
-  for (; b < blocks_end; ++b) score_blocks_avx2<NQ, 1>(q, keys, n, b, first, end, o);
+  for (; b + NB <= blocks_end; b += NB) score_blocks_avx2<NQ, NB>(q, keys, n, b, first, end, s, o);
+  for (; b < blocks_end; ++b) score_blocks_avx2<NQ, 1>(q, keys, n, b, first, end, s, o);
 }
 
-void key_scores_avx2(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out, size_t out_stride) {
+void key_scores_avx2(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
+                     size_t out_stride) {
   for (size_t j = 0; j < queries.count;) {
     const size_t left = queries.count - j;
     const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    if (taken == 4) score_queries_avx2<4>(queries, j, keys, n, first, end, out, out_stride);
-    else if (taken == 2) score_queries_avx2<2>(queries, j, keys, n, first, end, out, out_stride);
-    else score_queries_avx2<1>(queries, j, keys, n, first, end, out, out_stride);
+    if (taken == 4) score_queries_avx2<4>(queries, j, keys, n, first, end, scale, out, out_stride);
+    else if (taken == 2) score_queries_avx2<2>(queries, j, keys, n, first, end, scale, out, out_stride);
+    else score_queries_avx2<1>(queries, j, keys, n, first, end, scale, out, out_stride);
     j += size_t(taken);
   }
 }
@@ -242,19 +248,19 @@ void weighted_sum_avx2(StridedRows weights, StridedRows values, size_t n, float*
 
 }  // namespace
 
-void key_scores_with(MatmulIsa isa, StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out,
+void key_scores_with(MatmulIsa isa, StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
                      size_t out_stride) {
   if (first >= end) return;
 #if defined(__x86_64__)
-  if (isa >= MatmulIsa::avx512) return key_scores_avx512(queries, keys, n, first, end, out, out_stride);
-  if (isa == MatmulIsa::avx2) return key_scores_avx2(queries, keys, n, first, end, out, out_stride);
+  if (isa >= MatmulIsa::avx512) return key_scores_avx512(queries, keys, n, first, end, scale, out, out_stride);
+  if (isa == MatmulIsa::avx2) return key_scores_avx2(queries, keys, n, first, end, scale, out, out_stride);
 #endif
-  key_scores_scalar(queries, keys, n, first, end, out, out_stride);
+  key_scores_scalar(queries, keys, n, first, end, scale, out, out_stride);
 }
 
-void key_scores(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out, size_t out_stride) {
+void key_scores(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out, size_t out_stride) {
   static const MatmulIsa isa = best_matmul_isa();
-  key_scores_with(isa, queries, keys, n, first, end, out, out_stride);
+  key_scores_with(isa, queries, keys, n, first, end, scale, out, out_stride);
 }
 
 void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out) {

@@ -25,11 +25,13 @@ inline constexpr size_t kKeyBlock = 16;
 inline size_t key_offset(size_t p, size_t d, size_t n) { return p / kKeyBlock * kKeyBlock * n + d * kKeyBlock + p % kKeyBlock; }
 inline size_t key_floats(size_t positions, size_t n) { return (positions + kKeyBlock - 1) / kKeyBlock * kKeyBlock * n; }
 
-// out[j · out_stride + p − first] = q_j · k_p for the queries j and the positions p in
-// [first, end) of `keys` (key_offset's layout): s = fma(q_j[d], k_p[d], s) for d from 0 in
-// increasing order, s starting at zero. Each block of keys is read once for all the queries.
-void key_scores(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out, size_t out_stride);
-void key_scores_with(MatmulIsa isa, StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float* out,
+// out[j · out_stride + p − first] = (q_j · k_p) · scale for the queries j and the positions
+// p in [first, end) of `keys` (key_offset's layout): s = fma(q_j[d], k_p[d], s) for d from 0
+// in increasing order, s starting at zero, then one rounded product s · scale (attention's
+// 1/√d, applied as the scores are stored rather than in a pass of its own). Each block of
+// keys is read once for all the queries.
+void key_scores(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out, size_t out_stride);
+void key_scores_with(MatmulIsa isa, StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
                      size_t out_stride);
 
 // out[j · n + i] = Σ_r weights.row(j)[r] · values.row(r)[i] for i < n and r < values.count:

@@ -78,6 +78,7 @@ std::vector<MatmulIsa> simd_isas() {
 
 // Attention's two loops for the query heads that share a key-value head: key_scores() is
 // each score's multiply-adds in increasing dimension, from the keys' blocks (attention.h),
+// times the scale,
 // and weighted_sum() each output's multiply-adds in increasing position, per head, on
 // every ISA, bit for bit. Windows of positions start and end inside blocks and
 // on their edges; the rows of scores are longer than the window and keep their ends.
@@ -99,16 +100,17 @@ TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
         for (auto [first, end] : {std::pair<size_t, size_t>{0, positions}, {positions / 3, positions}, {positions / 2, positions - positions / 4}}) {
           if (first >= end) continue;
           const size_t span = end - first + 2;
+          const float scale = 1.0f / std::sqrt(float(n));  // inexact for most n: the product is rounded
           std::vector<float> expected(heads * span, 99.0f);
           for (size_t j = 0; j < heads; ++j)
             for (size_t p = first; p < end; ++p) {
               float s = 0;
               for (size_t d = 0; d < n; ++d) s = std::fma(queries.row(j)[d], rows.row(p)[d], s);
-              expected[j * span + p - first] = s;
+              expected[j * span + p - first] = s * scale;
             }
           for (MatmulIsa isa : isas) {
             std::vector<float> got(heads * span, 99.0f);
-            key_scores_with(isa, queries, keys.data(), n, first, end, got.data(), span);
+            key_scores_with(isa, queries, keys.data(), n, first, end, scale, got.data(), span);
             EXPECT_EQ(got, expected) << "key_scores n " << n << " positions " << first << ".." << end << " heads " << heads
                                      << " isa " << int(isa);
           }
