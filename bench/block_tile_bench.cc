@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "kernels/block_formats.h"
 #include "kernels/matvec_tiles.h"
-#include "wire/cpu_features.h"
 
 #if !defined(__x86_64__)
 int main() {

@@ -14,7 +14,7 @@
 #include <immintrin.h>
 #endif
 
-#include "wire/cpu_features.h"
+#include "base/cpu_features.h"
 
 namespace larql::bench {
 

@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/errors.h"
 #include "infer/sampler.h"
 #include "infer/transformer.h"
-#include "wire/errors.h"
 
 namespace larql {
 

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base/errors.h"
 #include "model/model.h"
-#include "wire/errors.h"
 
 namespace larql::cli {
 

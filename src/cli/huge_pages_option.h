@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/errors.h"
 #include "model/huge_pages.h"
-#include "wire/errors.h"
 
 namespace larql::cli {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "wire/f16.h"
+#include "base/f16.h"
 
 namespace larql {
 
@@ -12,11 +12,11 @@ Status RangeRecorder::forward(uint32_t layer, std::span<const float> x, size_t r
   LayerValueRange& r = layers_[layer];
   for (float v : x) {
     r.max_abs_input = std::max(r.max_abs_input, std::fabs(v));
-    r.beyond_f16 += std::fabs(v) > wire::kF16Max;
+    r.beyond_f16 += std::fabs(v) > kF16Max;
   }
   for (float v : out) {
     r.max_abs_output = std::max(r.max_abs_output, std::fabs(v));
-    r.beyond_f16 += std::fabs(v) > wire::kF16Max;
+    r.beyond_f16 += std::fabs(v) > kF16Max;
   }
   return s;
 }

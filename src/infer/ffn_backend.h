@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

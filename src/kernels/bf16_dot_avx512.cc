@@ -3,7 +3,7 @@
 // activations' rounding by vcvtneps2bf16.
 #if defined(__x86_64__)
 
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 
 #include <array>
 #include <utility>

@@ -8,7 +8,7 @@
 // VNNI, the offset formats' z · Σqx per token is taken out instead.
 #if defined(__x86_64__)
 
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 
 #include <array>
 #include <utility>

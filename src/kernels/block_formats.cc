@@ -9,7 +9,7 @@ namespace blocks {
 namespace {
 
 void put_half(uint8_t* p, float v) {
-  const uint16_t h = wire::f32_to_f16(v);
+  const uint16_t h = f32_to_f16(v);
   std::memcpy(p, &h, 2);
 }
 
@@ -131,7 +131,7 @@ void quantize_row(DType t, const float* x, size_t n, uint8_t* out) {
     case DType::f32: std::memcpy(out, x, n * 4); return;
     case DType::f16:
       for (size_t i = 0; i < n; ++i) {
-        const uint16_t h = wire::f32_to_f16(x[i]);
+        const uint16_t h = f32_to_f16(x[i]);
         std::memcpy(out + 2 * i, &h, 2);
       }
       return;

@@ -31,17 +31,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/byte_io.h"
 #include "kernels/dtype.h"
-#include "wire/byte_io.h"
 
 namespace larql::blocks {
 
 inline constexpr size_t kValues = 32;       // values per block
 inline constexpr size_t kSuperValues = 256;  // values per K-quant super-block
 
-using wire::load_u16;
-using wire::load_u32;
-inline float half_at(const uint8_t* p) { return wire::f16_to_f32(load_u16(p)); }
+using larql::load_u16;
+using larql::load_u32;
+inline float half_at(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
 
 // Where the parts of a 32-value 4- or 5-bit block are (byte offsets; 0 = absent; d is at
 // 0), and the integer subtracted from each quantised value.

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string_view>
 
-#include "wire/f16.h"
+#include "base/f16.h"
 
 namespace larql {
 
@@ -79,7 +79,7 @@ inline float load_as_f32(DType t, const void* base, size_t i) {
       std::memcpy(&v, p + 4 * i, 4);
       return v;
     }
-    case DType::f16: std::memcpy(&h, p + 2 * i, 2); return wire::f16_to_f32(h);
+    case DType::f16: std::memcpy(&h, p + 2 * i, 2); return f16_to_f32(h);
     case DType::bf16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_f32(h);
     case DType::q8_0:
     case DType::q4_0:

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 #endif
 
 // The loops over side-by-side vectors unrolled, so that they stay in registers; not in the

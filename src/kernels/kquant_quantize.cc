@@ -25,7 +25,7 @@ int nearest_int(float v) {
 }
 
 void put_half(uint8_t* p, float v) {
-  const uint16_t h = wire::f32_to_f16(v);
+  const uint16_t h = f32_to_f16(v);
   std::memcpy(p, &h, 2);
 }
 

@@ -9,9 +9,9 @@
 #include <tuple>
 #include <utility>
 
+#include "base/cpu_features.h"
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec_tiles.h"
-#include "wire/cpu_features.h"
 
 namespace larql {
 namespace {

@@ -2,7 +2,7 @@
 // matvec.h says, up to 6 rows × 4 tokens per tile (8 rows of one token in decode).
 #if defined(__x86_64__)
 
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 
 #include <array>
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #if defined(__x86_64__)
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 #endif
 
 #include "kernels/bf16_dot.h"

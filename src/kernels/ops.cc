@@ -9,7 +9,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 #endif
 
 #include "kernels/exp.h"

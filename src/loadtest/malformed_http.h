@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql::loadtest {
 

@@ -74,7 +74,7 @@ json text_config_of(const json& j) {
 
 // v as the element format t stores it (f32, f16 or bf16: safetensors' formats).
 float round_to(DType t, float v) {
-  if (t == DType::f16) return wire::f16_to_f32(wire::f32_to_f16(v));
+  if (t == DType::f16) return f16_to_f32(f32_to_f16(v));
   if (t == DType::bf16) return bf16_to_f32(f32_to_bf16(v));
   return v;
 }

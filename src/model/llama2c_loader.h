@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "base/errors.h"
 #include "model/model.h"
-#include "wire/errors.h"
 
 namespace larql {
 

@@ -10,7 +10,7 @@
 
 #include <sys/types.h>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/f16.h"
 #include "kernels/block_formats.h"
-#include "wire/f16.h"
 
 namespace larql {
 namespace {

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/errors.h"
 #include "kernels/dtype.h"
-#include "wire/errors.h"
 
 namespace larql {
 

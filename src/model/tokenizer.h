@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

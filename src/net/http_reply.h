@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/errors.h"
 #include "wire/encoding.h"
-#include "wire/errors.h"
 
 namespace larql {
 

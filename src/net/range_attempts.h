@@ -15,8 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "base/errors.h"
 #include "net/http_client.h"
-#include "wire/errors.h"
 
 namespace larql {
 

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/errors.h"
 #include "net/layer_range.h"
-#include "wire/errors.h"
 
 namespace larql {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "wire/byte_io.h"
+#include "base/byte_io.h"
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
 #include "wire/q8_block.h"

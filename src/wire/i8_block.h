@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "wire/byte_io.h"
+#include "base/byte_io.h"
 #include "wire/encoding.h"
 
 namespace larql::wire {

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/errors.h"
 #include "wire/codec.h"
-#include "wire/errors.h"
 
 namespace larql::wire {
 

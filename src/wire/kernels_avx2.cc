@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "wire/byte_io.h"
-#include "wire/cpu_features.h"
-#include "wire/f16.h"
+#include "base/byte_io.h"
+#include "base/cpu_features.h"
+#include "base/f16.h"
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
 #include "wire/kernels_avx512.h"

@@ -4,7 +4,7 @@
 // where f32/f16 conversion is memory-bound at AVX2 width already.
 #if defined(__x86_64__)
 
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 
 #include <bit>
 #include <cmath>

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <optional>
 
-#include "wire/byte_io.h"
-#include "wire/f16.h"
+#include "base/byte_io.h"
+#include "base/f16.h"
 #include "wire/i8_block.h"
 #include "wire/kernels.h"
 #include "wire/q8_block.h"

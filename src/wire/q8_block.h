@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/f16.h"
 #include "wire/encoding.h"
-#include "wire/f16.h"
 
 namespace larql::wire {
 

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/errors.h"
 #include "wire/encoding.h"
-#include "wire/errors.h"
 
 namespace larql::wire {
 

@@ -10,14 +10,14 @@
 #include <vector>
 
 #if defined(__x86_64__)
-#include "wire/simd_avx512.h"
+#include "base/simd_avx512.h"
 #endif
 
+#include "base/cpu_features.h"
 #include "kernels/bf16_dot.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
 #include "support/float_bits.h"
-#include "wire/cpu_features.h"
 
 namespace larql {
 namespace {

@@ -18,7 +18,7 @@ namespace larql {
 namespace {
 
 void put_half(std::vector<uint8_t>& b, size_t at, float v) {
-  const uint16_t h = wire::f32_to_f16(v);
+  const uint16_t h = f32_to_f16(v);
   std::memcpy(&b[at], &h, 2);
 }
 
@@ -109,12 +109,12 @@ TEST(BlockFormats, ReferenceQuantiserChoosesGgmlScales) {
   for (size_t j = 0; j < 32; ++j) x[j] = float(int(j) - 20) * 0.1f;  // -2.0 .. 1.1
   std::vector<uint8_t> b(34);
   blocks::quantize_block(DType::q8_0, x.data(), b.data());
-  EXPECT_EQ(blocks::half_at(b.data()), wire::f16_to_f32(wire::f32_to_f16(2.0f / 127)));  // max |x| / 127
+  EXPECT_EQ(blocks::half_at(b.data()), f16_to_f32(f32_to_f16(2.0f / 127)));  // max |x| / 127
   EXPECT_EQ(int8_t(b[2]), -127);
   // q4_0: the signed value of largest magnitude maps to -8.
   std::vector<uint8_t> q4(18);
   blocks::quantize_block(DType::q4_0, x.data(), q4.data());
-  EXPECT_EQ(blocks::half_at(q4.data()), wire::f16_to_f32(wire::f32_to_f16(-2.0f / -8)));
+  EXPECT_EQ(blocks::half_at(q4.data()), f16_to_f32(f32_to_f16(-2.0f / -8)));
   EXPECT_EQ(load_as_f32(DType::q4_0, q4.data(), 0), -2.0f);
   // q4_1: the minimum is stored, the maximum is reached within a step.
   std::vector<uint8_t> q41(20);

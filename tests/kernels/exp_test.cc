@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "kernels/exp.h"
-#include "wire/cpu_features.h"
 
 namespace larql {
 namespace {

@@ -12,7 +12,7 @@
 #include "kernels/attention.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
-#include "wire/cpu_features.h"
+#include "base/cpu_features.h"
 
 namespace larql {
 namespace {
@@ -38,7 +38,7 @@ Stored random_matrix(DType t, size_t rows, size_t cols, uint32_t seed) {
     const float magnitude = blocks::is_kquant(t) ? 0.002f : 0.05f;  // times 6- or 8-bit sub-block scales
     for (size_t at = 0; at < s.bytes.size(); at += block)
       for (size_t offset : halves) {
-        const uint16_t h = wire::f32_to_f16(normal(rng) * magnitude);
+        const uint16_t h = f32_to_f16(normal(rng) * magnitude);
         std::memcpy(&s.bytes[at + offset], &h, 2);
       }
     s.m = Matrix{t, rows, cols, s.bytes.data()};
@@ -47,7 +47,7 @@ Stored random_matrix(DType t, size_t rows, size_t cols, uint32_t seed) {
   for (size_t i = 0; i < rows * cols; ++i) {
     const float v = normal(rng);
     if (t == DType::f32) reinterpret_cast<float*>(s.bytes.data())[i] = v;
-    if (t == DType::f16) reinterpret_cast<uint16_t*>(s.bytes.data())[i] = wire::f32_to_f16(v);
+    if (t == DType::f16) reinterpret_cast<uint16_t*>(s.bytes.data())[i] = f32_to_f16(v);
     if (t == DType::bf16) reinterpret_cast<uint16_t*>(s.bytes.data())[i] = f32_to_bf16(v);
   }
   s.m = Matrix{t, rows, cols, s.bytes.data()};

@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/byte_io.h"
 #include "infer/local_ffn.h"
 #include "model/loader.h"
 #include "model/synth.h"
 #include "net/ffn_service.h"
 #include "support/eventually.h"
-#include "wire/byte_io.h"
 #include "wire/codec.h"
 
 namespace larql {

@@ -23,7 +23,7 @@
 #include "support/eventually.h"
 #include "support/process.h"
 #include "support/prometheus.h"
-#include "wire/byte_io.h"
+#include "base/byte_io.h"
 #include "wire/codec.h"
 
 namespace larql {

@@ -25,7 +25,7 @@
 #include "support/demo_model.h"
 #include "support/process.h"
 #include "support/raw_socket.h"
-#include "wire/byte_io.h"
+#include "base/byte_io.h"
 #include "wire/codec.h"
 
 namespace larql {
@@ -227,18 +227,18 @@ TEST(ShardServer, EveryBadInputGetsItsStatusAndTheServerKeepsServing) {
   auto f32_request = [&](uint32_t layer, uint32_t seq, uint32_t flags, size_t values, float fill = 0.5f) {
     std::string b(16 + 4 * values, '\0');
     auto* p = reinterpret_cast<uint8_t*>(b.data());
-    wire::store_u32(p, layer);
-    wire::store_u32(p + 4, seq);
-    wire::store_u32(p + 8, flags);
-    wire::store_u32(p + 12, 8092);
-    for (size_t i = 0; i < values; ++i) wire::store_f32(p + 16 + 4 * i, fill);
+    store_u32(p, layer);
+    store_u32(p + 4, seq);
+    store_u32(p + 8, flags);
+    store_u32(p + 12, 8092);
+    for (size_t i = 0; i < values; ++i) store_f32(p + 16 + 4 * i, fill);
     return b;
   };
   const std::string good = f32_request(1, 1, 1, H);
   std::string nan_body = good;
-  wire::store_f32(reinterpret_cast<uint8_t*>(nan_body.data()) + 16 + 4 * 7, NAN);
+  store_f32(reinterpret_cast<uint8_t*>(nan_body.data()) + 16 + 4 * 7, NAN);
   std::string batch_zero(64, '\0');
-  wire::store_u32(reinterpret_cast<uint8_t*>(batch_zero.data()), wire::kBatchMarker);
+  store_u32(reinterpret_cast<uint8_t*>(batch_zero.data()), wire::kBatchMarker);
   const std::vector<BadCase> cases{
       {"truncated header", good.substr(0, 10), "application/x-larql-ffn", 400, "truncated"},
       {"truncated values", good.substr(0, good.size() - 4), "application/x-larql-ffn", 400, "truncated"},
@@ -296,10 +296,10 @@ TEST(ShardServer, MalformedHttpGetsA400AndCurlsExpectContinueIsHonoured) {
   // curl sends "Expect: 100-continue" before bodies over 1 KiB and waits for the go-ahead.
   std::string req(16 + 4 * kHidden, '\0');
   auto* p = reinterpret_cast<uint8_t*>(req.data());
-  wire::store_u32(p, 0);
-  wire::store_u32(p + 4, 1);
-  wire::store_u32(p + 8, 1);
-  for (size_t i = 0; i < kHidden; ++i) wire::store_f32(p + 16 + 4 * i, 0.25f);
+  store_u32(p, 0);
+  store_u32(p + 4, 1);
+  store_u32(p + 8, 1);
+  for (size_t i = 0; i < kHidden; ++i) store_f32(p + 16 + 4 * i, 0.25f);
   const std::string answer =
       test::raw_exchange(s.port(), "POST /v1/walk-ffn HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-larql-ffn\r\n"
                              "Connection: close\r\nExpect: 100-continue\r\nContent-Length: " +

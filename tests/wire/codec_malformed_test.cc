@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "base/byte_io.h"
 #include "support/hex.h"
 #include "support/random_values.h"
-#include "wire/byte_io.h"
 #include "wire/codec.h"
 
 namespace larql::wire {

@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
+#include "base/f16.h"
 #include "support/random_values.h"
 #include "wire/codec.h"
-#include "wire/f16.h"
 
 namespace larql::wire {
 namespace {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include "base/f16.h"
 #include "support/hex.h"
 #include "wire/codec.h"
-#include "wire/f16.h"
 #include "wire/kernels.h"
 
 namespace larql::wire {

@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "base/f16.h"
 #include "support/random_values.h"
-#include "wire/f16.h"
 #include "wire/kernels.h"
 
 namespace larql::wire {

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <vector>
 
+#include "base/f16.h"
 #include "support/hex.h"
 #include "support/random_values.h"
 #include "wire/codec.h"
-#include "wire/f16.h"
 
 namespace larql::wire {
 namespace {

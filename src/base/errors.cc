@@ -1,4 +1,4 @@
-#include "wire/errors.h"
+#include "base/errors.h"
 
 namespace larql {
 

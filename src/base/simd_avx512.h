@@ -11,7 +11,7 @@
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
 
-#include "wire/simd_avx512_emulation.h"
+#include "base/simd_avx512_emulation.h"
 #define LARQL_AVX512_TARGET(features) __attribute__((target("avx2,fma,f16c")))
 #else
 #define LARQL_AVX512_TARGET(features) __attribute__((target(features)))

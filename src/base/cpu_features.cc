@@ -1,4 +1,4 @@
-#include "wire/cpu_features.h"
+#include "base/cpu_features.h"
 
 #include <cstdlib>
 #include <string_view>

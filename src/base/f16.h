@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstdint>
 
-namespace larql::wire {
+namespace larql {
 
 inline constexpr float kF16Max = 65504.0f;
 // The smallest magnitude that rounds to f16 infinity: 65520 = 65504 + half an ulp.
@@ -51,4 +51,4 @@ inline float f16_to_f32(uint16_t h) {
 
 inline bool f16_is_finite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
 
-}  // namespace larql::wire
+}  // namespace larql

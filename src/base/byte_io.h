@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace larql::wire {
+namespace larql {
 
 static_assert(std::endian::native == std::endian::little,
               "larql's codec copies little-endian wire values directly; big-endian hosts are unsupported");
@@ -29,4 +29,4 @@ inline float load_f32(const uint8_t* p) {
 inline void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 inline void store_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
 
-}  // namespace larql::wire
+}  // namespace larql
