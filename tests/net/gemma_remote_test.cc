@@ -33,7 +33,7 @@ json bench_two_shards(const std::string& model, size_t layers, const std::string
   test::ChildProcess b({"serve", model, "--port", "0", "--layers", high, "--wire-i8", "--threads", "1"});
   EXPECT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
   std::string ids;
-  for (int id : prompt) ids += " " + std::to_string(id);
+  for (int id : prompt) ids.append(" ").append(std::to_string(id));
   const auto r = test::run_command(std::string(LARQL_BINARY) + " bench " + model + " --ffn '" + low + "=" + a.url() + "," + high +
                                    "=" + b.url() + "' --wire " + wires + " --prompt-ids" + ids +
                                    " --steps 24 --local --json --threads 1");

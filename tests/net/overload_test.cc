@@ -74,7 +74,7 @@ TEST(Overload, FortyClientsAgainstBusyShardsGetOnly200And503WithRetryAfter) {
     });
   for (auto& t : clients) t.join();
   std::string seen;
-  for (auto [status, n] : statuses) seen += " " + std::to_string(status) + "×" + std::to_string(n);
+  for (auto [status, n] : statuses) seen.append(" ").append(std::to_string(status)).append("×").append(std::to_string(n));
   std::printf("40 clients × 8 requests through the router to two --max-queue 1 shards:%s\n", seen.c_str());
   for (auto [status, n] : statuses) EXPECT_TRUE(status == 200 || status == 503) << status << " × " << n;
   EXPECT_GT(statuses[200], 0);

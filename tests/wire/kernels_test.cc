@@ -49,7 +49,7 @@ TEST(KernelDispatch, BestIsTheWidestSupportedAndTheUncheckedAreNamed) {
     if (std::none_of(tables.begin(), tables.end(), [&](const WireKernels* k) { return std::string(k->name) == name; }))
       std::printf("NOT CHECKED on this CPU%s: wire kernel table '%s'\n", std::getenv("LARQL_CPU_MASK") ? " (masked)" : "", name);
   if (const char* mask = std::getenv("LARQL_CPU_MASK")) {  // the mask must really hide what it names
-    const std::string items = "," + std::string(mask) + ",";
+    const std::string items = std::string(",").append(mask).append(",");
     for (const WireKernels* k : tables) {
       if (items.find(",avx512,") != std::string::npos) {
         EXPECT_EQ(std::string(k->name).find("avx512"), std::string::npos);
