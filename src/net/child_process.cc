@@ -1,10 +1,14 @@
 #include "net/child_process.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <regex>
 #include <thread>
 
@@ -14,21 +18,26 @@ namespace larql {
 
 Result<SpawnedServer> spawn_server(const std::string& binary, const std::vector<std::string>& args,
                                    std::chrono::milliseconds deadline) {
+  // posix_spawn rather than fork and exec: nothing runs in the child before exec (a forked
+  // child of a threaded process must not allocate), and the pipe is close-on-exec, so that
+  // children started later do not hold this one's stdout open. The dup2 onto stdout clears
+  // the flag on the child's copy.
+  std::vector<char*> argv{const_cast<char*>(binary.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   int out[2];
-  if (pipe(out) != 0) return make_error(ErrorCode::internal, "pipe() failed");
-  const pid_t pid = fork();
-  if (pid < 0) return make_error(ErrorCode::internal, "fork() failed");
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    std::vector<char*> argv{const_cast<char*>(binary.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
+  if (pipe2(out, O_CLOEXEC) != 0) return make_error(ErrorCode::internal, std::string("pipe2() failed: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
+  if (spawned != 0) {
+    close(out[0]);
+    return make_error(ErrorCode::internal, "cannot start " + binary + ": " + std::strerror(spawned));
+  }
   SpawnedServer s{pid, "", "", out[0]};
   const auto until = std::chrono::steady_clock::now() + deadline;
   const std::regex listening("listening on (https?://[0-9.]+:[0-9]+)");
