@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <openssl/crypto.h>
 #include <thread>
 
 #include "net/http_dispatch.h"
@@ -408,6 +409,10 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
         std::cerr << "larql: connection dropped after an unexpected error\n";
       }
       accepted.reset();
+      // OpenSSL keeps per-thread state (its error queue, the random generators a handshake
+      // draws from) that it frees as the thread exits, after remove() below: the process
+      // could end first, and LeakSanitizer report it. Freed here instead.
+      OPENSSL_thread_stop();
       connections.remove(id);  // last: after this, serve_http may return and destroy `io`
     };
     try {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <future>
 #include <iostream>
+#include <openssl/crypto.h>
 #include <set>
 
 #include "net/descriptors.h"
@@ -328,10 +329,16 @@ CallResult call_replica(Router::Replica& r, const std::string& body, const std::
 }
 
 // One call of a hedge race on a thread of its own; a loser runs on to its own end (bounded
-// by the router's timeout) and only touches the race and its replica.
+// by the router's timeout) and only touches the race and its replica. The thread's OpenSSL
+// state is freed before it reports, not at its exit, which the process may not wait for
+// (as a connection thread does, http_server.cc).
 void start_call(const std::shared_ptr<HedgeRace>& race, size_t index, std::shared_ptr<Router::Replica> replica,
                 std::shared_ptr<const std::string> body, std::string content_type, HttpHeaders headers) {
-  std::thread([=] { race->finish(index, call_replica(*replica, *body, content_type, headers)); }).detach();
+  std::thread([=] {
+    CallResult result = call_replica(*replica, *body, content_type, headers);
+    OPENSSL_thread_stop();
+    race->finish(index, std::move(result));
+  }).detach();
 }
 
 }  // namespace
