@@ -40,6 +40,18 @@ inline __mmask16 present_lanes(size_t i, size_t n) {
   return i >= n ? __mmask16(0) : n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
 }
 
+// Rows [0, count) of queries (or weights) in groups of four while four are left, then two,
+// then one: run.template operator()<N>(the group's first row).
+template <class Run>
+void in_query_groups(size_t count, Run&& run) {
+  for (size_t j = 0; j < count;) {
+    const size_t left = count - j;
+    if (left >= 4) run.template operator()<4>(j), j += 4;
+    else if (left >= 2) run.template operator()<2>(j), j += 2;
+    else run.template operator()<1>(j), j += 1;
+  }
+}
+
 // Blocks of keys per call for NQ queries: sixteen accumulators for four queries, eight or
 // sixteen for fewer, enough independent chains to cover the multiply-add's latency.
 template <int NQ>
@@ -97,14 +109,8 @@ LARQL_AVX512_TARGET("avx512f") void score_queries(StridedRows queries, size_t j0
 
 void key_scores_avx512(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
                        size_t out_stride) {
-  for (size_t j = 0; j < queries.count;) {
-    const size_t left = queries.count - j;
-    const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    if (taken == 4) score_queries<4>(queries, j, keys, n, first, end, scale, out, out_stride);
-    else if (taken == 2) score_queries<2>(queries, j, keys, n, first, end, scale, out, out_stride);
-    else score_queries<1>(queries, j, keys, n, first, end, scale, out, out_stride);
-    j += size_t(taken);
-  }
+  in_query_groups(queries.count,
+                  [&]<int NQ>(size_t j) { score_queries<NQ>(queries, j, keys, n, first, end, scale, out, out_stride); });
 }
 
 // Weight rows [j0, j0 + NW) over the 64 outputs from i0 (fewer at the end of the row,
@@ -133,16 +139,9 @@ LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j
 }
 
 void weighted_sum_avx512(StridedRows weights, StridedRows values, size_t n, float* out) {
-  for (size_t j = 0; j < weights.count;) {
-    const size_t left = weights.count - j;
-    const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    for (size_t i0 = 0; i0 < n; i0 += 64) {
-      if (taken == 4) weighted_block<4>(weights, j, values, i0, n, out);
-      else if (taken == 2) weighted_block<2>(weights, j, values, i0, n, out);
-      else weighted_block<1>(weights, j, values, i0, n, out);
-    }
-    j += size_t(taken);
-  }
+  in_query_groups(weights.count, [&]<int NW>(size_t j) {
+    for (size_t i0 = 0; i0 < n; i0 += 64) weighted_block<NW>(weights, j, values, i0, n, out);
+  });
 }
 
 // score_blocks with eight-lane registers, two per block: eight accumulators in all (four
@@ -193,14 +192,8 @@ __attribute__((target("avx2,fma"))) void score_queries_avx2(StridedRows queries,
 
 void key_scores_avx2(StridedRows queries, const float* keys, size_t n, size_t first, size_t end, float scale, float* out,
                      size_t out_stride) {
-  for (size_t j = 0; j < queries.count;) {
-    const size_t left = queries.count - j;
-    const int taken = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    if (taken == 4) score_queries_avx2<4>(queries, j, keys, n, first, end, scale, out, out_stride);
-    else if (taken == 2) score_queries_avx2<2>(queries, j, keys, n, first, end, scale, out, out_stride);
-    else score_queries_avx2<1>(queries, j, keys, n, first, end, scale, out, out_stride);
-    j += size_t(taken);
-  }
+  in_query_groups(queries.count,
+                  [&]<int NQ>(size_t j) { score_queries_avx2<NQ>(queries, j, keys, n, first, end, scale, out, out_stride); });
 }
 
 // The eight lanes [i, i + 8) of a row of n values that exist, as _mm256_maskload_ps takes them.
