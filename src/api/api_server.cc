@@ -73,7 +73,7 @@ std::vector<Route> ApiServer::routes() {
       {"POST", "/v1/chat/completions",
        [this, counted](const HttpRequest& r) { return counted("/v1/chat/completions", complete(r, true)); }},
       {"GET", "/health", [](const HttpRequest&) { return json_reply({{"status", "ok"}}); }, false},
-      {"GET", "/metrics", [this](const HttpRequest&) { return HttpReply{200, "text/plain; version=0.0.4", metrics()}; }},
+      {"GET", "/metrics", [this](const HttpRequest&) { return metrics_reply(metrics()); }},
   };
 }
 

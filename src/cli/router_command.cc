@@ -44,17 +44,20 @@ int run_router(Options o) {
          return r.walk_ffn(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization),
                            q.deadline);
        }},
-      {"GET", "/v1/stats", [&](Request) { return r.stats(); }},
-      {"GET", "/v1/health", [&](Request) { return r.health(); }, false},
-      {"GET", "/metrics", [&](Request) { return r.metrics(); }},
+      {"GET", "/v1/stats", [&](Request) { return json_reply(r.stats()); }},
+      {"GET", "/v1/health", [&](Request) { return json_reply(r.health()); }, false},
+      {"GET", "/metrics", [&](Request) { return metrics_reply(r.metrics()); }},
   };
   if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist; it checks its own key
     for (const char* method : {"GET", "POST"})
       routes.push_back({method, "/admin/shards",
-                        [&r, method](Request q) { return r.admin(method, q.body, std::string(q.authorization)); }, false});
+                        [&r, method](Request q) {
+                          auto listed = r.admin(method, q.body, std::string(q.authorization));
+                          return listed ? json_reply(*listed) : error_reply(listed.error());
+                        },
+                        false});
   }
-  const auto stats = nlohmann::json::parse(r.stats().body);
-  const std::string describe = "larql router: " + o.router.spec + ", hidden " + stats["hidden_size"].dump() +
+  const std::string describe = "larql router: " + o.router.spec + ", hidden " + r.stats()["hidden_size"].dump() +
                                (r.admin_enabled() ? ", admin enabled" : "") + (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }

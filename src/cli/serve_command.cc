@@ -69,7 +69,7 @@ int serve(ServeOptions o) {
       {"GET", "/v1/stats", [&](const HttpRequest&) { return json_reply(service.stats()); }},
       {"GET", "/v1/health", [&](const HttpRequest&) { return json_reply(service.health()); }, false},
       {"GET", "/metrics",
-       [&](const HttpRequest&) { return HttpReply{200, "text/plain; version=0.0.4", service.metrics().render()}; }},
+       [&](const HttpRequest&) { return metrics_reply(service.metrics().render()); }},
   };
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
                                std::to_string(model->config.layers) + ", hidden " + std::to_string(model->config.hidden) +

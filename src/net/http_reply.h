@@ -37,6 +37,9 @@ std::string json_text(const nlohmann::json& j);
 // 200 with a JSON document.
 HttpReply json_reply(const nlohmann::json& j);
 
+// 200 with Prometheus text (a /metrics page).
+HttpReply metrics_reply(std::string text);
+
 // The JSON error body of PROTOCOL §7 with the code's status.
 HttpReply error_reply(const Error& e);
 

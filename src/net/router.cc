@@ -13,8 +13,6 @@
 #include "net/http_server.h"
 #include "net/range_attempts.h"
 #include "net/shard_stats.h"
-#include "wire/codec.h"
-#include "wire/json_codec.h"
 
 namespace larql {
 
@@ -111,13 +109,6 @@ struct Router::Map {
   }
 };
 
-struct Router::Part {
-  LayerRange range;
-  std::vector<std::shared_ptr<Replica>> replicas;
-  std::vector<uint32_t> layers;   // this part's layers, in request order
-  std::vector<size_t> positions;  // where they stand in the request
-};
-
 namespace {
 
 HttpHeaders key_headers(const std::optional<std::string>& key) {
@@ -126,14 +117,13 @@ HttpHeaders key_headers(const std::optional<std::string>& key) {
   return h;
 }
 
-// A shard's error passed on, its message naming the shard and layers.
-HttpReply name_shard_in_error(HttpReply reply, const std::string& url, const LayerRange& range) {
-  auto j = json::parse(reply.body, nullptr, false);
+// A shard's error passed on, its message naming the shard and its range.
+void name_shard_in_error(std::string& body, const std::string& url, const LayerRange& range) {
+  auto j = json::parse(body, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()) {
     j["error"] = "shard " + url + " (layers " + range.str() + "): " + j["error"].get<std::string>();
-    reply.body = json_text(j);
+    body = json_text(j);
   }
-  return reply;
 }
 
 }  // namespace
@@ -343,11 +333,12 @@ void start_call(const std::shared_ptr<HedgeRace>& race, size_t index, std::share
 
 }  // namespace
 
-HttpReply Router::forward(const Part& part, const std::string& body, const std::string& content_type,
-                          const std::string& accept, const std::string& authorization, Deadline deadline) {
+Router::WalkOutcome Router::forward(const Map& map, const RangePart& part, const std::string& body,
+                                   const std::string& content_type, const std::string& accept,
+                                   const std::string& authorization, Deadline deadline) {
   // Healthy replicas first, the quickest of them first; the others as a last resort.
   std::vector<std::shared_ptr<Replica>> order;
-  for (const auto& r : part.replicas)
+  for (const auto& r : map.entries[part.owner.index].replicas)
     if (!r->refused) order.push_back(r);
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     if (a->healthy != b->healthy) return bool(a->healthy);
@@ -357,15 +348,27 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
   if (!accept.empty()) headers.emplace_back("Accept", accept);
   if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
   headers.emplace_back(kDeadlineHeader, "");
-  RangeAttempts attempts(part.range.str());
+  RangeAttempts attempts(part.owner.extent.str());
   auto budget = [&] { return try_budget(options_.timeout_ms, deadline, std::chrono::steady_clock::now()); };
   auto url_of = [&](size_t i) { return order[i]->url; };
+  // The range's result as the request's outcome.
+  auto outcome = [&](RangeResult result) {
+    WalkOutcome out;
+    if (result.answer) {
+      out.answer = Answer{result.answer->status, result.answer->header("Content-Type"), std::move(result.answer->body),
+                          order[*result.replica]->url};
+    } else {
+      out.error = std::move(result.error);
+      out.retry_after_s = result.retry_after_s;
+    }
+    return out;
+  };
   size_t next = 0;
   // Hedging ("The Tail at Scale"): when the first replica has not answered within the
   // hedge delay, the same idempotent call goes to the second, and the first answer wins.
   if (hedging() && order.size() >= 2 && order[0]->healthy && order[1]->healthy) {
     const auto left = budget();
-    if (!left) return to_http(RangeResult::failed(attempts.deadline_passed()));
+    if (!left) return outcome(RangeResult::failed(attempts.deadline_passed()));
     headers.back().second = std::to_string(*left);
     const double after_ms = options_.hedge_auto ? order[0]->recent_p95(options_.timeout_ms) : options_.hedge_after_ms;
     auto race = std::make_shared<HedgeRace>();
@@ -375,220 +378,116 @@ HttpReply Router::forward(const Part& part, const std::string& body, const std::
         attempts, url_of, real_race_clock());
     if (raced.answer) {
       if (*raced.replica == 1) ++hedge_wins_;
-      const std::string url = order[*raced.replica]->url;
-      return to_http(std::move(raced), url);
+      return outcome(std::move(raced));
     }
     next = race->started();
   }
   // PROTOCOL §9, range_attempts.h: a failure moves on to the next replica, an answer
   // (4xx and a deterministic 500 included) is passed on, a busy one gets one more try.
-  RangeResult result = try_in_order(
+  return outcome(try_in_order(
       next, order.size(), attempts, url_of, budget,
       [&](size_t i, int64_t budget_ms) {
         headers.back().second = std::to_string(budget_ms);
         return call_replica(*order[i], body, content_type, headers);
       },
-      [&] { ++retries_; });
-  const std::string url = result.replica ? order[*result.replica]->url : std::string();
-  return to_http(std::move(result), url);
+      [&] { ++retries_; }));
 }
 
-// The one place a range's domain result becomes HTTP: an answer as the shard gave it,
-// naming the shard; an error as a §7 body, with Retry-After when it is overloaded.
-HttpReply Router::to_http(RangeResult result, const std::string& url) {
-  if (result.answer) {
-    HttpReply reply{result.answer->status, result.answer->header("Content-Type"), std::move(result.answer->body)};
-    reply.headers.emplace_back("X-Larql-Shard", url);
+// The one place a request's outcome becomes HTTP: an answer as the shard gave it (or as
+// spliced), naming the shards; an error as a §7 body, with Retry-After when overloaded.
+HttpReply Router::to_http(WalkOutcome outcome) {
+  if (outcome.answer) {
+    Answer& a = *outcome.answer;
+    HttpReply reply{a.status, std::move(a.content_type), std::move(a.body)};
+    reply.headers.emplace_back("X-Larql-Shard", a.shards);
+    if (a.reencoded_f32) reply.headers.emplace_back("X-Larql-Reencoded", "f32");
     return reply;
   }
-  HttpReply reply = error_reply(*result.error);
-  if (result.error->code == ErrorCode::overloaded) reply.retry_after_s = result.retry_after_s;
+  HttpReply reply = error_reply(*outcome.error);
+  if (outcome.error->code == ErrorCode::overloaded) reply.retry_after_s = outcome.retry_after_s;
   return reply;
+}
+
+// larql_router_errors_total: the router's own errors, and the server-side failures of
+// shards it passes on (a shard's 4xx is the caller's request, which the router checked).
+void Router::count_errors(const WalkOutcome& outcome) {
+  if (outcome.error) {
+    metrics_.count_error(outcome.error->code);
+    return;
+  }
+  if (outcome.answer->status < 500) return;
+  const std::string code = error_code_of(outcome.answer->body);
+  for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal, ErrorCode::overloaded,
+                      ErrorCode::non_finite_output})
+    if (code == error_code_name(c)) metrics_.count_error(c);
 }
 
 HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
                            const std::string& authorization, Deadline deadline) {
   metrics_.count_request();
-  auto fail = [&](const Error& e) {
-    metrics_.count_error(e.code);
-    return error_reply(e);
-  };
+  WalkOutcome outcome = walk(body, content_type, accept, authorization, deadline);
+  count_errors(outcome);
+  return to_http(std::move(outcome));
+}
+
+Router::WalkOutcome Router::walk(const std::string& body, const std::string& content_type, const std::string& accept,
+                                 const std::string& authorization, Deadline deadline) {
+  auto fail = [](Error e, int retry_after_s = 0) { return WalkOutcome{std::nullopt, std::move(e), retry_after_s}; };
   // Shed while the descriptors that calls to the shards need are running out (each takes
   // one, a hedge two): a 503 the client retries, not a 500 "Too many open files".
-  if (const DescriptorUse use = descriptor_use(); descriptors_scarce(use)) {
-    HttpReply reply = fail(make_error(ErrorCode::overloaded, "router busy: " + std::to_string(use.lowest_free) +
-                                                                 " or more of its " + std::to_string(use.limit) +
-                                                                 " file descriptors are open; retry shortly"));
-    reply.retry_after_s = 1;
-    return reply;
-  }
+  if (const DescriptorUse use = descriptor_use(); descriptors_scarce(use))
+    return fail(make_error(ErrorCode::overloaded, "router busy: " + std::to_string(use.lowest_free) + " or more of its " +
+                                                      std::to_string(use.limit) + " file descriptors are open; retry shortly"),
+                1);
   const auto map = current_map();
-  const BodyType body_type = body_type_from_content_type(content_type);
-  const auto encoding = body_type.binary;
-  if (!encoding && !body_type.json)
-    return fail(make_error(ErrorCode::unsupported_media_type, "Content-Type '" + content_type +
-                                                                  "' is not accepted; expected one of the application/x-larql-ffn types or application/json"));
   size_t hidden;
   {
     std::lock_guard lock(map_mutex_);
     hidden = hidden_;
   }
-  if (hidden == 0) return fail(make_error(ErrorCode::shard_unavailable, "no shard has answered yet"));
+  const BodyType type = body_type_from_content_type(content_type);
+  if (hidden == 0 && (type.binary || type.json))  // an unknown Content-Type is 415 even then
+    return fail(make_error(ErrorCode::shard_unavailable, "no shard has answered yet"));
+  auto request = read_walk_request(body, content_type, hidden);
+  if (!request) return fail(request.error());
+  auto parts = split_by_range(
+      request->layers,
+      [&](uint32_t layer) -> std::optional<LayerOwner> {
+        const int e = map->owner(layer);
+        if (e < 0) return std::nullopt;
+        return LayerOwner{size_t(e), map->entries[size_t(e)].range};
+      },
+      map->covered());
+  if (!parts) return fail(parts.error());
 
-  std::vector<uint32_t> layers;
-  std::optional<RequestView> view;
-  std::optional<JsonRequest> json_request;
-  if (encoding) {
-    auto v = parse_request(as_bytes(body), *encoding, hidden);
-    if (!v) return fail(v.error());
-    view = std::move(*v);
-    layers = view->header.layers;
-  } else {
-    auto j = parse_json_request(body, hidden);
-    if (!j) return fail(j.error());
-    json_request = std::move(*j);
-    layers = json_request->layers;
-  }
+  if (parts->size() == 1)  // one range: the body goes through byte for byte
+    return forward(*map, parts->front(), body, content_type, accept, authorization, deadline);
 
-  if (auto s = check_distinct_layers(layers); !s) return fail(s.error());
-
-  std::vector<Part> parts;
-  std::vector<int> part_of_entry(map->entries.size(), -1);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const int e = map->owner(layers[i]);
-    if (e < 0)
-      return fail(make_error(ErrorCode::no_owning_shard, "layer " + std::to_string(layers[i]) +
-                                                             " is not covered by any shard range (covered: " + map->covered() + ")"));
-    if (part_of_entry[e] < 0) {
-      part_of_entry[e] = int(parts.size());
-      parts.push_back({map->entries[e].range, map->entries[e].replicas, {}, {}});
-    }
-    parts[part_of_entry[e]].layers.push_back(layers[i]);
-    parts[part_of_entry[e]].positions.push_back(i);
-  }
-
-  HttpReply reply;
-  if (parts.size() == 1) {  // one range: the body goes through byte for byte
-    reply = forward(parts[0], body, content_type, accept, authorization, deadline);
-  } else {
-    std::vector<std::string> bodies(parts.size());
-    for (size_t p = 0; p < parts.size(); ++p) {
-      if (view) {
-        RequestHeader h = view->header;
-        h.layers = parts[p].layers;
-        write_request_with_values(h, view->values, bodies[p]);
-      } else {
-        bodies[p] = encode_json_request(parts[p].layers, json_request->seq_len, json_request->residual);
-      }
-    }
-    std::vector<std::future<HttpReply>> pending;
-    for (size_t p = 0; p < parts.size(); ++p)
-      pending.push_back(std::async(std::launch::async, [&, p] {
-        return forward(parts[p], bodies[p], content_type, accept, authorization, deadline);
-      }));
-    std::vector<HttpReply> replies;
-    for (auto& f : pending) replies.push_back(f.get());
-    for (size_t p = 0; p < parts.size(); ++p)
-      if (replies[p].status != 200) {
-        // A shard's own error names it; the router's (every replica failed or busy) names the range already.
-        if (replies[p].headers.empty()) {
-          reply = std::move(replies[p]);
-        } else {
-          const std::string shard = replies[p].headers[0].second;
-          reply = name_shard_in_error(std::move(replies[p]), shard, parts[p].range);
-        }
-        break;
-      }
-    if (reply.content_type.empty())
-      reply = view ? merge_binary(parts, replies, layers) : merge_json(parts, replies, layers);
-  }
-  if (reply.status != 200) {
-    const std::string code = error_code_of(reply.body);
-    for (ErrorCode c : {ErrorCode::shard_unavailable, ErrorCode::shard_timeout, ErrorCode::internal, ErrorCode::overloaded,
-                        ErrorCode::non_finite_output})
-      if (code == error_code_name(c)) metrics_.count_error(c);
-  }
-  return reply;
-}
-
-HttpReply Router::merge_binary(const std::vector<Part>& parts, std::vector<HttpReply>& replies,
-                               const std::vector<uint32_t>& layers) {
-  struct Located {
-    Encoding encoding;
-    ResponseRecordView record;
-  };
-  std::vector<Located> records(layers.size());
-  float latency = 0;
-  bool same_encoding = true;
-  std::optional<Encoding> first;
+  std::vector<std::future<WalkOutcome>> pending;
+  for (const RangePart& part : *parts)
+    pending.push_back(std::async(std::launch::async, [&, body = part_body(*request, part)] {
+      return forward(*map, part, body, content_type, accept, authorization, deadline);
+    }));
+  std::vector<WalkOutcome> outcomes;
+  for (auto& f : pending) outcomes.push_back(f.get());
+  std::vector<PartAnswer> answers;
   std::string shards;
-  for (size_t p = 0; p < parts.size(); ++p) {
-    const auto enc = body_type_from_content_type(replies[p].content_type).binary;
-    const std::string url = replies[p].headers.empty() ? std::string() : replies[p].headers[0].second;
-    shards += (shards.empty() ? "" : ",") + url;
-    auto bad = [&](const std::string& what) {
-      return error_reply(make_error(ErrorCode::shard_unavailable,
-                                    "shard " + url + " (layers " + parts[p].range.str() + ") answered " + what));
-    };
-    if (!enc) return bad("with Content-Type '" + replies[p].content_type + "'");
-    auto view = parse_response(as_bytes(replies[p].body), *enc, hidden_);
-    if (!view) return bad("a malformed response: " + view.error().message);
-    if (view->records.size() != parts[p].layers.size()) return bad("the wrong number of layers");
-    for (size_t i = 0; i < view->records.size(); ++i) {
-      if (view->records[i].layer != parts[p].layers[i]) return bad("layers in another order");
-      records[parts[p].positions[i]] = {*enc, view->records[i]};
+  for (size_t p = 0; p < parts->size(); ++p) {
+    WalkOutcome& o = outcomes[p];
+    if (!o.answer) return std::move(o);  // the router's error names the range already
+    if (o.answer->status != 200) {       // a shard's own error: name it
+      name_shard_in_error(o.answer->body, o.answer->shards, (*parts)[p].owner.extent);
+      return std::move(o);
     }
-    latency = std::max(latency, view->latency_ms);
-    if (first && *first != *enc) same_encoding = false;
-    first = first.value_or(*enc);
+    shards += (shards.empty() ? "" : ",") + o.answer->shards;
+    answers.push_back({std::move(o.answer->shards), std::move(o.answer->content_type), std::move(o.answer->body)});
   }
-  HttpReply reply{200, "", ""};
-  reply.headers.emplace_back("X-Larql-Shard", shards);
-  if (same_encoding) {  // splice the records byte for byte (q8 and i8 are never re-quantised)
-    std::vector<ResponseRecordView> spliced;
-    spliced.reserve(records.size());
-    for (const auto& r : records) spliced.push_back(r.record);
-    write_batch_response(spliced, hidden_, latency, reply.body);
-    reply.content_type = std::string(content_type(*first));
-    return reply;
-  }
-  // Some part fell back to f32: decode everything exactly and send the whole answer as f32.
-  std::vector<std::vector<float>> values(records.size());
-  std::vector<ResponseRecord> out_records;
-  for (size_t i = 0; i < records.size(); ++i) {
-    values[i].resize(size_t(records[i].record.seq_len) * hidden_);
-    if (auto s = decode_values(records[i].encoding, records[i].record.values, records[i].record.seq_len, hidden_, values[i]); !s)
-      return error_reply(make_error(ErrorCode::shard_unavailable, "a shard's values were rejected: " + s.error().message));
-    out_records.push_back({records[i].record.layer, values[i]});
-  }
-  auto enc = encode_response(Encoding::f32, out_records, records[0].record.seq_len, hidden_, latency, reply.body);
-  if (!enc) return error_reply(enc.error());
-  reply.content_type = std::string(content_type(Encoding::f32));
-  reply.headers.emplace_back("X-Larql-Reencoded", "f32");
-  return reply;
+  auto spliced = splice_answers(*request, *parts, answers, hidden);
+  if (!spliced) return fail(spliced.error());
+  return {Answer{200, std::move(spliced->content_type), std::move(spliced->body), shards, spliced->reencoded_f32}, {}, 0};
 }
 
-HttpReply Router::merge_json(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers) {
-  std::vector<JsonRecord> records(layers.size());
-  float latency = 0;
-  uint32_t seq_len = 1;
-  for (size_t p = 0; p < parts.size(); ++p) {
-    auto parsed = parse_json_response(replies[p].body, hidden_);
-    if (!parsed || parsed->records.size() != parts[p].layers.size())
-      return error_reply(make_error(ErrorCode::shard_unavailable, "a shard for layers " + parts[p].range.str() +
-                                                                      " answered malformed JSON"));
-    for (size_t i = 0; i < parsed->records.size(); ++i) records[parts[p].positions[i]] = std::move(parsed->records[i]);
-    latency = std::max(latency, parsed->latency_ms);
-    seq_len = parsed->records[0].seq_len;
-  }
-  std::vector<ResponseRecord> out;
-  for (const auto& r : records) out.push_back({r.layer, r.output});
-  auto text = encode_json_response(out, seq_len, latency);
-  if (!text) return error_reply(text.error());
-  return {200, std::string(kContentTypeJson), std::move(*text)};
-}
-
-HttpReply Router::stats() {
+json Router::stats() {
   const auto map = current_map();
   std::lock_guard lock(map_mutex_);
   std::optional<std::set<std::string>> wire;
@@ -624,7 +523,7 @@ HttpReply Router::stats() {
     if (map->owner(layer) >= 0) fps[std::to_string(layer)] = fp;
   json layers_json = nullptr;
   if (!map->entries.empty()) layers_json = {{"start", map->entries.front().range.first}, {"end", map->entries.back().range.last}};
-  return json_reply({{"ffn_arithmetic", ffn_arithmetic_},
+  return json({{"ffn_arithmetic", ffn_arithmetic_},
                      {"model", model_name_},
                      {"family", family_},
                      {"hidden_size", hidden_},
@@ -637,7 +536,7 @@ HttpReply Router::stats() {
                      {"shards", shards}});
 }
 
-HttpReply Router::health() {
+json Router::health() {
   const auto map = current_map();
   json uncovered = json::array(), problems = json::array();
   for (const auto& e : map->entries) {
@@ -649,44 +548,43 @@ HttpReply Router::health() {
                                                                    : " requires a key: pass --shard-key"));
   }
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  return json_reply({{"status", uncovered.empty() ? "ok" : "degraded"},
+  return json({{"status", uncovered.empty() ? "ok" : "degraded"},
                      {"uptime_seconds", up},
                      {"requests_served", metrics_.requests()},
                      {"uncovered", uncovered},
                      {"problems", problems}});
 }
 
-HttpReply Router::metrics() const {
-  return {200, "text/plain; version=0.0.4",
-          metrics_.render() + "# HELP larql_router_retries_total Calls sent again to another replica after one failed.\n" +
-              "# TYPE larql_router_retries_total counter\nlarql_router_retries_total " + std::to_string(retries_) + "\n" +
-              "# HELP larql_router_hedges_total Calls also sent to a second replica because the first was slow.\n" +
-              "# TYPE larql_router_hedges_total counter\nlarql_router_hedges_total " + std::to_string(hedges_) + "\n" +
-              "# HELP larql_router_hedge_wins_total Hedged calls the second replica answered first.\n" +
-              "# TYPE larql_router_hedge_wins_total counter\nlarql_router_hedge_wins_total " + std::to_string(hedge_wins_) + "\n"};
+std::string Router::metrics() const {
+  return metrics_.render() + "# HELP larql_router_retries_total Calls sent again to another replica after one failed.\n" +
+         "# TYPE larql_router_retries_total counter\nlarql_router_retries_total " + std::to_string(retries_) + "\n" +
+         "# HELP larql_router_hedges_total Calls also sent to a second replica because the first was slow.\n" +
+         "# TYPE larql_router_hedges_total counter\nlarql_router_hedges_total " + std::to_string(hedges_) + "\n" +
+         "# HELP larql_router_hedge_wins_total Hedged calls the second replica answered first.\n" +
+         "# TYPE larql_router_hedge_wins_total counter\nlarql_router_hedge_wins_total " + std::to_string(hedge_wins_) + "\n";
 }
 
-HttpReply Router::admin(const std::string& method, const std::string& body, const std::string& authorization) {
+Result<json> Router::admin(const std::string& method, const std::string& body, const std::string& authorization) {
   if (!options_.admin_key || !bearer_key_matches(authorization, *options_.admin_key))
-    return error_reply(make_error(ErrorCode::unauthorized, "the admin endpoint needs Authorization: Bearer <admin key>"));
+    return make_error(ErrorCode::unauthorized, "the admin endpoint needs Authorization: Bearer <admin key>");
   if (method == "POST") {
     auto j = json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object())
-      return error_reply(make_error(ErrorCode::invalid_json, R"(expected {"add": [{"layers": "A-B", "url": "..."}], "remove": ["url"]})"));
+      return make_error(ErrorCode::invalid_json, R"(expected {"add": [{"layers": "A-B", "url": "..."}], "remove": ["url"]})");
     auto next = std::make_shared<Map>(*current_map());
     for (const auto& url : j.value("remove", json::array())) {
-      if (!url.is_string()) return error_reply(make_error(ErrorCode::invalid_json, "'remove' lists URLs"));
+      if (!url.is_string()) return make_error(ErrorCode::invalid_json, "'remove' lists URLs");
       for (auto& e : next->entries)
         std::erase_if(e.replicas, [&](const auto& r) { return r->url == url.get<std::string>(); });
       std::erase_if(next->entries, [](const Map::Entry& e) { return e.replicas.empty(); });
     }
     for (const auto& add : j.value("add", json::array())) {
       if (!add.is_object() || !add.contains("layers") || !add.contains("url") || !add["layers"].is_string() || !add["url"].is_string())
-        return error_reply(make_error(ErrorCode::invalid_json, R"(each of 'add' is {"layers": "A-B", "url": "http://..."})"));
+        return make_error(ErrorCode::invalid_json, R"(each of 'add' is {"layers": "A-B", "url": "http://..."})");
       auto range = parse_layer_range(add["layers"].get<std::string>());
-      if (!range) return error_reply(make_error(ErrorCode::invalid_json, range.error().message));
+      if (!range) return make_error(ErrorCode::invalid_json, range.error().message);
       if (auto s = add_replica(*next, *range, add["url"].get<std::string>()); !s)
-        return error_reply(make_error(ErrorCode::invalid_json, s.error().message));
+        return make_error(ErrorCode::invalid_json, s.error().message);
     }
     std::lock_guard lock(map_mutex_);
     map_ = next;  // requests in flight keep the map they started with
@@ -699,7 +597,7 @@ HttpReply Router::admin(const std::string& method, const std::string& body, cons
     for (const auto& r : e.replicas) urls.push_back(r->url);
     entries.push_back({{"layers", e.range.str()}, {"replicas", urls}});
   }
-  return json_reply({{"shards", entries}});
+  return json{{"shards", entries}};
 }
 
 }  // namespace larql

@@ -18,6 +18,7 @@
 
 #include "net/ffn_service.h"
 #include "net/range_attempts.h"
+#include "net/range_split.h"
 #include "net/shard_spec.h"
 
 namespace larql {
@@ -47,10 +48,11 @@ class Router {
   // capped by --timeout-ms, goes on to the shard with each try.
   HttpReply walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
                      const std::string& authorization, Deadline deadline = {});
-  HttpReply stats();
-  HttpReply health();
-  HttpReply metrics() const;
-  HttpReply admin(const std::string& method, const std::string& body, const std::string& authorization);
+  nlohmann::json stats();
+  nlohmann::json health();
+  std::string metrics() const;  // Prometheus text
+  // GET lists the map; POST changes it ({"add": [...], "remove": [...]}) and lists it.
+  Result<nlohmann::json> admin(const std::string& method, const std::string& body, const std::string& authorization);
   bool admin_enabled() const { return options_.admin_key.has_value(); }
 
   struct Replica;
@@ -62,12 +64,26 @@ class Router {
   std::shared_ptr<const Map> current_map() const;
   void poll_health();
 
-  struct Part;
-  HttpReply forward(const Part& part, const std::string& body, const std::string& content_type, const std::string& accept,
-                    const std::string& authorization, Deadline deadline);
-  static HttpReply to_http(RangeResult result, const std::string& url = {});
-  HttpReply merge_binary(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
-  HttpReply merge_json(const std::vector<Part>& parts, std::vector<HttpReply>& replies, const std::vector<uint32_t>& layers);
+  // What a walk-ffn request came to, before HTTP (to_http): a shard's answer passed on
+  // (any status: a 4xx and a deterministic 500 are the caller's) or spliced, or the
+  // router's own error.
+  struct Answer {
+    int status = 200;
+    std::string content_type, body;
+    std::string shards;  // who answered (X-Larql-Shard)
+    bool reencoded_f32 = false;
+  };
+  struct WalkOutcome {
+    std::optional<Answer> answer;
+    std::optional<Error> error;
+    int retry_after_s = 0;  // with an overloaded error
+  };
+  WalkOutcome walk(const std::string& body, const std::string& content_type, const std::string& accept,
+                   const std::string& authorization, Deadline deadline);
+  WalkOutcome forward(const Map& map, const RangePart& part, const std::string& body, const std::string& content_type,
+                      const std::string& accept, const std::string& authorization, Deadline deadline);
+  static HttpReply to_http(WalkOutcome outcome);
+  void count_errors(const WalkOutcome& outcome);
 
   // Reads a replica's /v1/stats and checks it against what the router already knows.
   Status load_stats(Replica& replica, const LayerRange& range);
