@@ -8,6 +8,7 @@
 
 #include "cli/model_notes.h"
 #include "eval/wire_bench.h"
+#include "eval/wire_report.h"
 #include "model/loader.h"
 
 namespace larql::cli {

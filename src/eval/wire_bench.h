@@ -6,7 +6,6 @@
 #pragma once
 
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,9 +57,5 @@ struct WireBenchReport {
 };
 
 Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOptions& options);
-
-nlohmann::json report_json(const WireBenchReport& r);
-std::string report_table(const WireBenchReport& r);
-std::string report_svg(const WireBenchReport& r);
 
 }  // namespace larql
