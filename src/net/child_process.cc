@@ -21,7 +21,9 @@ Result<SpawnedServer> spawn_server(const std::string& binary, const std::vector<
   // posix_spawn rather than fork and exec: nothing runs in the child before exec (a forked
   // child of a threaded process must not allocate), and the pipe is close-on-exec, so that
   // children started later do not hold this one's stdout open. The dup2 onto stdout clears
-  // the flag on the child's copy.
+  // the flag on the child's copy. Every other descriptor from 3 up is closed in the child:
+  // Boost.Asio opens sockets without close-on-exec, and a child must not hold the
+  // parent's connections or listeners open.
   std::vector<char*> argv{const_cast<char*>(binary.c_str())};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -30,6 +32,7 @@ Result<SpawnedServer> spawn_server(const std::string& binary, const std::vector<
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   pid_t pid = -1;
   const int spawned = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

@@ -3,6 +3,7 @@
 #include "net/child_process.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,17 @@ TEST(SpawnServer, ChildrenDoNotInheritEachOthersPipes) {
   EXPECT_EQ(rest_of_output(*second).find("inherited"), std::string::npos) << "fd " << fd << " was open in the second child";
   kill(first->pid, SIGKILL);
   rest_of_output(*first);
+}
+
+TEST(SpawnServer, ChildrenDoNotInheritDescriptorsOpenedWithoutCloseOnExec) {
+  const int leaky = open("/dev/null", O_RDONLY);  // as Boost.Asio opens its sockets
+  ASSERT_GE(leaky, 3);
+  const std::string fd = std::to_string(leaky);
+  auto child = spawn_server(
+      "/bin/sh", {"-c", "echo 'listening on http://127.0.0.1:3'; if [ -e /proc/self/fd/" + fd + " ]; then echo inherited; fi"}, 10s);
+  close(leaky);
+  ASSERT_TRUE(child) << child.error().message;
+  EXPECT_EQ(rest_of_output(*child).find("inherited"), std::string::npos) << "fd " << fd << " was open in the child";
 }
 
 }  // namespace
