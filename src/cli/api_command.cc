@@ -1,6 +1,7 @@
-#include "cli/arithmetic_option.h"
-#include "cli/huge_pages_option.h"
 #include "cli/api_command.h"
+#include "cli/arithmetic_option.h"
+#include "cli/command_model.h"
+#include "cli/huge_pages_option.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -11,7 +12,6 @@
 #include "api/api_server.h"
 #include "cli/ffn_options.h"
 #include "cli/http_options.h"
-#include "cli/model_notes.h"
 #include "model/gguf.h"
 #include "model/loader.h"
 #include "wire/wire_config.h"
@@ -66,12 +66,10 @@ int api(ApiCommandOptions o) {
   };
   if (!o.http.api_key)
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
-  auto model = load_model(o.model);
+  auto model = load_command_model("larql api", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
     return fail(placed.error().message);
-  print_model_notes(*model, "larql api");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
   if (!*tokenizer) return fail("the model has no tokenizer; pass --tokenizer FILE (the API speaks text)");

@@ -1,12 +1,12 @@
 #include "cli/arithmetic_option.h"
 #include "cli/bench_command.h"
+#include "cli/command_model.h"
 
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
-#include "cli/model_notes.h"
 #include "eval/wire_bench.h"
 #include "eval/wire_report.h"
 #include "model/loader.h"
@@ -29,10 +29,8 @@ int run_bench(const Options& o) {
     std::cerr << "larql bench: " << m << "\n";
     return 2;
   };
-  auto model = load_model(o.model);
+  auto model = load_command_model("larql bench", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
-  print_model_notes(*model, "larql bench");
   WireBenchOptions w;
   w.steps = o.steps;
   w.k = o.assert_topk.value_or(5);

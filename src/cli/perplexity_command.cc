@@ -1,4 +1,5 @@
 #include "cli/arithmetic_option.h"
+#include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
 #include "cli/perplexity_command.h"
 
@@ -10,7 +11,6 @@
 #include <thread>
 
 #include "cli/ffn_options.h"
-#include "cli/model_notes.h"
 #include "eval/perplexity.h"
 #include "model/loader.h"
 #include "wire/wire_config.h"
@@ -36,12 +36,10 @@ int fail(const std::string& message) {
 }
 
 int run(const Options& o) {
-  auto model = load_model(o.model);
+  auto model = load_command_model("larql perplexity", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
     return fail(placed.error().message);
-  print_model_notes(*model, "larql perplexity");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
   if (!*tokenizer) return fail(o.model + " carries no tokenizer; give one with --tokenizer");

@@ -1,4 +1,5 @@
 #include "cli/arithmetic_option.h"
+#include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
 #include "cli/run_command.h"
 
@@ -13,7 +14,6 @@
 #include <thread>
 
 #include "cli/ffn_options.h"
-#include "cli/model_notes.h"
 #include "infer/generate.h"
 #include "model/loader.h"
 #include "net/remote_ffn.h"
@@ -48,12 +48,10 @@ int fail(const std::string& message) {
 int run(const RunOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto load_start = Clock::now();
-  auto model = load_model(o.model);
+  auto model = load_command_model("larql run", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
   if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
     return fail(placed.error().message);
-  print_model_notes(*model, "larql run");
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();

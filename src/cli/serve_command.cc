@@ -1,9 +1,9 @@
 #include "cli/arithmetic_option.h"
+#include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
 #include "cli/serve_command.h"
 
 #include "cli/http_options.h"
-#include "cli/model_notes.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -41,10 +41,8 @@ int serve(ServeOptions o) {
   };
   if (!o.http.api_key)
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
-  auto model = load_model(o.model);
+  auto model = load_command_model("larql serve", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto applied = apply_arithmetic(*model, o.arithmetic); !applied) return fail(applied.error().message);
-  print_model_notes(*model, "larql serve");
   auto encodings = wire::server_encodings(o.wire, model->config.hidden, wire::process_env());
   if (!encodings) return fail(encodings.error().message);
   LayerRange owned{0, uint32_t(model->config.layers - 1)};
