@@ -142,6 +142,8 @@ Result<JsonResponse> parse_json_response(std::string_view body, size_t hidden) {
   auto latency = doc->find("latency_ms");
   if (latency == doc->end() || !latency->is_number()) return invalid("missing 'latency_ms' number");
   out.latency_ms = static_cast<float>(latency->get<double>());
+  if (!std::isfinite(out.latency_ms))  // as the binary parser: a router would pass it on as null
+    return make_error(ErrorCode::non_finite_input, "response latency_ms " + latency->dump() + " is not a finite f32");
 
   auto read_record = [&](const json& r) -> Result<JsonRecord> {
     if (!r.is_object()) return invalid("each result must be an object");

@@ -86,6 +86,12 @@ TEST(JsonCodec, ResponseShapes) {
   EXPECT_EQ(parsed->records[1].output, b);
   EXPECT_EQ(parsed->latency_ms, 0.5f);
 
+  // A latency beyond f32's range would be written back as null by whoever passes it on.
+  auto huge = parse_json_response(R"({"latency_ms": 1e39, "layer": 7, "seq_len": 1, "output": [1, 2]})", 2);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().code, ErrorCode::non_finite_input);
+  EXPECT_EQ(huge.error().message, "response latency_ms 1e+39 is not a finite f32");
+
   const std::vector<float> bad{1, NAN};
   const ResponseRecord nan_rec[] = {{3, bad}};
   auto refused = encode_json_response(nan_rec, 1, 0.5f);
