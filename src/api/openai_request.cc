@@ -1,5 +1,6 @@
 #include "api/openai_request.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 namespace larql {
@@ -15,7 +16,8 @@ std::optional<std::string> content_text(const json& content) {
   if (!content.is_array()) return std::nullopt;
   std::string out;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", std::string()) != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       return std::nullopt;
     out += part["text"].get<std::string>();
   }
@@ -49,6 +51,10 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
     if (p.is_string()) {
       r.prompt = p.get<std::string>();
     } else if (p.is_array() && !p.empty() && std::all_of(p.begin(), p.end(), [](const json& x) { return x.is_number_integer(); })) {
+      // An id beyond int's range would wrap into some other token.
+      for (const json& id : p)
+        if (id.is_number_unsigned() ? id.get<uint64_t>() > uint64_t(INT32_MAX) : id.get<int64_t>() < INT32_MIN)
+          return bad("prompt", "token id " + id.dump() + " is outside any vocabulary");
       r.prompt = p.get<std::vector<int>>();
     } else if (p.is_array() && !p.empty() && p.size() == 1 && p[0].is_string()) {
       r.prompt = p[0].get<std::string>();
@@ -93,8 +99,15 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
     if (!j["stream"].is_boolean()) return bad("stream", "stream must be true or false");
     r.stream = j["stream"].get<bool>();
   }
-  if (j.contains("stream_options") && j["stream_options"].is_object())
-    r.include_usage = j["stream_options"].value("include_usage", false);
+  if (j.contains("stream_options") && !j["stream_options"].is_null()) {
+    const json& o = j["stream_options"];
+    if (!o.is_object()) return bad("stream_options", "stream_options must be an object");
+    if (o.contains("include_usage") && !o["include_usage"].is_null()) {
+      if (!o["include_usage"].is_boolean())
+        return bad("stream_options.include_usage", "stream_options.include_usage must be true or false");
+      r.include_usage = o["include_usage"].get<bool>();
+    }
+  }
   return r;
 }
 

@@ -53,6 +53,16 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of(R"({"prompt":"a","logprobs":3})", false).param, "logprobs");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", true).param, "tools");
   EXPECT_EQ(error_of(R"({"prompt":"a","seed":1.5})", false).param, "seed");
+  // Found by fuzz_openai_request: each threw a JSON type error (a 500), or took another token.
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":[{"type":5,"text":"a"}]}]})", true).param,
+            "messages[0].content");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stream_options":{"include_usage":"yes"}})", false).param,
+            "stream_options.include_usage");
+  EXPECT_EQ(error_of(R"({"prompt":"a","stream_options":[true]})", false).param, "stream_options");
+  const OpenAiError wrapped = error_of(R"({"prompt":[1,4294967297]})", false);
+  EXPECT_EQ(wrapped.param, "prompt");
+  EXPECT_EQ(wrapped.message, "token id 4294967297 is outside any vocabulary");
+  EXPECT_EQ(error_of(R"({"prompt":[-2147483649]})", false).param, "prompt");
 }
 
 }  // namespace
