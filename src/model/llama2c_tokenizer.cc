@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <queue>
 
 #include "model/mapped_file.h"
 
@@ -63,23 +64,49 @@ std::vector<int> Llama2cTokenizer::encode(std::string_view text) const {
     }
     i += len;
   }
-  // Merge the best-scoring adjacent pair until none is in the vocabulary; ties go left.
-  for (;;) {
-    float best_score = -1e10f;
-    int best_id = -1;
-    size_t best_at = 0;
-    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
-      const int id = lookup(pieces_[tokens[i]] + pieces_[tokens[i + 1]]);
-      if (id >= 0 && scores_[id] > best_score) {
-        best_score = scores_[id];
-        best_id = id;
-        best_at = i;
-      }
-    }
-    if (best_id < 0) break;
-    tokens[best_at] = best_id;
-    tokens.erase(tokens.begin() + std::ptrdiff_t(best_at) + 1);
+  return merge_pairs(std::move(tokens));
+}
+
+// run.c merges the best-scoring adjacent pair (the leftmost of equals; a score must beat
+// -1e10) until none is in the vocabulary, rescanning every pair per merge: quadratic, a
+// 20 KB prompt took 2.4 s. The same merges in the same order from a heap of candidate
+// pairs, best score first and then leftmost: the merged symbol keeps its left one's index,
+// so index order is text order. A candidate whose symbols changed since is skipped.
+std::vector<int> Llama2cTokenizer::merge_pairs(std::vector<int> tokens) const {
+  constexpr int kNone = -1;
+  const int n = int(tokens.size());
+  std::vector<int> next(tokens.size()), prev(tokens.size());
+  std::vector<uint32_t> version(tokens.size(), 0);  // bumped when a symbol merges
+  for (int i = 0; i < n; ++i) prev[size_t(i)] = i - 1, next[size_t(i)] = i + 1 < n ? i + 1 : kNone;
+  struct Candidate {
+    float score;
+    int left, right, id;
+    uint32_t left_version, right_version;
+  };
+  auto after = [](const Candidate& a, const Candidate& b) { return a.score != b.score ? a.score < b.score : a.left > b.left; };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(after)> heap(after);
+  auto consider = [&](int left) {
+    if (left == kNone || next[size_t(left)] == kNone) return;
+    const int right = next[size_t(left)];
+    const int id = lookup(pieces_[size_t(tokens[size_t(left)])] + pieces_[size_t(tokens[size_t(right)])]);
+    if (id >= 0 && scores_[size_t(id)] > -1e10f)
+      heap.push({scores_[size_t(id)], left, right, id, version[size_t(left)], version[size_t(right)]});
+  };
+  for (int i = 0; i + 1 < n; ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    const auto l = size_t(c.left), r = size_t(c.right);
+    if (tokens[l] == kNone || next[l] != c.right || version[l] != c.left_version || version[r] != c.right_version) continue;
+    tokens[l] = c.id;
+    ++version[l];
+    tokens[r] = kNone;
+    next[l] = next[r];
+    if (next[r] != kNone) prev[size_t(next[r])] = c.left;
+    consider(prev[l]);
+    consider(c.left);
   }
+  std::erase(tokens, kNone);
   return tokens;
 }
 

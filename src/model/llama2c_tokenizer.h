@@ -28,6 +28,8 @@ class Llama2cTokenizer : public Tokenizer {
 
  private:
   int lookup(const std::string& s) const;
+  // run.c's merges of adjacent pairs, in O(n log n).
+  std::vector<int> merge_pairs(std::vector<int> tokens) const;
 
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
