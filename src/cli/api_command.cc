@@ -28,6 +28,9 @@ struct ApiCommandOptions {
   size_t threads = 0;
   size_t max_queue = 64;
   size_t parallel = 8;
+  // A request is text or token ids for one context: 8 MiB is far more than any context
+  // holds, and bounds the JSON parsing and tokenizing a body can ask for.
+  size_t max_body_mb = 8;
   HttpServerOptions http;
   std::optional<std::string> arithmetic;
   bool no_huge_pages = false;
@@ -93,6 +96,7 @@ int api(ApiCommandOptions o) {
   if (!backend) return fail(backend.error().message);
   ApiServer server(*model, tokenizer->get(), **backend, pool, options);
   o.http.render_error = openai_error_for;
+  o.http.max_body_bytes = o.max_body_mb << 20;
   const std::string describe =
       "larql api: model " + options.model_id + ", ctx " + std::to_string(std::min(o.ctx, model->config.context)) + ", chat " +
       (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", FFN " +
@@ -130,6 +134,9 @@ void add_api_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait beyond the running ones before 429")->capture_default_str();
+  cmd->add_option("--max-body-mb", o->max_body_mb, "largest request body in MiB (else 413)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   cmd->add_option("--tls-cert", o->http.tls_cert, "serve HTTPS with this certificate (PEM)");
   cmd->add_option("--tls-key", o->http.tls_key, "private key of --tls-cert (PEM)");
   add_connection_limit_options(*cmd, o->http);

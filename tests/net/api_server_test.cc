@@ -145,6 +145,9 @@ TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
   expect_error(post(api.url(), "/v1/completions", {{"prompt", std::vector<int>(600, 5)}}), 400, "context_length_exceeded");
   expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}}, nullptr), 401, "unauthorized");
   expect_error(c.Get("/v1/nothing"), 404, "not_found");
+  // A body beyond the default --max-body-mb (8) is refused before it is parsed.
+  const std::string huge = R"({"prompt": ")" + std::string((8u << 20) + 1, 'a') + R"("})";
+  expect_error(c.Post("/v1/completions", huge, "application/json"), 413, "body_too_large");
   // /health is open, everything else needs the key.
   httplib::Client open(api.url());
   auto health = open.Get("/health");
