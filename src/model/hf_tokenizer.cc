@@ -198,6 +198,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_document(const json& doc,
   }
   std::stable_sort(tok->added_.begin(), tok->added_.end(),
                    [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  for (size_t i = 0; i < tok->added_.size(); ++i) tok->added_at_.add(tok->added_[i].content, int(i));
   int max_id = -1;
   for (const auto& [token, id] : tok->vocab_) max_id = std::max(max_id, id);
   tok->id_to_token_.resize(size_t(max_id + 1));
@@ -475,16 +476,12 @@ std::vector<int> HfTokenizer::encode_plain(std::string_view text) const {
   // Added tokens are found in the raw text first, leftmost and then longest.
   size_t segment_start = 0, i = 0;
   while (i < text.size()) {
-    const AddedToken* hit = nullptr;
-    for (const auto& a : added_)
-      if (text.compare(i, a.content.size(), a.content) == 0) {
-        hit = &a;
-        break;
-      }
-    if (!hit) {
+    const int found = added_at_.longest_at(text, i);
+    if (found < 0) {
       ++i;
       continue;
     }
+    const AddedToken* hit = &added_[size_t(found)];
     size_t seg_end = i;
     if (hit->lstrip)
       while (seg_end > segment_start && std::isspace(static_cast<unsigned char>(text[seg_end - 1]))) --seg_end;

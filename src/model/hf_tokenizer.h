@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/string_trie.h"
 #include "model/tokenizer.h"
 
 namespace larql {
@@ -63,6 +64,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::string> id_to_token_;
   std::unordered_map<std::string, int> merge_rank_;  // "left\0right" → rank
   std::vector<AddedToken> added_;                    // longest first
+  StringTrie added_at_;                              // content -> index into added_
   std::vector<NormalizerStep> normalizers_;
   std::vector<PreTokenizerStep> pre_tokenizers_;
   std::vector<DecoderStep> decoders_;

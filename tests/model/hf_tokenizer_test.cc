@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,34 @@ TEST(HfTokenizer, SpecialTokensTemplateAndByteFallback) {
   EXPECT_EQ(tok->encode_plain("ab</s>ab"), (std::vector<int>{267, 2, 267}));
   // Unknown characters without byte tokens fuse into one <unk>... here bytes exist, so none appear.
   EXPECT_EQ(tok->decode(tok->encode_plain("ab é")), "ab é");
+}
+
+// Added tokens are looked for at every byte of the text: six thousand of them (Gemma's
+// files list thousands) must cost about what six do. The scan that tried each one took 61
+// times as long (docs/benchmarks.md). Best of five, same run.
+TEST(HfTokenizer, ThousandsOfAddedTokensCostAboutWhatAFewDo) {
+  auto with_added = [](int count) {
+    json doc = sentencepiece_style({"a b", "\u2581 ab"});
+    for (int i = 0; i < count; ++i)
+      doc["added_tokens"].push_back({{"id", 300 + i}, {"content", "<unused" + std::to_string(i) + ">"}, {"special", true}});
+    return load_from(doc);
+  };
+  const auto few = with_added(6), many = with_added(6000);
+  ASSERT_TRUE(few && many);
+  std::string text;
+  while (text.size() < 40000) text += "ab c </s>abc <unused12> ";
+  auto best_seconds = [&](const HfTokenizer& tok) {
+    double best = 1e9;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_GT(tok.encode(text).size(), 1000u);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  };
+  const double a = best_seconds(*few), b = best_seconds(*many);
+  EXPECT_LT(b, 4 * a) << "6 added tokens " << a << " s, 6000 " << b << " s";
+  EXPECT_NE(many->encode("x<unused12>y"), few->encode("x<unused12>y")) << "the added token is found";
 }
 
 TEST(HfTokenizer, StreamReassemblesCharactersSplitOverByteTokens) {
