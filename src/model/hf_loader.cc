@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 
 #include "model/families.h"
 #include "model/safetensors.h"
@@ -79,6 +80,53 @@ float round_to(DType t, float v) {
   return v;
 }
 
+// The JSON type each optional field must have when it is given: nlohmann's value() throws
+// on another type (that aborted larql), and a "rope_theta": "1e6" read as absent would run
+// the model with the wrong numbers. Null counts as not given.
+enum class JsonKind { string, number, boolean, object, array };
+struct TypedField {
+  const char* key;
+  JsonKind kind;
+};
+constexpr TypedField kConfigFields[] = {
+    {"model_type", JsonKind::string},          {"text_config", JsonKind::object},
+    {"rms_norm_eps", JsonKind::number},        {"rope_theta", JsonKind::number},
+    {"rope_local_base_freq", JsonKind::number}, {"rope_parameters", JsonKind::object},
+    {"rope_scaling", JsonKind::object},        {"layer_types", JsonKind::array},
+    {"sliding_window_pattern", JsonKind::number}, {"attention_k_eq_v", JsonKind::boolean},
+    {"hidden_size_per_layer_input", JsonKind::number}, {"num_kv_shared_layers", JsonKind::number},
+    {"enable_moe_block", JsonKind::boolean},   {"hidden_activation", JsonKind::string},
+    {"hidden_act", JsonKind::string},          {"attention_bias", JsonKind::boolean},
+    {"query_pre_attn_scalar", JsonKind::number}, {"attn_logit_softcapping", JsonKind::number},
+    {"final_logit_softcapping", JsonKind::number},
+};
+constexpr TypedField kRopeFields[] = {
+    {"rope_type", JsonKind::string}, {"type", JsonKind::string}, {"rope_theta", JsonKind::number},
+    {"factor", JsonKind::number}, {"low_freq_factor", JsonKind::number}, {"high_freq_factor", JsonKind::number},
+    {"original_max_position_embeddings", JsonKind::number}, {"partial_rotary_factor", JsonKind::number},
+    {"full_attention", JsonKind::object}, {"sliding_attention", JsonKind::object},
+};
+
+// Refuses a field of `j` of the wrong type, naming it; drops the null ones.
+Status check_field_types(json& j, std::span<const TypedField> fields, const std::string& where) {
+  static constexpr const char* kNames[] = {"a string", "a number", "true or false", "an object", "an array"};
+  if (!j.is_object()) return Ok{};
+  for (const auto& f : fields) {
+    if (!j.contains(f.key)) continue;
+    const json& v = j[f.key];
+    if (v.is_null()) {
+      j.erase(f.key);
+      continue;
+    }
+    const bool ok = f.kind == JsonKind::string ? v.is_string() : f.kind == JsonKind::number ? v.is_number()
+                    : f.kind == JsonKind::boolean ? v.is_boolean() : f.kind == JsonKind::object ? v.is_object() : v.is_array();
+    if (!ok)
+      return make_error(ErrorCode::invalid_argument, where + "field '" + f.key + "' must be " + kNames[int(f.kind)] +
+                                                         ", not " + v.dump());
+  }
+  return Ok{};
+}
+
 float optional_float(const json& j, const char* key, float fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<float>() : fallback;
 }
@@ -89,7 +137,17 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
   auto doc = read_json(path);
   if (!doc) return doc.error();
+  if (auto s = check_field_types(*doc, kConfigFields, path.string() + ": "); !s) return s.error();
   json j = text_config_of(*doc);
+  if (auto s = check_field_types(j, kConfigFields, path.string() + ": text_config: "); !s) return s.error();
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (j.contains(key)) {
+      if (auto s = check_field_types(j[key], kRopeFields, path.string() + ": " + key + ": "); !s) return s.error();
+      for (const char* kind : {"full_attention", "sliding_attention"})
+        if (j[key].contains(kind))
+          if (auto s = check_field_types(j[key][kind], kRopeFields, path.string() + ": " + key + "." + kind + ": "); !s)
+            return s.error();
+    }
   auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, path.string() + ": " + what); };
 
   ModelConfig c;

@@ -135,6 +135,26 @@ TEST_F(HfCheckpoint, ErrorsNameTheFieldOrTensor) {
   EXPECT_NE(r.error().message.find("'model.norm.weight' is missing"), std::string::npos) << r.error().message;
 }
 
+// An optional field of the wrong JSON type is refused by name; it threw out of the loader
+// (larql aborted) or was read as absent. Null still counts as absent.
+TEST_F(HfCheckpoint, OptionalFieldsOfTheWrongTypeAreNamed) {
+  fs::create_directories(dir_);
+  auto error_with = [&](const std::string& extra) {
+    std::ofstream(dir_ / "config.json") << R"({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 4, "max_position_embeddings": 8, )" + extra + "}";
+    auto config = read_hf_config(dir_.string());
+    return config.ok() ? std::string("loaded") : config.error().message;
+  };
+  const std::string path = (dir_ / "config.json").string();
+  EXPECT_EQ(error_with(R"("rms_norm_eps": "tiny")"), path + ": field 'rms_norm_eps' must be a number, not \"tiny\"");
+  EXPECT_EQ(error_with(R"("attention_bias": 1)"), path + ": field 'attention_bias' must be true or false, not 1");
+  EXPECT_EQ(error_with(R"("rope_theta": "1e6")"), path + ": field 'rope_theta' must be a number, not \"1e6\"");
+  EXPECT_EQ(error_with(R"("rope_scaling": {"rope_type": "llama3", "factor": "8"})"),
+            path + ": rope_scaling: field 'factor' must be a number, not \"8\"");
+  EXPECT_EQ(error_with(R"("text_config": {"hidden_act": 5})"), path + ": text_config: field 'hidden_act' must be a string, not 5");
+  EXPECT_EQ(error_with(R"("rope_scaling": null, "rms_norm_eps": null)"), "loaded");
+}
+
 TEST_F(HfCheckpoint, SafetensorsRangesAreChecked) {
   fs::create_directories(dir_);
   const auto path = (dir_ / "bad.safetensors").string();
