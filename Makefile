@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_splice fuzz_openai_request fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize_text fuzz_gguf
+FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_splice fuzz_openai_request fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize_text fuzz_gguf fuzz_hf_config
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0
@@ -49,8 +49,9 @@ fuzz: deps
 	cmake --build build-fuzz -j $(JOBS)
 	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
 	  work=build-fuzz/corpus/$$t; mkdir -p $$work; \
+	  dict=; if [ -f fuzz/$$t.dict ]; then dict=-dict=fuzz/$$t.dict; fi; \
 	  echo "== $$t for $(FUZZ_SECONDS)s"; \
-	  build-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$work fuzz/corpus/$$t 2>&1 | tail -n 12 \
+	  build-fuzz/fuzz/$$t $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$work fuzz/corpus/$$t 2>&1 | tail -n 12 \
 	    || exit 1; \
 	done
 
