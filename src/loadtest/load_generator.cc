@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "net/http_client.h"
+#include "net/shard_stats.h"
 #include "wire/codec.h"
 
 namespace larql::loadtest {
@@ -23,12 +24,13 @@ HttpHeaders auth_headers(const std::optional<std::string>& api_key) {
   return {{"Authorization", "Bearer " + *api_key}};
 }
 
-wire::EncodingSet encodings_of(const nlohmann::json& names) {
+// The encodings a shard names (unknown names skipped); f32 where it names none, as a
+// reference-style server does.
+wire::EncodingSet encodings_of(const std::optional<std::vector<std::string>>& names) {
   wire::EncodingSet set;
-  if (!names.is_array()) return set;
-  for (const auto& n : names)
-    if (n.is_string())
-      if (auto e = wire::encoding_from_name(n.get<std::string>())) set.insert(*e);
+  for (const auto& n : names.value_or(std::vector<std::string>{}))
+    if (auto e = wire::encoding_from_name(n)) set.insert(*e);
+  if (set == wire::EncodingSet{}) set.insert(wire::Encoding::f32);
   return set;
 }
 
@@ -176,25 +178,17 @@ Result<Target> read_target(const std::string& url, const std::optional<std::stri
   if (!r) return r.error();
   auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, url + "/v1/stats: " + what); };
   if (r->status != 200) return fail("answered " + std::to_string(r->status) + ": " + r->body);
-  const auto doc = nlohmann::json::parse(r->body, nullptr, false);
-  if (!doc.is_object() || !doc.contains("hidden_size") || !doc["hidden_size"].is_number_unsigned() || !doc.contains("layers") ||
-      !doc["layers"].is_object())
-    return fail("expected a JSON object with hidden_size and layers {start, end} (PROTOCOL §8)");
+  auto stats = parse_shard_stats(r->body);  // the router's and the client's parser (PROTOCOL §8)
+  if (!stats) return fail(stats.error().message);
+  if (!stats->layers || stats->layers->last >= wire::kMaxBatchLayers)
+    return fail("expected layers {start, end} (PROTOCOL §8), the end below " + std::to_string(wire::kMaxBatchLayers));
   Target t;
-  t.mode = doc.value("mode", "");
-  t.hidden = doc["hidden_size"].get<size_t>();
-  const auto& layers = doc["layers"];
-  if (!layers.contains("start") || !layers["start"].is_number_unsigned() || !layers.contains("end") ||
-      !layers["end"].is_number_unsigned() || layers["end"].get<uint64_t>() < layers["start"].get<uint64_t>() ||
-      layers["end"].get<uint64_t>() >= wire::kMaxBatchLayers || t.hidden == 0)
-    return fail("layers must be {start, end} with start <= end, and hidden_size positive");
-  t.first_layer = layers["start"].get<uint32_t>();
-  t.last_layer = layers["end"].get<uint32_t>();
-  const auto wire_lists = doc.value("wire", nlohmann::json::object());
-  t.requests = encodings_of(wire_lists.value("request", nlohmann::json::array()));
-  t.responses = encodings_of(wire_lists.value("response", nlohmann::json::array()));
-  if (t.requests == wire::EncodingSet{}) t.requests.insert(wire::Encoding::f32);  // a reference-style server lists nothing
-  if (t.responses == wire::EncodingSet{}) t.responses.insert(wire::Encoding::f32);
+  t.mode = stats->mode;
+  t.hidden = stats->hidden;
+  t.first_layer = stats->layers->first;
+  t.last_layer = stats->layers->last;
+  t.requests = encodings_of(stats->request_encodings);
+  t.responses = encodings_of(stats->response_encodings);
   return t;
 }
 

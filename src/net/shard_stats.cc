@@ -37,7 +37,7 @@ Result<ShardStats> parse_shard_stats(std::string_view body) {
   auto layers = unsigned_field(j, "num_layers");
   if (!layers) return layers.error();
   s.num_layers = layers->value_or(0);
-  for (auto [key, field] : {std::pair{"model", &s.model}, std::pair{"family", &s.family}}) {
+  for (auto [key, field] : {std::pair{"model", &s.model}, std::pair{"family", &s.family}, std::pair{"mode", &s.mode}}) {
     auto text = string_field(j, key, "");
     if (!text) return text.error();
     *field = *text;
@@ -66,13 +66,14 @@ Result<ShardStats> parse_shard_stats(std::string_view body) {
       (*s.fingerprints)[layer->first] = value.get<std::string>();
     }
   }
-  if (j.contains("wire") && j["wire"].is_object() && j["wire"].contains("request")) {
-    const json& names = j["wire"]["request"];
-    if (!names.is_array()) return not_stats("wire.request is not a list");
-    s.request_encodings.emplace();
-    for (const auto& name : names)
-      if (name.is_string()) s.request_encodings->push_back(name.get<std::string>());  // unknown names are skipped
-  }
+  for (auto [key, out] : {std::pair{"request", &s.request_encodings}, std::pair{"response", &s.response_encodings}})
+    if (j.contains("wire") && j["wire"].is_object() && j["wire"].contains(key)) {
+      const json& names = j["wire"][key];
+      if (!names.is_array()) return not_stats(std::string("wire.") + key + " is not a list");
+      out->emplace();
+      for (const auto& name : names)
+        if (name.is_string()) (*out)->push_back(name.get<std::string>());  // unknown names are skipped
+    }
   auto max_body = unsigned_field(j, "max_body_bytes");
   if (!max_body) return max_body.error();
   s.max_body_bytes = *max_body;

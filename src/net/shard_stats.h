@@ -21,10 +21,12 @@ struct ShardStats {
   size_t hidden = 0;                           // hidden_size: the one required field
   size_t num_layers = 0;
   std::string model, family;
+  std::string mode;                            // "ffn-service" or "router"; "" when not said
   std::string ffn_arithmetic = "f32";          // absent: the exact arithmetic
   std::optional<LayerRange> layers;            // the layers it serves
   std::optional<std::map<uint32_t, std::string>> fingerprints;  // layer_fingerprints
   std::optional<std::vector<std::string>> request_encodings;    // wire.request, as named
+  std::optional<std::vector<std::string>> response_encodings;   // wire.response, as named
   std::optional<size_t> max_body_bytes, max_work;
 };
 

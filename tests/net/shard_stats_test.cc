@@ -23,6 +23,8 @@ TEST(ShardStats, ReadsEveryField) {
   EXPECT_EQ(s->max_body_bytes, 1048576u);
   EXPECT_EQ(s->max_work, 4096u);
   EXPECT_EQ(s->request_encodings, (std::vector<std::string>{"f32", "f16", "q9"}));  // names as listed
+  EXPECT_EQ(s->response_encodings, (std::vector<std::string>{"f32"}));
+  EXPECT_EQ(s->mode, "ffn-service");
   ASSERT_TRUE(s->fingerprints);
   EXPECT_EQ(s->fingerprints->size(), 3u);
   EXPECT_EQ(s->fingerprints->at(3), "cd");
@@ -36,6 +38,8 @@ TEST(ShardStats, AReferenceServerNeedsOnlyHiddenSize) {
   EXPECT_FALSE(s->layers);
   EXPECT_FALSE(s->fingerprints);
   EXPECT_FALSE(s->request_encodings);
+  EXPECT_FALSE(s->response_encodings);
+  EXPECT_EQ(s->mode, "");
   EXPECT_FALSE(s->max_body_bytes);
   EXPECT_FALSE(s->max_work);
 }
@@ -59,6 +63,8 @@ TEST(ShardStats, AFieldOfTheWrongKindIsNamed) {
       {R"({"hidden_size":384,"layer_fingerprints":{"x":"ab"}})", "layer_fingerprints"},
       {R"({"hidden_size":384,"layer_fingerprints":{"1":5}})", "layer_fingerprints"},
       {R"({"hidden_size":384,"wire":{"request":"f16"}})", "wire.request"},
+      {R"({"hidden_size":384,"wire":{"response":{"f16":1}}})", "wire.response"},
+      {R"({"hidden_size":384,"mode":5})", "mode"},
       {R"({"hidden_size":384,"max_body_bytes":-1})", "max_body_bytes"},
       {R"({"hidden_size":384,"max_work":1.5})", "max_work"},
   };
