@@ -5,12 +5,12 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/hf_tokenizer.h"
+#include "support/best_time.h"
 
 namespace larql {
 namespace {
@@ -92,14 +92,9 @@ TEST(HfTokenizer, ThousandsOfAddedTokensCostAboutWhatAFewDo) {
   std::string text;
   while (text.size() < 40000) text += "ab c </s>abc <unused12> ";
   auto best_seconds = [&](const HfTokenizer& tok) {
-    double best = 1e9;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto start = std::chrono::steady_clock::now();
-      EXPECT_GT(tok.encode(text).size(), 1000u);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    return best;
+    return test::best_of_five_seconds([&] { EXPECT_GT(tok.encode(text).size(), 1000u); });
   };
+
   const double a = best_seconds(*few), b = best_seconds(*many);
   EXPECT_LT(b, 4 * a) << "6 added tokens " << a << " s, 6000 " << b << " s";
   EXPECT_NE(many->encode("x<unused12>y"), few->encode("x<unused12>y")) << "the added token is found";

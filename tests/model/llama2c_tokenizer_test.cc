@@ -2,7 +2,6 @@
 // code points, merge priority by score with ties to the left, BOS handling in decode.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +9,7 @@
 #include <unordered_map>
 
 #include "model/llama2c_tokenizer.h"
+#include "support/best_time.h"
 
 namespace larql {
 namespace {
@@ -131,13 +131,7 @@ TEST(Llama2cTokenizer, EncodingTimeGrowsLinearlyWithTheText) {
   auto best_seconds = [&](size_t chars) {
     std::string text;
     for (size_t i = 0; text.size() < chars; ++i) text += i % 3 ? "ab " : "ba";
-    double best = 1e9;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto start = std::chrono::steady_clock::now();
-      EXPECT_GT((*tok)->encode(text).size(), 1u);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    return best;
+    return test::best_of_five_seconds([&] { EXPECT_GT((*tok)->encode(text).size(), 1u); });
   };
   const double small = best_seconds(4000), large = best_seconds(64000);
   EXPECT_LT(large, 64 * small) << "4000 chars " << small << " s, 64000 chars " << large << " s";

@@ -4,8 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <chrono>
+#include "support/best_time.h"
 
 namespace larql {
 namespace {
@@ -37,13 +36,7 @@ TEST(Regex, SplittingTimeGrowsLinearlyWithTheText) {
   auto best_seconds = [&](size_t chars) {
     std::string text;
     for (size_t i = 0; text.size() < chars; ++i) text += i % 2 ? " cat" : " sat on";
-    double best = 1e9;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto start = std::chrono::steady_clock::now();
-      EXPECT_GT(re->find_all(text).size(), chars / 8);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    return best;
+    return test::best_of_five_seconds([&] { EXPECT_GT(re->find_all(text).size(), chars / 8); });
   };
   const double small = best_seconds(64000), large = best_seconds(1024000);
   EXPECT_LT(large, 64 * small) << "64000 chars " << small << " s, 1024000 chars " << large << " s";
