@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto request = read_walk_request(body, json ? "application/json" : content_type_for(data[0]), kHidden);
   fuzz::check(request.ok());
   auto parts = split_by_range(
-      request->layers,
+      request->layers(),
       [](uint32_t l) -> std::optional<LayerOwner> { return l <= 2 ? LayerOwner{0, {0, 2}} : LayerOwner{1, {3, 5}}; }, "");
   fuzz::check(parts.ok() && parts->size() == 2);
   const size_t rest = size - 5, cut = std::min(rest, size_t(data[3]) | size_t(data[4]) << 8);

@@ -17,15 +17,13 @@ Result<WalkRequest> read_walk_request(std::string_view body, std::string_view co
   if (type.binary) {
     auto view = parse_request({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, *type.binary, hidden);
     if (!view) return view.error();
-    request.layers = view->header.layers;
     request.binary = std::move(*view);
   } else {
     auto json = parse_json_request(body, hidden);
     if (!json) return json.error();
-    request.layers = json->layers;
     request.json = std::move(*json);
   }
-  if (auto s = check_distinct_layers(request.layers); !s) return s.error();
+  if (auto s = check_distinct_layers(request.layers()); !s) return s.error();
   return request;
 }
 
@@ -61,23 +59,20 @@ std::string part_body(const WalkRequest& request, const RangePart& part) {
 
 namespace {
 
-uint32_t positions_of(const WalkRequest& request) {
-  return request.binary ? request.binary->header.seq_len : request.json->seq_len;
-}
-
-// What part p's answer says about its records, or why it is refused.
-Status check_records(const RangePart& part, const std::vector<uint32_t>& layers, const std::vector<uint32_t>& seq_lens,
-                     uint32_t positions) {
-  if (layers.size() != part.layers.size())
-    return make_error(ErrorCode::shard_unavailable, std::to_string(layers.size()) + " layers where " +
+// Whether a part's answer holds its layers in order, each for the request's positions
+// (binary or JSON records: both have layer and seq_len), or why it is refused.
+template <class Records>
+Status check_records(const RangePart& part, const Records& records, uint32_t positions) {
+  if (records.size() != part.layers.size())
+    return make_error(ErrorCode::shard_unavailable, std::to_string(records.size()) + " layers where " +
                                                         std::to_string(part.layers.size()) + " were asked");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i] != part.layers[i])
-      return make_error(ErrorCode::shard_unavailable, "layer " + std::to_string(layers[i]) + " where layer " +
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].layer != part.layers[i])
+      return make_error(ErrorCode::shard_unavailable, "layer " + std::to_string(records[i].layer) + " where layer " +
                                                           std::to_string(part.layers[i]) + " was asked");
-    if (seq_lens[i] != positions)
-      return make_error(ErrorCode::shard_unavailable, std::to_string(seq_lens[i]) + " positions for layer " +
-                                                          std::to_string(layers[i]) + " where the request has " +
+    if (records[i].seq_len != positions)
+      return make_error(ErrorCode::shard_unavailable, std::to_string(records[i].seq_len) + " positions for layer " +
+                                                          std::to_string(records[i].layer) + " where the request has " +
                                                           std::to_string(positions));
   }
   return Ok{};
@@ -94,7 +89,7 @@ Result<SplicedAnswer> splice_binary(const WalkRequest& request, const std::vecto
     Encoding encoding;
     ResponseRecordView record;
   };
-  std::vector<Located> records(request.layers.size());
+  std::vector<Located> records(request.layers().size());
   float latency = 0;
   std::optional<Encoding> first;
   bool same_encoding = true;
@@ -103,9 +98,7 @@ Result<SplicedAnswer> splice_binary(const WalkRequest& request, const std::vecto
     if (!encoding) return refused(parts[p], answers[p], "with Content-Type '" + answers[p].content_type + "'");
     auto view = parse_response(as_bytes(answers[p].body), *encoding, hidden);
     if (!view) return refused(parts[p], answers[p], "a malformed response: " + view.error().message);
-    std::vector<uint32_t> layers, seq_lens;
-    for (const auto& r : view->records) layers.push_back(r.layer), seq_lens.push_back(r.seq_len);
-    if (auto s = check_records(parts[p], layers, seq_lens, positions_of(request)); !s)
+    if (auto s = check_records(parts[p], view->records, request.positions()); !s)
       return refused(parts[p], answers[p], s.error().message);
     for (size_t i = 0; i < view->records.size(); ++i) records[parts[p].positions[i]] = {*encoding, view->records[i]};
     latency = std::max(latency, view->latency_ms);
@@ -122,7 +115,7 @@ Result<SplicedAnswer> splice_binary(const WalkRequest& request, const std::vecto
     return out;
   }
   // Some part fell back to f32: decode everything exactly and send the whole answer as f32.
-  const uint32_t positions = positions_of(request);
+  const uint32_t positions = request.positions();
   std::vector<std::vector<float>> values(records.size());
   std::vector<ResponseRecord> decoded;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -140,21 +133,19 @@ Result<SplicedAnswer> splice_binary(const WalkRequest& request, const std::vecto
 
 Result<SplicedAnswer> splice_json(const WalkRequest& request, const std::vector<RangePart>& parts,
                                   const std::vector<PartAnswer>& answers, size_t hidden) {
-  std::vector<JsonRecord> records(request.layers.size());
+  std::vector<JsonRecord> records(request.layers().size());
   float latency = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
     auto parsed = parse_json_response(answers[p].body, hidden);
     if (!parsed) return refused(parts[p], answers[p], "malformed JSON: " + parsed.error().message);
-    std::vector<uint32_t> layers, seq_lens;
-    for (const auto& r : parsed->records) layers.push_back(r.layer), seq_lens.push_back(r.seq_len);
-    if (auto s = check_records(parts[p], layers, seq_lens, positions_of(request)); !s)
+    if (auto s = check_records(parts[p], parsed->records, request.positions()); !s)
       return refused(parts[p], answers[p], s.error().message);
     for (size_t i = 0; i < parsed->records.size(); ++i) records[parts[p].positions[i]] = std::move(parsed->records[i]);
     latency = std::max(latency, parsed->latency_ms);
   }
   std::vector<ResponseRecord> out_records;
   for (const auto& r : records) out_records.push_back({r.layer, r.output});
-  auto text = encode_json_response(out_records, positions_of(request), latency);
+  auto text = encode_json_response(out_records, request.positions(), latency);
   if (!text) return text.error();
   return SplicedAnswer{std::string(kContentTypeJson), std::move(*text)};
 }

@@ -23,9 +23,12 @@ namespace larql {
 // was read from, which must outlive it.
 struct WalkRequest {
   std::optional<wire::Encoding> encoding;  // none: JSON
-  std::vector<uint32_t> layers;            // distinct, in request order
   std::optional<wire::RequestView> binary;
   std::optional<wire::JsonRequest> json;
+
+  // Distinct, in request order.
+  const std::vector<uint32_t>& layers() const { return binary ? binary->header.layers : json->layers; }
+  uint32_t positions() const { return binary ? binary->header.seq_len : json->seq_len; }
 };
 
 // Reads and checks a request for a model of `hidden` values per position: 415 for a

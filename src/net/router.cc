@@ -451,7 +451,7 @@ Router::WalkOutcome Router::walk(const std::string& body, const std::string& con
   auto request = read_walk_request(body, content_type, hidden);
   if (!request) return fail(request.error());
   auto parts = split_by_range(
-      request->layers,
+      request->layers(),
       [&](uint32_t layer) -> std::optional<LayerOwner> {
         const int e = map->owner(layer);
         if (e < 0) return std::nullopt;

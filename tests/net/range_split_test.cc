@@ -91,7 +91,7 @@ TEST(RangeSplit, RequestsAreReadAndCheckedBeforeAnyShardIsAsked) {
                                 "application/json", kHidden);
   ASSERT_TRUE(json.ok()) << json.error().message;
   EXPECT_FALSE(json->encoding);
-  EXPECT_EQ(json->layers, (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(json->layers(), (std::vector<uint32_t>{0, 3}));
 }
 
 TEST(RangeSplit, EachPartCarriesTheRequestsValuesUntouched) {
@@ -100,7 +100,7 @@ TEST(RangeSplit, EachPartCarriesTheRequestsValuesUntouched) {
     const std::string body = request_body(e, {4, 1, 5});
     auto request = read_walk_request(body, content_type_of(e), kHidden);
     ASSERT_TRUE(request.ok()) << request.error().message;
-    auto parts = split_by_range(request->layers, owner_of, "");
+    auto parts = split_by_range(request->layers(), owner_of, "");
     ASSERT_TRUE(parts.ok());
     for (const RangePart& part : *parts) {
       const std::string sent = part_body(*request, part);
@@ -117,7 +117,7 @@ TEST(RangeSplit, EachPartCarriesTheRequestsValuesUntouched) {
   const std::string json_body = wire::encode_json_request(std::vector<uint32_t>{4, 1}, kPositions, x);
   auto request = read_walk_request(json_body, "application/json", kHidden);
   ASSERT_TRUE(request.ok());
-  auto parts = split_by_range(request->layers, owner_of, "");
+  auto parts = split_by_range(request->layers(), owner_of, "");
   ASSERT_TRUE(parts.ok());
   auto sent = wire::parse_json_request(part_body(*request, (*parts)[1]), kHidden);
   ASSERT_TRUE(sent.ok());
@@ -137,7 +137,7 @@ Split split(Encoding e) {
   auto request = read_walk_request(s.body, content_type_of(e), kHidden);
   EXPECT_TRUE(request.ok());
   s.request = std::move(*request);
-  s.parts = std::move(*split_by_range(s.request.layers, owner_of, ""));
+  s.parts = std::move(*split_by_range(s.request.layers(), owner_of, ""));
   return s;
 }
 
@@ -172,7 +172,7 @@ TEST(RangeSplit, JsonAnswersAreSplicedInRequestOrder) {
   const std::string body = wire::encode_json_request(std::vector<uint32_t>{4, 1, 5, 0}, kPositions, values_for(100));
   auto request = read_walk_request(body, "application/json", kHidden);
   ASSERT_TRUE(request.ok());
-  auto parts = split_by_range(request->layers, owner_of, "");
+  auto parts = split_by_range(request->layers(), owner_of, "");
   ASSERT_TRUE(parts.ok());
   auto json_answer = [](const std::vector<uint32_t>& layers, float latency) {
     std::vector<std::vector<float>> values;
