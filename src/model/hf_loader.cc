@@ -138,8 +138,9 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   auto doc = read_json(path);
   if (!doc) return doc.error();
   if (auto s = check_field_types(*doc, kConfigFields, path.string() + ": "); !s) return s.error();
+  if (doc->contains("text_config"))  // an object by now
+    if (auto s = check_field_types((*doc)["text_config"], kConfigFields, path.string() + ": text_config: "); !s) return s.error();
   json j = text_config_of(*doc);
-  if (auto s = check_field_types(j, kConfigFields, path.string() + ": text_config: "); !s) return s.error();
   for (const char* key : {"rope_parameters", "rope_scaling"})
     if (j.contains(key)) {
       if (auto s = check_field_types(j[key], kRopeFields, path.string() + ": " + key + ": "); !s) return s.error();
