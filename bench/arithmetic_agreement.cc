@@ -4,6 +4,7 @@
 // wire formats (top-1, top-K set, KL, max |Δlogit|).
 //
 //   build/bench/arithmetic_agreement MODEL TEXT_FILE [--window 128] [--max-positions 2048] [--threads 2]
+//                                    [--only all|classifier|attention|ffn|gate|up|down]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -15,21 +16,47 @@
 #include "infer/transformer.h"
 #include "model/loader.h"
 
+namespace {
+
+using namespace larql;
+
+// --only: which of a model's products the comparison computes with bf16-dot, to see where
+// its divergence comes from.
+constexpr const char* kProductSetNames = "all, classifier, attention, ffn, gate, up, down";
+
+std::vector<Matrix*> products_named(Model& m, const std::string& name) {
+  std::vector<Matrix*> out;
+  if (name == "all" || name == "classifier") out.push_back(&m.classifier);
+  for (LayerWeights& l : m.layers) {
+    if (name == "all" || name == "attention") out.insert(out.end(), {&l.wq, &l.wk, &l.wv, &l.wo});
+    if (name == "all" || name == "ffn" || name == "gate") out.push_back(&l.gate);
+    if (name == "all" || name == "ffn" || name == "up") out.push_back(&l.up);
+    if (name == "all" || name == "ffn" || name == "down") out.push_back(&l.down);
+  }
+  return out;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace larql;
   CLI::App app{"larql: top-1/top-5 agreement and KL of the bf16-dot arithmetic against f32, teacher-forced"};
   std::string path, text_path;
   size_t window = 128, max_positions = 2048, threads = 2, k = 5;
+  std::string only = "all";
   app.add_option("model", path)->required();
   app.add_option("text", text_path, "text to teacher-force (e.g. tests/data/kjv-heldout.txt)")->required();
   app.add_option("--window", window, "positions per forward pass (each window starts a fresh context)");
   app.add_option("--max-positions", max_positions, "positions compared in all");
   app.add_option("--threads", threads);
+  app.add_option("--only", only, std::string("the products that take bf16-dot (the others stay exact): ") + kProductSetNames);
   CLI11_PARSE(app, argc, argv);
 
   auto exact = load_model(path), dot = load_model(path);
   if (!exact || !dot) return std::fprintf(stderr, "cannot load %s\n", path.c_str()), 1;
-  dot->use_arithmetic(Arithmetic::bf16_dot);
+  const auto selected = products_named(*dot, only);
+  if (selected.empty()) return std::fprintf(stderr, "--only takes %s, not \"%s\"\n", kProductSetNames, only.c_str()), 1;
+  for (Matrix* m : selected) m->arithmetic = Arithmetic::bf16_dot;
   auto tokenizer = load_tokenizer_for(*exact, path, std::nullopt);
   if (!tokenizer || !*tokenizer) return std::fprintf(stderr, "%s has no tokenizer\n", path.c_str()), 1;
   std::ifstream in(text_path);
