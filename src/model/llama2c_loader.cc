@@ -6,8 +6,16 @@
 namespace larql {
 namespace {
 
+using u128 = unsigned __int128;
+
 Error bad(const std::string& path, const std::string& what) {
   return make_error(ErrorCode::invalid_argument, path + ": " + what);
+}
+
+std::string decimal(u128 v) {
+  std::string digits;
+  do digits.insert(digits.begin(), char('0' + int(v % 10))); while ((v /= 10) != 0);
+  return digits;
 }
 
 }  // namespace
@@ -42,22 +50,25 @@ Result<Model> load_llama2c(const std::string& path) {
                          ", and n_heads of n_kv_heads " + std::to_string(c.kv_heads));
   c.head_dim = c.hidden / c.heads;
   c.norm_eps = 1e-5f;
-  c.set_uniform_layers(RopeSpec{});  // base 10000
   c.rope_layout = RopeLayout::adjacent_pairs;
   c.activation = Activation::silu;
   c.bos_id = 1;
   c.eos_ids = {1};  // run.c stops when it samples BOS; it prints EOS (2) as text
 
   // Tensor sizes in floats, in file order; bounds are checked once against the file size.
+  // In 128 bits: products of three header fields reach 2^93, and a header whose 64-bit
+  // size wrapped onto its file's would map tensors past the file's end.
   const size_t L = c.layers, D = c.hidden, F = c.ffn, Q = c.q_dim(), KV = c.kv_dim();
-  const size_t rope_table = c.context * (c.head_dim / 2);
-  size_t expected = kHeader + 4 * (c.vocab * D + L * D + L * D * Q + 2 * L * D * KV + L * Q * D + L * D +
-                                   3 * L * D * F + D + 2 * rope_table + (shared_classifier ? 0 : c.vocab * D));
-  if (f.size() != expected)
+  const size_t rope_table = c.context * (c.head_dim / 2);  // fits: both fields below 2^31
+  const u128 l = L, d = D, ff = F, q = Q, kv = KV, v = c.vocab;
+  const u128 implied = kHeader + 4 * (v * d + l * d + l * d * q + 2 * l * d * kv + l * q * d + l * d + 3 * l * d * ff +
+                                      d + 2 * u128(rope_table) + (shared_classifier ? 0 : v * d));
+  if (u128(f.size()) != implied)
     return bad(path, "file has " + std::to_string(f.size()) + " bytes; the header (dim " + std::to_string(D) +
                          ", hidden_dim " + std::to_string(F) + ", " + std::to_string(L) + " layers, vocab " +
                          std::to_string(c.vocab) + ", seq_len " + std::to_string(c.context) + ") implies " +
-                         std::to_string(expected));
+                         decimal(implied));
+  c.set_uniform_layers(RopeSpec{});  // base 10000: after the check, which bounds the layers
 
   const uint8_t* p = f.data() + kHeader;
   auto take = [&](size_t rows, size_t cols) {
