@@ -170,6 +170,12 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
                           {"num_hidden_layers", &c.layers}, {"num_attention_heads", &c.heads}, {"vocab_size", &c.vocab},
                           {"max_position_embeddings", &c.context}})
     if (auto s = need(key, *out); !s) return s.error();
+  // Per-layer tables are sized from num_hidden_layers before any tensor is read (a
+  // config's 10^8 layers made larql abort allocating them): bounded here, at twice
+  // llama.cpp's LLAMA_MAX_LAYERS, several times any released model's.
+  constexpr size_t kMaxLayers = 1024;
+  if (c.layers > kMaxLayers)
+    return fail("num_hidden_layers is " + std::to_string(c.layers) + "; expected at most " + std::to_string(kMaxLayers));
   c.kv_heads = c.heads;
   if (j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null())
     if (auto s = need("num_key_value_heads", c.kv_heads); !s) return s.error();

@@ -155,6 +155,21 @@ TEST_F(HfCheckpoint, OptionalFieldsOfTheWrongTypeAreNamed) {
   EXPECT_EQ(error_with(R"("rope_scaling": null, "rms_norm_eps": null)"), "loaded");
 }
 
+// Per-layer tables are sized from the layer count before any tensor is read: a count
+// beyond any model's is refused by name (10^8 aborted larql on a failed allocation).
+TEST_F(HfCheckpoint, ALayerCountBeyondAnyModelsIsRefused) {
+  fs::create_directories(dir_);
+  auto error_with = [&](size_t layers) {
+    std::ofstream(dir_ / "config.json") << R"({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16,
+        "num_attention_heads": 2, "vocab_size": 4, "max_position_embeddings": 8, "num_hidden_layers": )" +
+                                               std::to_string(layers) + "}";
+    auto config = read_hf_config(dir_.string());
+    return config.ok() ? std::string("loaded") : config.error().message;
+  };
+  EXPECT_EQ(error_with(1024), "loaded");
+  EXPECT_EQ(error_with(100000000), (dir_ / "config.json").string() + ": num_hidden_layers is 100000000; expected at most 1024");
+}
+
 TEST_F(HfCheckpoint, SafetensorsRangesAreChecked) {
   fs::create_directories(dir_);
   const auto path = (dir_ / "bad.safetensors").string();
