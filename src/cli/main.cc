@@ -1,6 +1,9 @@
 // larql: one binary, one subcommand per role (see README). Argument parsing only here;
 // the work lives in the libraries.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <new>
 
 #include "cli/api_command.h"
 #include "cli/bench_command.h"
@@ -30,6 +33,16 @@ int main(int argc, char** argv) {
   larql::cli::add_synth_command(app);
   larql::cli::add_quantize_command(app);
   larql::cli::add_perplexity_command(app);
-  CLI11_PARSE(app, argc, argv);
+  // The commands return their errors; what still escapes one (an allocation a checkpoint's
+  // sizes made fail) ends larql with a message rather than an abort and a core dump.
+  try {
+    CLI11_PARSE(app, argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "larql: out of memory: an allocation failed (a model or request larger than this machine holds?)\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "larql: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

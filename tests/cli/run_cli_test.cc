@@ -143,6 +143,19 @@ TEST(RunCli, SynthOutputRunsWithItsTokenizer) {
   std::filesystem::remove_all(dir);
 }
 
+// An allocation no machine satisfies (a petabyte of weights) ends larql with a message and
+// status 1; it escaped the command and aborted the process. Not in the ASan build, whose
+// allocator reports a failed `new` and aborts by design instead of throwing.
+#if !defined(__SANITIZE_ADDRESS__)
+TEST(RunCli, AnAllocationThatFailsEndsWithAMessageNotAnAbort) {
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_synth_huge_" + std::to_string(::getpid()));
+  const auto r = larql("synth --out " + dir.string() + " --hidden 1000000000000 --layers 1");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("larql: out of memory"), std::string::npos) << r.out;
+}
+#endif
+
 // `larql quantize` as llama-quantize is used: a K-quant mix from a model directory says
 // per tensor what it became and runs; a bf16 GGUF is a valid input (its tokenizer goes
 // along); an already quantised file is refused by name.
