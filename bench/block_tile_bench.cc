@@ -9,13 +9,13 @@
 //   build/bench/block_tile_bench [--cols 2048] [--formats q8_0 q4_k]
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "best_time.h"
 #include "kernels/block_formats.h"
 #include "kernels/matvec_tiles.h"
 
@@ -62,17 +62,6 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) float step_loop
 }
 #pragma GCC diagnostic pop
 
-template <typename F>
-double best_seconds(F&& f) {
-  double best = 1e9;
-  for (int rep = 0; rep < 7; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,7 +82,7 @@ int main(int argc, char** argv) {
   }
 
   const size_t loop_iterations = 2'000'000;
-  const double step_ns = best_seconds([&] { volatile float s = step_loop(loop_iterations); (void)s; }) /
+  const double step_ns = bench::best_seconds(7, [&] { volatile float s = step_loop(loop_iterations); (void)s; }) /
                          double(loop_iterations * kSteps) * 1e9;
   std::printf("%zu x %zu tile, %zu columns, one thread; the contract's step, registers only: %.3f ns\n", kRows, kTokens, cols,
               step_ns);
@@ -119,7 +108,7 @@ int main(int argc, char** argv) {
     block_tile_vnni(tile);  // unpacks the rows
     tile.unpack_rows = false;
     const size_t calls = std::max<size_t>(1, 4'000'000'000 / (kSteps * cols));  // about 30 ms
-    const double tile_s = best_seconds([&] {
+    const double tile_s = bench::best_seconds(7, [&] {
       for (size_t i = 0; i < calls; ++i) block_tile_vnni(tile);
     });
     const double per_step = tile_s / double(calls) / double(kSteps * cols / 64) * 1e9;

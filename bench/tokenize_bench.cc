@@ -3,12 +3,11 @@
 // three, with the time per character beside it so that growth beyond linear shows.
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 
+#include "best_time.h"
 #include "model/loader.h"
 
 int main(int argc, char** argv) {
@@ -30,13 +29,8 @@ int main(int argc, char** argv) {
       std::string text;
       std::mt19937 rng(1);
       while (text.size() < n) text += kind[0] == 'w' ? std::string(words[rng() % 10]) + " " : "a";
-      double best = 1e9;
       size_t ids = 0;
-      for (int rep = 0; rep < 3; ++rep) {
-        const auto start = std::chrono::steady_clock::now();
-        ids = (*tok)->encode(text).size();
-        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      }
+      const double best = 1e3 * larql::bench::best_seconds(3, [&] { ids = (*tok)->encode(text).size(); });  // ms
       std::printf("%-10s %8zu chars %8zu ids %10.1f ms %8.1f ns/char\n", kind, text.size(), ids, best, 1e6 * best / double(text.size()));
     }
   }
