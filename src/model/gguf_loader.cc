@@ -154,6 +154,33 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
   return Ok{};
 }
 
+// Layers this loader would read as a dense model's and compute wrongly: mixture-of-experts
+// (a router, ffn_gate_inp, and expert tensors beside or instead of the dense FFN) and
+// Gemma 4's E models (per-layer embeddings, layers that share another's KV cache). A file
+// with any of their keys or tensors is refused by name until the family table has them.
+std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch) {
+  for (const char* key : {".expert_count", ".expert_used_count"})
+    if (const GgufValue* v = f.number(arch + key); v && v->integer > 0)
+      return arch + key + " is " + std::to_string(v->integer) +
+             ": mixture-of-experts GGUF files are not supported yet (expected a dense model)";
+  for (const auto& [name, t] : f.tensors) {
+    // ffn_gate_inp is the router; *_exps the stacked experts; old Mixtral files name each
+    // expert's 2-D tensor blk.N.ffn_gate.E.weight.
+    const bool per_expert = name.starts_with("blk.") && std::count(name.begin(), name.end(), '.') == 4 &&
+                            name.find(".ffn_") != std::string::npos;
+    if (name.find(".ffn_gate_inp.") != std::string::npos || name.find("_exps.") != std::string::npos || per_expert)
+      return "tensor '" + name + "' is a mixture-of-experts tensor: mixture-of-experts GGUF files are not supported yet"
+             " (expected a dense model)";
+  }
+  for (const char* key : {".embedding_length_per_layer_input", ".attention.shared_kv_layers"})
+    if (const GgufValue* v = f.find(arch + key); v && (v->type == GgufValueType::array || v->integer != 0))
+      return arch + key + " is set: Gemma 4's per-layer embeddings and shared KV layers (the E models) are not "
+             "supported yet (expected a model without them)";
+  if (f.tensors.count("per_layer_token_embd.weight"))
+    return "tensor 'per_layer_token_embd.weight' is a per-layer embedding (a Gemma 4 E model): not supported yet";
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& source) {
@@ -165,6 +192,7 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (!family) return fail("architecture '" + arch + "' is not supported; expected " + family_names(true));
 
   auto number = [&](const std::string& key) { return f.number(arch + "." + key); };
+  if (auto what = unsupported_layer_kind(f, arch)) return fail(*what);
   auto need = [&](const std::string& key, size_t& out) -> Status {
     const GgufValue* v = number(key);
     if (!v || v->integer <= 0 || v->integer > (int64_t(1) << 32))

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 
@@ -59,6 +60,21 @@ class Gguf : public ::testing::Test {
                                                          .dtype = DType::f32, .seed = seed})
                     .ok());
     return hf;
+  }
+
+  using Edit = std::function<void(GgufFile&, std::vector<GgufTensorToWrite>&, std::map<std::string, GgufValue>&)>;
+  // `path` read, edited, written to dir_/edited.gguf and loaded: "(loaded)" or the error.
+  std::string load_edited(const fs::path& path, const Edit& edit) {
+    auto f = read_gguf(path.string());
+    EXPECT_TRUE(f.ok());
+    std::vector<GgufTensorToWrite> tensors;
+    for (const auto& [name, t] : f->tensors) tensors.push_back({name, *t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+    auto meta = f->metadata;
+    edit(*f, tensors, meta);
+    const fs::path out = dir_ / "edited.gguf";
+    EXPECT_TRUE(write_gguf(out.string(), meta, tensors).ok());
+    auto m = load_model(out.string());
+    return m.ok() ? std::string("(loaded)") : m.error().message;
   }
 
   fs::path dir_;
@@ -203,18 +219,7 @@ TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
   EXPECT_EQ(loaded->layers[1].down.dtype, DType::q8_0);
   EXPECT_EQ(loaded->final_norm.dtype, DType::f32);
 
-  auto rewrite = [&](const std::function<void(GgufFile&, std::vector<GgufTensorToWrite>&, std::map<std::string, GgufValue>&)>& edit) {
-    auto f = read_gguf(path.string());
-    EXPECT_TRUE(f.ok());
-    std::vector<GgufTensorToWrite> tensors;
-    for (const auto& [name, t] : f->tensors) tensors.push_back({name, *t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
-    auto meta = f->metadata;
-    edit(*f, tensors, meta);
-    const fs::path out = dir_ / "edited.gguf";
-    EXPECT_TRUE(write_gguf(out.string(), meta, tensors).ok());
-    auto m = load_model(out.string());
-    return m.ok() ? std::string("(loaded)") : m.error().message;
-  };
+  auto rewrite = [&](const Edit& edit) { return load_edited(path, edit); };
   // A shape that disagrees with the metadata.
   std::string e = rewrite([](GgufFile&, auto&, auto& meta) { meta["llama.feed_forward_length"] = GgufValue::of(GgufValueType::u32, 128); });
   EXPECT_NE(e.find("tensor 'blk.0.ffn_gate.weight' has shape [96, 64], expected [128, 64]"), std::string::npos) << e;
@@ -230,6 +235,40 @@ TEST_F(Gguf, ModelErrorsNameTheTensorAndItsType) {
   EXPECT_NE(e.find("llama.block_count is 4000000000 but the file has only"), std::string::npos) << e;
   e = rewrite([](GgufFile&, auto&, auto& meta) { meta["general.architecture"] = GgufValue::of_string("mamba"); });
   EXPECT_NE(e.find("architecture 'mamba' is not supported"), std::string::npos) << e;
+}
+
+// A mixture-of-experts or Gemma 4 E-model file read as a dense model computes wrong tokens
+// without a word: such files are refused by the key or tensor that makes them one.
+TEST_F(Gguf, MixtureOfExpertsAndEModelFilesAreRefusedByName) {
+  const fs::path hf = small_checkpoint(2, 2, 4);
+  auto model = load_model(hf.string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const fs::path path = dir_ / "dense.gguf";
+  ASSERT_TRUE(export_gguf(*model, path.string(), {.scheme = *find_quant_scheme("f32"), .splits = 1}).ok());
+  ASSERT_EQ(load_edited(path, [](auto&, auto&, auto&) {}), "(loaded)");
+  auto u32 = [](double v) { return GgufValue::of(GgufValueType::u32, v); };
+  auto with_tensor = [&](const std::string& name, std::vector<size_t> shape) {
+    return load_edited(path, [&](auto&, auto& tensors, auto&) {
+      size_t values = 1;
+      for (size_t d : shape) values *= d;
+      tensors.push_back({name, DType::f32, shape, std::vector<uint8_t>(values * 4)});
+    });
+  };
+  std::string e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.expert_count"] = u32(8); });
+  EXPECT_NE(e.find("llama.expert_count is 8: mixture-of-experts GGUF files are not supported yet"), std::string::npos) << e;
+  // The router alone (Gemma 4 MoE files mark MoE layers by it), stacked experts, old Mixtral's per-expert tensors.
+  for (const auto& [name, shape] : {std::pair<std::string, std::vector<size_t>>{"blk.0.ffn_gate_inp.weight", {4, 64}},
+                                    {"blk.1.ffn_down_exps.weight", {4, 64, 96}},
+                                    {"blk.0.ffn_gate.3.weight", {96, 64}}}) {
+    e = with_tensor(name, shape);
+    EXPECT_NE(e.find("tensor '" + name + "' is a mixture-of-experts tensor"), std::string::npos) << e;
+  }
+  e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.embedding_length_per_layer_input"] = u32(256); });
+  EXPECT_NE(e.find("llama.embedding_length_per_layer_input is set: Gemma 4's per-layer embeddings"), std::string::npos) << e;
+  e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.attention.shared_kv_layers"] = u32(1); });
+  EXPECT_NE(e.find("llama.attention.shared_kv_layers is set"), std::string::npos) << e;
+  e = with_tensor("per_layer_token_embd.weight", {256, 64});
+  EXPECT_NE(e.find("'per_layer_token_embd.weight' is a per-layer embedding"), std::string::npos) << e;
 }
 
 TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
