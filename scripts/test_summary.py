@@ -40,7 +40,7 @@ def main(folders):
     allow = os.environ.get("LARQL_ALLOW_SKIPS") == "1"
     if skipped and not allow:
         print(f"{len(skipped)} skipped tests count as failures: a test skips when something it needs is missing "
-              "(../shared/models for the llama2.c parity tests, or what `make deps` installs); its output says which. "
+              "(what `make deps` installs); its output says which. "
               "Set LARQL_ALLOW_SKIPS=1 to allow skips on purpose.")
     if not reports:
         print("no test reports found in " + ", ".join(folders))

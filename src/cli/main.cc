@@ -8,6 +8,7 @@
 #include "cli/api_command.h"
 #include "cli/bench_command.h"
 #include "cli/demo_command.h"
+#include "cli/export_command.h"
 #include "cli/loadtest_command.h"
 #include "cli/router_command.h"
 #include "cli/run_command.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   larql::cli::add_tokenize_command(app);
   larql::cli::add_synth_command(app);
   larql::cli::add_quantize_command(app);
+  larql::cli::add_export_llama2c_command(app);
   larql::cli::add_perplexity_command(app);
   // The commands return their errors; what still escapes one (an allocation a checkpoint's
   // sizes made fail) ends larql with a message rather than an abort and a core dump.

@@ -16,7 +16,7 @@
 
 #include "support/command.h"
 #include "support/process.h"
-#include "support/shared_models.h"
+#include "support/demo_llama2c.h"
 
 namespace larql {
 namespace {
@@ -31,15 +31,26 @@ Output larql(const std::string& args) {
   return {r.status, r.output};
 }
 
+// The first `n` code points of the text run.c printed after `seq`'s prompt (the oracle's
+// tokenizer spells every id with one character).
+std::string oracle_text(const nlohmann::json& seq, size_t n) {
+  const std::string printed = seq["printed"], prompt = seq["prompt"];
+  size_t end = prompt.size();
+  for (size_t points = 0; points < n && end < printed.size(); ++points)
+    do ++end; while (end < printed.size() && (printed[end] & 0xC0) == 0x80);
+  return printed.substr(prompt.size(), end - prompt.size());
+}
+
 TEST(RunCli, JsonHasTheContractFields) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  const auto r = larql("run " + test::shared_model("aidreams260K.bin") + " --tokenizer " +
-                       test::shared_model("aidreams-tok512.bin") + " --prompt 'Hello world' --steps 12 --json");
+  const auto seq = test::demo_run_c_oracle()["sequences"][1];
+  const auto r = larql("run " + test::demo_llama2c() + " --tokenizer " + test::demo_ids_tokenizer() + " --prompt '" +
+                       seq["prompt"].get<std::string>() + "' --steps 12 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["prompt_ids"], (std::vector<int>{1, 429, 480, 375, 438, 437, 272, 284, 438, 441}));
-  EXPECT_EQ(j["generated_ids"], (std::vector<int>{301, 312, 429, 452, 437, 361, 448, 429, 465, 438, 340, 431}));
-  EXPECT_EQ(j["text"].get<std::string>(), " in the void. Class");  // run.c prints "Hello world in the void. Classifications ..."
+  EXPECT_EQ(j["prompt_ids"], seq["prompt_ids"]);
+  const auto continuation = seq["continuation_ids"].get<std::vector<int>>();
+  EXPECT_EQ(j["generated_ids"], std::vector<int>(continuation.begin(), continuation.begin() + 12));
+  EXPECT_EQ(j["text"].get<std::string>(), oracle_text(seq, 12));  // what run.c printed after the prompt
   EXPECT_EQ(j["stop_reason"], "steps");
   for (const char* key : {"tokens_per_second", "load_seconds"}) EXPECT_TRUE(j[key].is_number()) << key;
 }
@@ -56,8 +67,7 @@ TEST(RunCli, CtxCapsPromptAndGenerationTogether) {
 }
 
 TEST(RunCli, StreamsTextAndIdsWithoutTokenizer) {
-  LARQL_REQUIRE_SHARED_MODEL("stories260K.bin");
-  const auto r = larql("run " + test::shared_model("stories260K.bin") + " --prompt-ids 1,403,407 --steps 5 --ignore-eos");
+  const auto r = larql("run " + test::demo_llama2c() + " --prompt-ids 1,403,407 --steps 5 --ignore-eos");
   ASSERT_EQ(r.status, 0) << r.out;
   int count = 0;
   for (std::string_view s = r.out; !s.empty();) {
@@ -240,11 +250,31 @@ TEST(DemoCli, KeepRunningLeavesTheGridUpAndCtrlCStopsEveryProcess) {
 }
 
 TEST(DemoCli, OnALlama2cModel) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  const auto r = larql("demo " + test::shared_model("aidreams260K.bin") + " --tokenizer " +
-                       test::shared_model("aidreams-tok512.bin") + " --prompt 'Hello world' --steps 20");
+  const auto seq = test::demo_run_c_oracle()["sequences"][2];
+  const auto r = larql("demo " + test::demo_llama2c() + " --tokenizer " + test::demo_ids_tokenizer() + " --prompt '" +
+                       seq["prompt"].get<std::string>() + "' --steps 20");
   expect_grid_matches_local_and_no_process_left(r);
-  EXPECT_NE(r.out.find("local:  in the void."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("local: " + oracle_text(seq, 20)), std::string::npos) << r.out;
+}
+
+TEST(ExportLlama2cCli, WritesTheTestsExportAndRefusesWhatRunCCannotCompute) {
+  const auto out = std::filesystem::temp_directory_path() / ("larql_cli_export_" + std::to_string(::getpid()) + ".bin");
+  auto r = larql("export-llama2c " + std::string(LARQL_SOURCE_DIR) + "/models/demo " + out.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(out.string()), bytes(test::demo_llama2c()));
+  // A Gemma checkpoint: sandwich norms, scaled embeddings and GELU are not run.c's.
+  const auto gemma = std::filesystem::temp_directory_path() / ("larql_cli_export_gemma_" + std::to_string(::getpid()));
+  r = larql("synth --family gemma3 --out " + gemma.string() + " --hidden 64 --layers 2 --ffn 128 --heads 4 --kv-heads 2 --vocab 300 --seed 9");
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = larql("export-llama2c " + gemma.string() + " " + out.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("cannot write a llama2.c checkpoint: family 'gemma3_text' is not a plain Llama"), std::string::npos) << r.out;
+  std::filesystem::remove_all(gemma);
+  std::filesystem::remove(out);
 }
 
 TEST(DemoCli, WithoutTheDemoModelItSaysWhatToPass) {

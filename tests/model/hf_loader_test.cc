@@ -1,4 +1,4 @@
-// The same model in two formats gives the same tokens: aidreams260K as a llama2.c file and
+// The same model in two formats gives the same tokens: the demo model as a llama2.c file and
 // as a Hugging Face checkpoint (half-split RoPE, permuted q/k rows) agree on greedy ids and
 // on logits within 1e-5. Also: what a broken checkpoint's error names.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "model/safetensors.h"
 #include "support/greedy.h"
 #include "support/hf_fixture.h"
-#include "support/shared_models.h"
+#include "support/demo_llama2c.h"
 
 namespace larql {
 namespace {
@@ -39,9 +39,8 @@ std::vector<int> greedy_ids(const Model& m, const std::vector<int>& prompt, size
   return test::greedy_with_logits(m, ffn, prompt, steps, logits, 2);
 }
 
-TEST_F(HfCheckpoint, Aidreams260KSameTokensInBothFormats) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  auto original = load_model(test::shared_model("aidreams260K.bin"));
+TEST_F(HfCheckpoint, DemoLlama2cSameTokensInBothFormats) {
+  auto original = load_model(test::demo_llama2c());
   ASSERT_TRUE(original.ok()) << original.error().message;
   test::write_hf_checkpoint(*original, dir_ / "f32", DType::f32);
   auto hf = load_model((dir_ / "f32").string());
@@ -76,8 +75,7 @@ TEST_F(HfCheckpoint, Aidreams260KSameTokensInBothFormats) {
 }
 
 TEST_F(HfCheckpoint, ShardedSafetensorsLoadLikeOneFile) {
-  LARQL_REQUIRE_SHARED_MODEL("aidreams260K.bin");
-  auto original = load_model(test::shared_model("aidreams260K.bin"));
+  auto original = load_model(test::demo_llama2c());
   ASSERT_TRUE(original.ok());
   test::write_hf_checkpoint(*original, dir_ / "one", DType::f32);
   // Split the single file into two shards with an index, as large checkpoints ship.
