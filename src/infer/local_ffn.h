@@ -1,9 +1,11 @@
-// The FFN computed in process: down · act(gate · x) ⊙ (up · x), per position.
+// The FFN computed in process: down · act(gate · x) ⊙ (up · x), per position; a
+// mixture-of-experts layer's router and experts (moe_ffn.h) where the layer is sparse.
 #pragma once
 
 #include <vector>
 
 #include "infer/ffn_backend.h"
+#include "infer/moe_ffn.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 
@@ -11,7 +13,7 @@ namespace larql {
 
 class LocalFfn : public FfnBackend {
  public:
-  LocalFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
+  LocalFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool), moe_(model, pool) {}
   // Not thread-safe (it owns scratch buffers): one instance per concurrent caller.
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
 
@@ -19,6 +21,7 @@ class LocalFfn : public FfnBackend {
   const Model& model_;
   ThreadPool& pool_;
   std::vector<float> gate_, up_;
+  MoeFfn moe_;
 };
 
 }  // namespace larql

@@ -13,6 +13,17 @@
 
 namespace larql {
 
+// A mixture-of-experts family's Hugging Face names under model.layers.{L}.: the router is
+// "<module>.gate.weight", expert E's projections "<module>.experts.E.<proj>.weight" (or,
+// transformers v5, stacked "<module>.experts.gate_up_proj" and "<module>.experts.down_proj").
+struct MoeNames {
+  std::string_view hf_module;
+  std::string_view hf_gate, hf_up, hf_down;
+  RouterWeights weights;  // unless the config says otherwise (Qwen3-MoE's norm_topk_prob)
+};
+inline constexpr MoeNames kMixtralMoe{"block_sparse_moe", "w1", "w3", "w2", RouterWeights::softmax_top_k_renormalised};
+inline constexpr MoeNames kQwenMoe{"mlp", "gate_proj", "up_proj", "down_proj", RouterWeights::softmax_top_k};
+
 struct Family {
   std::string_view name;
   std::string_view gguf_arch;
@@ -29,6 +40,7 @@ struct Family {
   // Gemma 4: attention scores unscaled (1.0), RMSNorm without weight on v, a scalar per
   // layer on its output; its GGUF files list the sliding layers as a bool array.
   bool gemma4_attention = false;
+  const MoeNames* moe = nullptr;  // mixture-of-experts families
 };
 
 inline constexpr Family kFamilies[] = {
@@ -39,6 +51,9 @@ inline constexpr Family kFamilies[] = {
     {"gemma2", "gemma2", false, false, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 2},
     {"gemma3_text", "gemma3", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 6},
     {"gemma4_text", "gemma4", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 0, true, 6, true},
+    // GGUF writes Mixtral as arch "llama" with expert_count (gguf_model_config picks this row then).
+    {"mixtral", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kMixtralMoe},
+    {"qwen3_moe", "qwen3moe", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kQwenMoe},
 };
 
 inline const Family* find_family(std::string_view name) {

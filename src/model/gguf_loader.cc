@@ -155,22 +155,31 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
 }
 
 // Layers this loader would read as a dense model's and compute wrongly: mixture-of-experts
-// (a router, ffn_gate_inp, and expert tensors beside or instead of the dense FFN) and
-// Gemma 4's E models (per-layer embeddings, layers that share another's KV cache). A file
-// with any of their keys or tensors is refused by name until the family table has them.
-std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch) {
+// in a family without them in the table (Gemma 4's: a router, ffn_gate_inp, and experts
+// beside the dense FFN) and Gemma 4's E models (per-layer embeddings, layers that share
+// another's KV cache). A file with any of their keys or tensors is refused by name.
+bool arch_has_moe_family(const std::string& arch) {
+  for (const Family& f : kFamilies)
+    if (f.gguf_arch == arch && f.moe) return true;
+  return false;
+}
+
+std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch, bool moe_supported) {
   for (const char* key : {".expert_count", ".expert_used_count"})
     if (const GgufValue* v = f.number(arch + key); v && v->integer > 0)
-      return arch + key + " is " + std::to_string(v->integer) +
-             ": mixture-of-experts GGUF files are not supported yet (expected a dense model)";
+      if (!moe_supported)
+        return arch + key + " is " + std::to_string(v->integer) + ": mixture-of-experts " + arch +
+               " files are not supported yet (expected a dense model)";
   for (const auto& [name, t] : f.tensors) {
+    if (moe_supported) break;
     // ffn_gate_inp is the router; *_exps the stacked experts; old Mixtral files name each
     // expert's 2-D tensor blk.N.ffn_gate.E.weight.
     const bool per_expert = name.starts_with("blk.") && std::count(name.begin(), name.end(), '.') == 4 &&
                             name.find(".ffn_") != std::string::npos;
     if (name.find(".ffn_gate_inp.") != std::string::npos || name.find("_exps.") != std::string::npos || per_expert)
-      return "tensor '" + name + "' is a mixture-of-experts tensor: mixture-of-experts GGUF files are not supported yet"
-             " (expected a dense model)";
+      return "tensor '" + name + "' is a mixture-of-experts tensor" +
+             (arch_has_moe_family(arch) ? ", but " + arch + ".expert_count is missing"
+                                        : ": mixture-of-experts " + arch + " files are not supported yet (expected a dense model)");
   }
   for (const char* key : {".embedding_length_per_layer_input", ".attention.shared_kv_layers"})
     if (const GgufValue* v = f.find(arch + key); v && (v->type == GgufValueType::array || v->integer != 0))
@@ -192,7 +201,10 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (!family) return fail("architecture '" + arch + "' is not supported; expected " + family_names(true));
 
   auto number = [&](const std::string& key) { return f.number(arch + "." + key); };
-  if (auto what = unsupported_layer_kind(f, arch)) return fail(*what);
+  // llama.cpp writes Mixtral as a Llama with experts.
+  if (const GgufValue* v = number("expert_count"); v && v->integer > 0 && !family->moe)
+    if (const Family* moe = find_family("mixtral"); moe && moe->gguf_arch == arch) family = moe;
+  if (auto what = unsupported_layer_kind(f, arch, family->moe != nullptr)) return fail(*what);
   auto need = [&](const std::string& key, size_t& out) -> Status {
     const GgufValue* v = number(key);
     if (!v || v->integer <= 0 || v->integer > (int64_t(1) << 32))
@@ -262,6 +274,21 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
   sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
   if (auto s = layer_kinds(f, arch, *family, c, full, sliding, kv_heads, full_head_dim); !s) return fail(s.error().message);
+  if (family->moe) {
+    // Every layer sparse (llama.cpp's mixtral and qwen3moe); the experts' width is
+    // expert_feed_forward_length, else llama.cpp's fallback (qwen3moe: feed_forward_length / top-k).
+    MoeSpec& moe = c.moe;
+    if (auto s = need("expert_count", moe.experts); !s) return s.error();
+    if (auto s = need("expert_used_count", moe.experts_used); !s) return s.error();
+    if (moe.experts_used > moe.experts)
+      return fail(arch + ".expert_used_count is " + std::to_string(moe.experts_used) + "; expected at most " + arch +
+                  ".expert_count (" + std::to_string(moe.experts) + ")");
+    moe.expert_ffn = arch == "qwen3moe" ? c.ffn / moe.experts_used : c.ffn;
+    if (number("expert_feed_forward_length"))
+      if (auto s = need("expert_feed_forward_length", moe.expert_ffn); !s) return s.error();
+    moe.weights = RouterWeights::softmax_top_k_renormalised;  // llama.cpp renormalises both
+    for (LayerConfig& l : c.layer_configs) l.sparse = true;
+  }
   auto id = [&](const char* key) { return int(f.integer_or(key, -1)); };
   c.bos_id = id("tokenizer.ggml.bos_token_id");
   if (int eos = id("tokenizer.ggml.eos_token_id"); eos >= 0) c.eos_ids.push_back(eos);

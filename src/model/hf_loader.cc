@@ -99,6 +99,10 @@ constexpr TypedField kConfigFields[] = {
     {"hidden_act", JsonKind::string},          {"attention_bias", JsonKind::boolean},
     {"query_pre_attn_scalar", JsonKind::number}, {"attn_logit_softcapping", JsonKind::number},
     {"final_logit_softcapping", JsonKind::number},
+    {"num_local_experts", JsonKind::number},   {"num_experts", JsonKind::number},
+    {"num_experts_per_tok", JsonKind::number}, {"moe_intermediate_size", JsonKind::number},
+    {"norm_topk_prob", JsonKind::boolean},     {"decoder_sparse_step", JsonKind::number},
+    {"mlp_only_layers", JsonKind::array},
 };
 constexpr TypedField kRopeFields[] = {
     {"rope_type", JsonKind::string}, {"type", JsonKind::string}, {"rope_theta", JsonKind::number},
@@ -129,6 +133,42 @@ Status check_field_types(json& j, std::span<const TypedField> fields, const std:
 
 float optional_float(const json& j, const char* key, float fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<float>() : fallback;
+}
+
+// A mixture-of-experts family's experts (Mixtral: num_local_experts of intermediate_size;
+// Qwen3-MoE: num_experts of moe_intermediate_size, with norm_topk_prob, and dense layers by
+// mlp_only_layers and decoder_sparse_step) into c.moe and each layer's `sparse`.
+Status read_moe_config(const json& j, const Family& family, ModelConfig& c, const std::string& where) {
+  auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, where + what); };
+  auto count = [&](const char* key, size_t& out) -> Status {
+    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<size_t>() == 0)
+      return fail(std::string("field '") + key + "' must be a positive integer");
+    out = j[key].get<size_t>();
+    return Ok{};
+  };
+  const bool mixtral = family.moe == &kMixtralMoe;
+  MoeSpec& moe = c.moe;
+  if (auto s = count(mixtral ? "num_local_experts" : "num_experts", moe.experts); !s) return s;
+  if (auto s = count("num_experts_per_tok", moe.experts_used); !s) return s;
+  if (moe.experts_used > moe.experts)
+    return fail("num_experts_per_tok is " + std::to_string(moe.experts_used) + "; expected at most the " +
+                std::to_string(moe.experts) + " experts");
+  moe.expert_ffn = c.ffn;
+  if (!mixtral)
+    if (auto s = count("moe_intermediate_size", moe.expert_ffn); !s) return s;
+  moe.weights = family.moe->weights;
+  if (j.value("norm_topk_prob", false)) moe.weights = RouterWeights::softmax_top_k_renormalised;
+  size_t step = 1;
+  if (j.contains("decoder_sparse_step"))
+    if (auto s = count("decoder_sparse_step", step); !s) return s;
+  std::vector<bool> dense(c.layers, false);
+  for (const json& l : j.value("mlp_only_layers", json::array())) {
+    if (!l.is_number_unsigned() || l.get<size_t>() >= c.layers)
+      return fail("mlp_only_layers has " + l.dump() + "; expected layer numbers below " + std::to_string(c.layers));
+    dense[l.get<size_t>()] = true;
+  }
+  for (size_t l = 0; l < c.layers; ++l) c.layer_configs[l].sparse = !dense[l] && (l + 1) % step == 0;
+  return Ok{};
 }
 
 }  // namespace
@@ -262,6 +302,9 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
       lc.rope.rotated_pairs = size_t(fraction * float(lc.head_dim) / 2);
     c.layer_configs.push_back(lc);
   }
+
+  if (family->moe)
+    if (auto s = read_moe_config(j, *family, c, path.string() + ": "); !s) return s.error();
 
   const std::string act = j.value("hidden_activation", j.value("hidden_act", std::string(family->activation == Activation::silu ? "silu" : "gelu_pytorch_tanh")));
   if (act == "silu") c.activation = Activation::silu;

@@ -55,6 +55,22 @@ struct RopeSpec {
   bool freq_factors = true;  // divided by the model's rope_freqs tensor, where it has one
 };
 
+// How a mixture-of-experts router turns its logits into the chosen experts' weights
+// (../shared/reference/moe-architecture.md). Ties in top-k go to the lower expert id.
+enum class RouterWeights {
+  softmax_top_k_renormalised,  // softmax over all experts, top-k, divided by their sum (Mixtral, Qwen3-MoE)
+  softmax_top_k,               // softmax over all experts, top-k as they are (Qwen3-MoE without norm_topk_prob)
+};
+
+// A model's mixture-of-experts layers: how many experts each has and uses, their width.
+// Layers whose LayerConfig::experts is 0 are dense (Qwen3-MoE's mlp_only_layers).
+struct MoeSpec {
+  size_t experts = 0;       // per MoE layer; 0: the model has none
+  size_t experts_used = 0;  // top-k
+  size_t expert_ffn = 0;    // each expert's inner width
+  RouterWeights weights = RouterWeights::softmax_top_k_renormalised;
+};
+
 // What may differ from one layer to the next: Gemma interleaves sliding and full layers,
 // each with its own RoPE; Gemma 4's full layers also have larger heads, fewer KV heads and
 // values that are their keys.
@@ -65,6 +81,7 @@ struct LayerConfig {
   size_t head_dim = 0;             // set by every loader (most families: the model's)
   size_t kv_heads = 0;
   bool values_are_keys = false;    // Gemma 4 "attention_k_eq_v": no v_proj, V = k_proj(x) before k_norm
+  bool sparse = false;             // a mixture-of-experts layer (ModelConfig::moe), not a dense FFN
 };
 
 struct ModelConfig {
@@ -93,6 +110,7 @@ struct ModelConfig {
   bool layer_scalar = false;       // Gemma 4: each layer's output × its layer_scalar
   bool qk_norm = false;            // Qwen3: RMSNorm on each head of q and k
   bool attention_bias = false;     // Qwen2: biases on q, k, v
+  MoeSpec moe;                     // mixture of experts (Mixtral, Qwen3-MoE); experts 0: dense
   int bos_id = -1;                 // -1: none
   std::vector<int> eos_ids;        // generation stops at any of these
 
@@ -113,6 +131,12 @@ struct ModelConfig {
   size_t kv_dim() const { return kv_heads * head_dim; }
 };
 
+// One expert of a mixture-of-experts layer: a gated FFN of width MoeSpec::expert_ffn, views
+// into the checkpoint's per-expert or stacked tensors.
+struct ExpertWeights {
+  Matrix gate, up, down;  // gate/up: [expert_ffn][hidden], down: [hidden][expert_ffn]
+};
+
 struct LayerWeights {
   Matrix attn_norm;          // before attention
   Matrix wq, wk, wv, wo;
@@ -123,6 +147,8 @@ struct LayerWeights {
   Matrix gate, up, down;     // gate/up: [ffn][hidden], down: [hidden][ffn]
   Matrix ffn_out_norm;       // sandwich: on the FFN's output (client side too)
   Matrix output_scale;       // Gemma 4 layer_scalar: one value multiplying the layer's output
+  Matrix router;             // sparse layers: [experts][hidden], the router's logits
+  std::vector<ExpertWeights> experts;  // sparse layers: in expert id order
 
   // The FFN's matrices: what a shard computes with.
   std::array<Matrix*, 3> ffn() { return {&gate, &up, &down}; }
@@ -144,10 +170,14 @@ struct Model {
   template <typename F>
   void for_each_matrix(F&& f) {
     for (Matrix* m : {&embed, &final_norm, &classifier, &rope_freqs}) f(*m);
-    for (LayerWeights& l : layers)
+    for (LayerWeights& l : layers) {
       for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                        &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale})
+                        &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale,
+                        &l.router})
         f(*m);
+      for (ExpertWeights& e : l.experts)
+        for (Matrix* m : {&e.gate, &e.up, &e.down}) f(*m);
+    }
   }
 
   // How products with its bf16 weights are computed (dtype.h's Arithmetic).
@@ -158,9 +188,13 @@ struct Model {
   // The arithmetic of the FFN's products in layers [first, last]: the name a shard gives as
   // ffn_arithmetic (PROTOCOL §8), and what a client compares with its own.
   Arithmetic ffn_arithmetic(size_t first, size_t last) const {
-    for (size_t l = first; l <= last && l < layers.size(); ++l)
+    for (size_t l = first; l <= last && l < layers.size(); ++l) {
       for (const Matrix* m : layers[l].ffn())
         if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
+      for (const ExpertWeights& e : layers[l].experts)
+        for (const Matrix* m : {&e.gate, &e.up, &e.down})
+          if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
+    }
     return Arithmetic::f32;
   }
 };

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/expert_tensors.h"
 #include "model/families.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
@@ -85,9 +86,9 @@ namespace {
 // config.json for the spec's family, and the ModelConfig its tensors follow.
 Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) {
   const bool gemma4 = s.family == "gemma4";
-  const Family* family = find_family(s.family == "gemma3" || gemma4 ? s.family + "_text" : s.family);
-  if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3" && !gemma4))
-    return make_error(ErrorCode::invalid_argument, "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4");
+  const Family* family = find_family(s.family == "gemma3" || gemma4 ? s.family + "_text" : s.family == "qwen3moe" ? "qwen3_moe" : s.family);
+  if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3" && !gemma4 && !family->moe))
+    return make_error(ErrorCode::invalid_argument, "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, mixtral, qwen3moe");
   const size_t head_dim = s.head_dim ? s.head_dim : s.hidden / s.heads;
   const int eos = int(s.vocab - 1);
   nlohmann::json config{{"model_type", family->name},
@@ -111,6 +112,31 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   if (s.family == "llama") {
     config.update({{"architectures", {"LlamaForCausalLM"}}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
                    {"hidden_act", "silu"}, {"tie_word_embeddings", false}});
+    return std::pair{config, c};
+  }
+  if (family->moe) {
+    const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
+    if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
+      return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
+    c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::softmax_top_k_renormalised};
+    c.set_uniform_layers(RopeSpec{});
+    for (LayerConfig& l : c.layer_configs) l.sparse = true;
+    for (size_t l : s.dense_layers) {
+      if (l >= s.layers || s.family != "qwen3moe")
+        return make_error(ErrorCode::invalid_argument, "synth: --dense-layers are qwen3moe's, each below --layers");
+      c.layer_configs[l].sparse = false;
+    }
+    config.update({{"num_experts_per_tok", s.experts_used}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
+                   {"rope_theta", 1000000.0}});
+    if (s.family == "mixtral") {
+      config.update({{"architectures", {"MixtralForCausalLM"}}, {"num_local_experts", s.experts},
+                     {"intermediate_size", expert_ffn}, {"rms_norm_eps", 1e-5}, {"sliding_window", nullptr}});
+      c.ffn = expert_ffn;
+    } else {
+      config.update({{"architectures", {"Qwen3MoeForCausalLM"}}, {"num_experts", s.experts}, {"moe_intermediate_size", expert_ffn},
+                     {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", s.dense_layers},
+                     {"rms_norm_eps", 1e-6}, {"attention_bias", false}});
+    }
     return std::pair{config, c};
   }
   const bool gemma2 = s.family == "gemma2";
@@ -196,6 +222,27 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       const Fill fill = shape.size() > 1 ? Fill::fan_in : gemma4 ? Fill::around_one : gemma ? Fill::around_zero : Fill::ones;
       const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1) : shape.back();
       plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), s.dtype, shape}, fill, fan_in});
+    }
+  }
+
+  const Family* family = find_family(c.family);
+  if (c.moe.experts) {
+    const MoeNames& names = *family->moe;
+    const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
+    for (size_t l = 0; l < c.layers; ++l) {
+      if (!c.layer(l).sparse) continue;
+      plan.push_back({{hf_router_name(names, l), s.dtype, {E, H}}, Fill::fan_in, H});
+      if (s.stacked_experts) {
+        plan.push_back({{hf_stacked_gate_up_name(names, l), s.dtype, {E, 2 * I, H}}, Fill::fan_in, H});
+        plan.push_back({{hf_stacked_down_name(names, l), s.dtype, {E, H, I}}, Fill::fan_in, I});
+        continue;
+      }
+      for (size_t e = 0; e < E; ++e)
+        for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+          const bool down = role == ExpertRole::down;
+          plan.push_back({{hf_expert_name(names, l, e, role), s.dtype, down ? std::vector<size_t>{H, I} : std::vector<size_t>{I, H}},
+                          Fill::fan_in, down ? I : H});
+        }
     }
   }
 

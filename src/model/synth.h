@@ -14,7 +14,7 @@
 namespace larql {
 
 struct SynthSpec {
-  // llama, gemma2, gemma3 or gemma4 (their text models): the config.json written, the
+  // llama, gemma2, gemma3, gemma4 (their text models), mixtral or qwen3moe: the config.json written, the
   // tensors, and for Gemma its sandwich norms (Gemma 2/3 store w − 1), tied classifier,
   // interleaved sliding and full layers and softcaps; Gemma 4's full layers with larger
   // heads, fewer KV heads, values = keys and proportional RoPE, and its layer scalars.
@@ -40,6 +40,14 @@ struct SynthSpec {
   // of down_proj scaled ×100, ×300, ×600, ×1000, repeating), as real models' "massive
   // activations" do; 0 for none. For wire-format accuracy tests.
   size_t massive_activations = 0;
+  // mixtral and qwen3moe: experts per layer, how many each position uses, their width
+  // (0: ffn), and whether they are stored stacked (transformers v5's experts.gate_up_proj
+  // [E][2·I][H] and experts.down_proj) instead of one tensor per expert and projection.
+  size_t experts = 8;
+  size_t experts_used = 2;
+  size_t expert_ffn = 0;
+  bool stacked_experts = false;
+  std::vector<size_t> dense_layers;  // qwen3moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
 };
 
 // The hidden coordinates `write_synthetic_checkpoint` makes massive, and their factors.

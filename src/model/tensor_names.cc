@@ -1,5 +1,7 @@
 #include "model/tensor_names.h"
 
+#include "model/expert_tensors.h"
+
 namespace larql {
 namespace {
 
@@ -49,6 +51,7 @@ bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer) {
     case TensorPresence::if_sandwich_norms: return c.norm_placement == NormPlacement::sandwich;
     case TensorPresence::if_own_values: return layer >= c.layer_configs.size() || !c.layer(layer).values_are_keys;
     case TensorPresence::if_layer_scalar: return c.layer_scalar;
+    case TensorPresence::if_dense_ffn: return layer >= c.layer_configs.size() || !c.layer(layer).sparse;
   }
   return false;
 }
@@ -62,6 +65,24 @@ void for_each_tensor(const Model& m, const std::function<void(const TensorEntry&
       if (matrix.data) fn(e, l, matrix);
     }
   }
+}
+
+Status check_found_tensor(const FoundTensor& found, const std::string& name, const std::vector<size_t>& shape) {
+  if (found.shape != shape)
+    return make_error(ErrorCode::invalid_argument, found.file + ": tensor '" + name + "' has shape " + shape_string(found.shape) +
+                                                       ", expected " + shape_string(shape) + " from the model's configuration");
+  if (!found.dtype) {
+    std::string supported;
+    for (const auto& d : kDTypes) supported += (supported.empty() ? "" : ", ") + std::string(d.name);
+    return make_error(ErrorCode::invalid_argument, found.file + ": tensor '" + name + "' is " + found.format_name +
+                                                       ", which larql does not compute on yet; supported: " + supported);
+  }
+  const auto& traits = dtype_traits(*found.dtype);
+  if (shape.back() % traits.block_values != 0)
+    return make_error(ErrorCode::invalid_argument, found.file + ": tensor '" + name + "' is " + std::string(traits.name) +
+                                                       " with rows of " + std::to_string(shape.back()) + " values, not a multiple of its " +
+                                                       std::to_string(traits.block_values) + "-value blocks");
+  return Ok{};
 }
 
 Status assemble_model(Model& m, CheckpointFormat format, const std::string& source,
@@ -79,22 +100,7 @@ Status assemble_model(Model& m, CheckpointFormat format, const std::string& sour
         if (e.presence == TensorPresence::optional) continue;
         return make_error(ErrorCode::invalid_argument, source + ": tensor '" + name + "' is missing");
       }
-      if (found->shape != shape)
-        return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' has shape " +
-                                                           shape_string(found->shape) + ", expected " + shape_string(shape) +
-                                                           " from the model's configuration");
-      if (!found->dtype) {
-        std::string supported;
-        for (const auto& d : kDTypes) supported += (supported.empty() ? "" : ", ") + std::string(d.name);
-        return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' is " + found->format_name +
-                                                           ", which larql does not compute on yet; supported: " + supported);
-      }
-      const auto& traits = dtype_traits(*found->dtype);
-      if (shape.back() % traits.block_values != 0)
-        return make_error(ErrorCode::invalid_argument, found->file + ": tensor '" + name + "' is " +
-                                                           std::string(traits.name) + " with rows of " +
-                                                           std::to_string(shape.back()) + " values, not a multiple of its " +
-                                                           std::to_string(traits.block_values) + "-value blocks");
+      if (auto s = check_found_tensor(*found, name, shape); !s) return s;
       const Matrix matrix{*found->dtype, shape.size() == 2 ? shape[0] : 1, shape.back(), found->data};
       if (is_per_layer(e))
         m.layers[l].*e.layer_member = matrix;
@@ -103,6 +109,10 @@ Status assemble_model(Model& m, CheckpointFormat format, const std::string& sour
     }
   }
   if (!m.classifier.data) m.classifier = m.embed;  // tied
+  if (c.moe.experts) {
+    const Family* family = find_family(c.family);
+    return assemble_experts(m, format, family ? family->moe : nullptr, source, find);
+  }
   return Ok{};
 }
 

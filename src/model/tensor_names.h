@@ -27,6 +27,7 @@ enum class TensorPresence {
   if_sandwich_norms,  // NormPlacement::sandwich only
   if_own_values,      // layers whose values are not their keys (no v_proj on Gemma 4's K=V layers)
   if_layer_scalar,    // Gemma 4
+  if_dense_ffn,       // layers with a dense FFN (not a mixture of experts' sparse layer)
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
 };
 
@@ -59,9 +60,9 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"post_attention_layernorm.weight", "post_attention_norm.weight", nullptr, &LayerWeights::attn_out_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
     {"post_attention_layernorm.weight", "ffn_norm.weight", nullptr, &LayerWeights::ffn_norm, TensorShape::hidden, TensorPresence::if_pre_norms},
     {"pre_feedforward_layernorm.weight", "ffn_norm.weight", nullptr, &LayerWeights::ffn_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", nullptr, &LayerWeights::gate, TensorShape::ffn_by_hidden, TensorPresence::required},
-    {"mlp.up_proj.weight", "ffn_up.weight", nullptr, &LayerWeights::up, TensorShape::ffn_by_hidden, TensorPresence::required},
-    {"mlp.down_proj.weight", "ffn_down.weight", nullptr, &LayerWeights::down, TensorShape::hidden_by_ffn, TensorPresence::required},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", nullptr, &LayerWeights::gate, TensorShape::ffn_by_hidden, TensorPresence::if_dense_ffn},
+    {"mlp.up_proj.weight", "ffn_up.weight", nullptr, &LayerWeights::up, TensorShape::ffn_by_hidden, TensorPresence::if_dense_ffn},
+    {"mlp.down_proj.weight", "ffn_down.weight", nullptr, &LayerWeights::down, TensorShape::hidden_by_ffn, TensorPresence::if_dense_ffn},
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", nullptr, &LayerWeights::ffn_out_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
     {"layer_scalar", "layer_output_scale.weight", nullptr, &LayerWeights::output_scale, TensorShape::one, TensorPresence::if_layer_scalar},
 };
@@ -101,6 +102,9 @@ struct FoundTensor {
   const void* data;
   std::string file;           // for error messages
 };
+
+// A found tensor of `shape` in a format larql computes on, or an error naming it.
+Status check_found_tensor(const FoundTensor& found, const std::string& name, const std::vector<size_t>& shape);
 
 // Builds m's weights (m.config set, m.files kept alive by the caller) from whatever
 // `find(name)` returns, checking presence, shape and format against the config. Errors name the

@@ -8,7 +8,7 @@
 #include "infer/transformer.h"
 #include "model/loader.h"
 #include "support/demo_model.h"
-#include "support/gemma_fixtures.h"
+#include "support/reference_fixtures.h"
 
 namespace larql {
 namespace {

@@ -23,7 +23,7 @@
 #include "model/quant_schemes.h"
 #include "model/safetensors.h"
 #include "model/synth.h"
-#include "support/gemma_fixtures.h"
+#include "support/reference_fixtures.h"
 #include "support/greedy.h"
 #include "support/js_tokenizers.h"
 
@@ -43,47 +43,13 @@ class Gemma : public ::testing::TestWithParam<std::string> {
   fs::path dir_;
 };
 
-// Logits at every position: one prefill, or one token at a time through the KV cache.
-std::vector<std::vector<float>> all_logits(const Model& m, const std::vector<int>& tokens, bool prefill) {
-  ThreadPool pool(2);
-  LocalFfn ffn(m, pool);
-  Transformer t(m, ffn, pool);
-  std::vector<std::vector<float>> out;
-  std::vector<float> l;
-  if (prefill) {
-    EXPECT_TRUE(t.forward_logits(tokens, 0, 0, l).ok());
-    for (size_t p = 0; p < tokens.size(); ++p) out.emplace_back(l.begin() + p * m.config.vocab, l.begin() + (p + 1) * m.config.vocab);
-    return out;
-  }
-  for (size_t p = 0; p < tokens.size(); ++p) {
-    EXPECT_TRUE(t.forward({&tokens[p], 1}, p, l).ok());
-    out.push_back(l);
-  }
-  return out;
-}
-
-std::vector<int> greedy(const Model& m, const std::vector<int>& tokens, size_t steps) {
-  ThreadPool pool(2);
-  LocalFfn ffn(m, pool);
-  std::vector<std::vector<float>> logits;
-  return test::greedy_with_logits(m, ffn, tokens, steps, &logits, 2);
-}
-
-void expect_matches_reference(const Model& m, const test::GemmaReference& ref, const std::string& what) {
-  const double prefill = test::expect_logits_match(ref.logits, all_logits(m, ref.tokens, true), what + " prefill");
-  const double stepped = test::expect_logits_match(ref.logits, all_logits(m, ref.tokens, false), what + " token by token");
-  EXPECT_EQ(greedy(m, ref.tokens, ref.greedy.size()), ref.greedy) << what;
-  std::printf("%s: max |logit - reference| / logit range = %.2e (prefill), %.2e (token by token)\n", what.c_str(), prefill,
-              stepped);
-}
-
 TEST_P(Gemma, HuggingFaceCheckpointMatchesThePyTorchReference) {
   auto model = load_model(test::gemma_fixture(GetParam()).string());
   ASSERT_TRUE(model.ok()) << model.error().message;
   EXPECT_EQ(model->config.norm_placement, NormPlacement::sandwich);
   EXPECT_EQ(model->config.norm_weight_offset, GetParam() == "gemma4" ? 0.0f : 1.0f) << "Gemma 4 stores norm weights as used";
   EXPECT_EQ(model->classifier.data, model->embed.data) << "Gemma ties the classifier to the embedding";
-  expect_matches_reference(*model, test::gemma_reference(GetParam()), GetParam() + " HF");
+  test::expect_matches_reference(*model, test::gemma_reference(GetParam()), GetParam() + " HF");
 }
 
 TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
@@ -117,7 +83,7 @@ TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
     EXPECT_EQ(gguf->config.layer_configs[l].values_are_keys, hf->config.layer_configs[l].values_are_keys) << l;
     EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_v.weight"), hf->config.layer_configs[l].values_are_keys ? 0u : 1u) << l;
   }
-  expect_matches_reference(*gguf, test::gemma_reference(GetParam()), GetParam() + " GGUF");
+  test::expect_matches_reference(*gguf, test::gemma_reference(GetParam()), GetParam() + " GGUF");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Gemma, ::testing::Values("gemma2", "gemma3", "gemma4"));
@@ -188,9 +154,9 @@ TEST_P(GemmaMultimodal, ForConditionalGenerationRunsItsTextModelUnderEitherPrefi
     EXPECT_EQ(model->config.vocab, 256u + 64u) << "the vocabulary is the embedding's row count";
     ASSERT_EQ(model->notes.size(), 1u);
     EXPECT_NE(model->notes[0].find("skipped 1 tensors outside the text model"), std::string::npos) << model->notes[0];
-    test::GemmaReference ref = test::gemma_reference(family);
+    test::ReferenceOutput ref = test::gemma_reference(family);
     for (auto& row : ref.logits) row.resize(row.size() + 64, 0.0f);  // zero rows: logit 0 on the padding ids
-    const auto got = all_logits(*model, ref.tokens, true);
+    const auto got = test::all_logits(*model, ref.tokens, true);
     test::expect_logits_match(ref.logits, got, prefix);
   }
 }
@@ -242,7 +208,7 @@ TEST_P(GemmaSpelling, OlderAndNewerConfigSpellingsGiveTheSameModel) {
     EXPECT_EQ(a.rope.linear_factor, b.rope.linear_factor) << l;
   }
   test::expect_logits_match(test::gemma_reference(GetParam()).logits,
-                            all_logits(*respelled, test::gemma_reference(GetParam()).tokens, true), "respelled");
+                            test::all_logits(*respelled, test::gemma_reference(GetParam()).tokens, true), "respelled");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GemmaSpelling, ::testing::Values("gemma2", "gemma3"));  // Gemma 4 has one spelling
@@ -271,7 +237,7 @@ TEST(GemmaGeneration, StopsAtEveryIdOfGenerationConfigsEosList) {
   // Gemma's generation_config lists several (e.g. [1, 106]: <eos> and <end_of_turn>).
   auto model = load_model(test::gemma_fixture("gemma3").string());
   ASSERT_TRUE(model.ok()) << model.error().message;
-  const test::GemmaReference ref = test::gemma_reference("gemma3");
+  const test::ReferenceOutput ref = test::gemma_reference("gemma3");
   ThreadPool pool(1);
   LocalFfn ffn(*model, pool);
   for (size_t stop_at : {3, 5}) {  // as the second entry of the list, then as the first

@@ -254,14 +254,15 @@ TEST_F(Gguf, MixtureOfExpertsAndEModelFilesAreRefusedByName) {
       tensors.push_back({name, DType::f32, shape, std::vector<uint8_t>(values * 4)});
     });
   };
+  // llama with experts is Mixtral, which needs its top-k; without expert_count its expert tensors are refused.
   std::string e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.expert_count"] = u32(8); });
-  EXPECT_NE(e.find("llama.expert_count is 8: mixture-of-experts GGUF files are not supported yet"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama.expert_used_count must be a positive integer"), std::string::npos) << e;
   // The router alone (Gemma 4 MoE files mark MoE layers by it), stacked experts, old Mixtral's per-expert tensors.
   for (const auto& [name, shape] : {std::pair<std::string, std::vector<size_t>>{"blk.0.ffn_gate_inp.weight", {4, 64}},
                                     {"blk.1.ffn_down_exps.weight", {4, 64, 96}},
                                     {"blk.0.ffn_gate.3.weight", {96, 64}}}) {
     e = with_tensor(name, shape);
-    EXPECT_NE(e.find("tensor '" + name + "' is a mixture-of-experts tensor"), std::string::npos) << e;
+    EXPECT_NE(e.find("tensor '" + name + "' is a mixture-of-experts tensor, but llama.expert_count is missing"), std::string::npos) << e;
   }
   e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.embedding_length_per_layer_input"] = u32(256); });
   EXPECT_NE(e.find("llama.embedding_length_per_layer_input is set: Gemma 4's per-layer embeddings"), std::string::npos) << e;

@@ -18,7 +18,7 @@
 #include "support/command.h"
 #include "support/demo_model.h"
 #include "support/eventually.h"
-#include "support/gemma_fixtures.h"
+#include "support/reference_fixtures.h"
 #include "support/gated_proxy.h"
 #include "support/js_tokenizers.h"
 #include "support/process.h"
@@ -188,7 +188,7 @@ TEST(ApiServer, GenerationEndsAtTheModelsEndTokenWithFinishReasonStop) {
   const fs::path dir = fs::temp_directory_path() / ("larql_api_eos_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   for (const auto& f : fs::directory_iterator(test::gemma_fixture("gemma3"))) fs::copy_file(f.path(), dir / f.path().filename());
-  const test::GemmaReference ref = test::gemma_reference("gemma3");
+  const test::ReferenceOutput ref = test::gemma_reference("gemma3");
   std::ofstream(dir / "generation_config.json") << json{{"eos_token_id", {1, ref.greedy[3]}}}.dump();
   {
     ChildProcess api({"api", dir.string(), "--port", "0", "--threads", "1"});

@@ -15,7 +15,7 @@
 
 #include "model/safetensors.h"
 #include "support/command.h"
-#include "support/gemma_fixtures.h"
+#include "support/reference_fixtures.h"
 #include "support/process.h"
 #include "support/prometheus.h"
 

@@ -1,0 +1,64 @@
+#include "infer/moe_ffn.h"
+
+#include <cstring>
+
+#include "kernels/matvec.h"
+
+namespace larql {
+
+Status MoeFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[layer];
+  const size_t E = c.moe.experts, K = c.moe.experts_used, I = c.moe.expert_ffn, H = c.hidden;
+  logits_.resize(rows * E);
+  matmul(w.router, x.data(), rows, logits_.data(), pool_);
+  choices_.resize(rows * K);
+  members_.resize(E);
+  for (auto& m : members_) m.clear();
+  for (size_t t = 0; t < rows; ++t) {
+    if (auto s = route({&logits_[t * E], E}, c.moe, {&choices_[t * K], K}); !s)
+      return make_error(s.error().code, "layer " + std::to_string(layer) + ", position " + std::to_string(t) + ": " + s.error().message);
+    for (size_t j = 0; j < K; ++j) members_[choices_[t * K + j].expert].push_back(uint32_t(t * K + j));
+  }
+
+  // Each chosen expert once, over the positions routed to it; its output rows go to their
+  // (position, slot) places.
+  expert_out_.resize(rows * K * H);
+  for (size_t e = 0; e < E; ++e) {
+    const auto& routed = members_[e];
+    const size_t n = routed.size();
+    if (n == 0) continue;
+    const ExpertWeights& ex = w.experts[e];
+    inputs_.resize(n * H);
+    for (size_t i = 0; i < n; ++i) std::memcpy(&inputs_[i * H], &x[routed[i] / K * H], H * sizeof(float));
+    gate_.resize(n * I);
+    up_.resize(n * I);
+    const Product gate_up[] = {{&ex.gate, gate_.data()}, {&ex.up, up_.data()}};
+    matmul_shared_input(gate_up, inputs_.data(), n, pool_);
+    pool_.parallel_rows(n, I, [&](size_t begin, size_t end) {
+      gated_activation(gate_.data() + begin * I, up_.data() + begin * I, (end - begin) * I, c.activation);
+    });
+    outputs_.resize(n * H);
+    matmul(ex.down, gate_.data(), n, outputs_.data(), pool_);
+    for (size_t i = 0; i < n; ++i) std::memcpy(&expert_out_[size_t(routed[i]) * H], &outputs_[i * H], H * sizeof(float));
+  }
+
+  // The weighted sum in ascending expert id (the choices are sorted so), without fused
+  // multiply-adds (-ffp-contract=off): each product rounded, then added.
+  pool_.parallel_rows(rows, H, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      float* o = &out[t * H];
+      for (size_t j = 0; j < K; ++j) {
+        const float weight = choices_[t * K + j].weight;
+        const float* y = &expert_out_[(t * K + j) * H];
+        if (j == 0)
+          for (size_t i = 0; i < H; ++i) o[i] = weight * y[i];
+        else
+          for (size_t i = 0; i < H; ++i) o[i] += weight * y[i];
+      }
+    }
+  });
+  return Ok{};
+}
+
+}  // namespace larql

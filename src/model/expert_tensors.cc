@@ -1,0 +1,112 @@
+#include "model/expert_tensors.h"
+
+namespace larql {
+namespace {
+
+std::string_view hf_projection(const MoeNames& n, ExpertRole role) {
+  return role == ExpertRole::gate ? n.hf_gate : role == ExpertRole::up ? n.hf_up : n.hf_down;
+}
+
+const char* gguf_role(ExpertRole role) { return role == ExpertRole::gate ? "gate" : role == ExpertRole::up ? "up" : "down"; }
+
+std::string hf_layer(const MoeNames& n, size_t layer) {
+  return "model.layers." + std::to_string(layer) + "." + std::string(n.hf_module) + ".";
+}
+
+std::string blk(size_t layer) { return "blk." + std::to_string(layer) + "."; }
+
+// `count` matrices of [rows][cols] one after another in t's data.
+std::vector<Matrix> slices(const FoundTensor& t, size_t count, size_t rows, size_t cols) {
+  std::vector<Matrix> out;
+  const size_t bytes = rows * dtype_bytes(*t.dtype, cols);
+  for (size_t i = 0; i < count; ++i) out.push_back({*t.dtype, rows, cols, static_cast<const uint8_t*>(t.data) + i * bytes});
+  return out;
+}
+
+}  // namespace
+
+std::string hf_router_name(const MoeNames& n, size_t layer) { return hf_layer(n, layer) + "gate.weight"; }
+std::string hf_expert_name(const MoeNames& n, size_t layer, size_t expert, ExpertRole role) {
+  return hf_layer(n, layer) + "experts." + std::to_string(expert) + "." + std::string(hf_projection(n, role)) + ".weight";
+}
+std::string hf_stacked_gate_up_name(const MoeNames& n, size_t layer) { return hf_layer(n, layer) + "experts.gate_up_proj"; }
+std::string hf_stacked_down_name(const MoeNames& n, size_t layer) { return hf_layer(n, layer) + "experts.down_proj"; }
+
+std::string gguf_router_name(size_t layer) { return blk(layer) + "ffn_gate_inp.weight"; }
+std::string gguf_stacked_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_exps.weight"; }
+std::string gguf_stacked_gate_up_name(size_t layer) { return blk(layer) + "ffn_gate_up_exps.weight"; }
+std::string gguf_expert_name(size_t layer, size_t expert, ExpertRole role) {
+  return blk(layer) + "ffn_" + gguf_role(role) + "." + std::to_string(expert) + ".weight";
+}
+
+Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names, const std::string& source,
+                        const std::function<std::optional<FoundTensor>(const std::string& name)>& find) {
+  const ModelConfig& c = m.config;
+  const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
+  const bool hf = format == CheckpointFormat::hf;
+  if (hf && !names) return make_error(ErrorCode::invalid_argument, source + ": family '" + c.family + "' has no mixture-of-experts names");
+  // The tensor `name` of `shape`, checked; nullopt when absent.
+  auto take = [&](const std::string& name, const std::vector<size_t>& shape) -> Result<std::optional<FoundTensor>> {
+    auto found = find(name);
+    if (!found) return std::optional<FoundTensor>();
+    if (auto s = check_found_tensor(*found, name, shape); !s) return s.error();
+    return found;
+  };
+  for (size_t l = 0; l < c.layers; ++l) {
+    if (!c.layer(l).sparse) continue;
+    LayerWeights& w = m.layers[l];
+    const std::string router_name = hf ? hf_router_name(*names, l) : gguf_router_name(l);
+    auto router = take(router_name, {E, H});
+    if (!router) return router.error();
+    if (!*router) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + router_name + "' (the router) is missing");
+    w.router = Matrix{*(*router)->dtype, E, H, (*router)->data};
+    w.experts.assign(E, ExpertWeights{});
+
+    // Stacked by role (GGUF), gate and up stacked together (GGUF, transformers v5), or per expert.
+    const std::string gate_up_name = hf ? hf_stacked_gate_up_name(*names, l) : gguf_stacked_gate_up_name(l);
+    const std::string down_name = hf ? hf_stacked_down_name(*names, l) : gguf_stacked_name(l, ExpertRole::down);
+    auto gate_up = take(gate_up_name, {E, 2 * I, H});
+    if (!gate_up) return gate_up.error();
+    std::optional<FoundTensor> gate, up;
+    if (!hf && !*gate_up) {
+      auto g = take(gguf_stacked_name(l, ExpertRole::gate), {E, I, H});
+      if (!g) return g.error();
+      auto u = take(gguf_stacked_name(l, ExpertRole::up), {E, I, H});
+      if (!u) return u.error();
+      gate = *g, up = *u;
+    }
+    if (*gate_up || gate || up) {
+      if (!*gate_up && !(gate && up))
+        return make_error(ErrorCode::invalid_argument, source + ": layer " + std::to_string(l) + " has " +
+                                                           (gate ? "ffn_gate_exps but no ffn_up_exps" : "ffn_up_exps but no ffn_gate_exps"));
+      auto down = take(down_name, {E, H, I});
+      if (!down) return down.error();
+      if (!*down) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + down_name + "' is missing");
+      const auto downs = slices(**down, E, H, I);
+      // gate_up: expert e's 2·I rows, its gate's I first.
+      const auto gate_ups = *gate_up ? slices(**gate_up, 2 * E, I, H) : std::vector<Matrix>();
+      const auto gates = gate ? slices(*gate, E, I, H) : std::vector<Matrix>();
+      const auto ups = up ? slices(*up, E, I, H) : std::vector<Matrix>();
+      for (size_t e = 0; e < E; ++e)
+        w.experts[e] = {*gate_up ? gate_ups[2 * e] : gates[e], *gate_up ? gate_ups[2 * e + 1] : ups[e], downs[e]};
+      continue;
+    }
+    for (size_t e = 0; e < E; ++e) {
+      Matrix* out[] = {&w.experts[e].gate, &w.experts[e].up, &w.experts[e].down};
+      for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+        const std::string name = hf ? hf_expert_name(*names, l, e, role) : gguf_expert_name(l, e, role);
+        const bool is_down = role == ExpertRole::down;
+        auto t = take(name, is_down ? std::vector<size_t>{H, I} : std::vector<size_t>{I, H});
+        if (!t) return t.error();
+        if (!*t)
+          return make_error(ErrorCode::invalid_argument,
+                            source + ": layer " + std::to_string(l) + "'s experts are missing: neither '" + name + "' nor the stacked '" +
+                                gate_up_name + "'" + (hf ? "" : " or '" + gguf_stacked_name(l, ExpertRole::gate) + "'"));
+        *out[int(role)] = Matrix{*(*t)->dtype, is_down ? H : I, is_down ? I : H, (*t)->data};
+      }
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace larql

@@ -1,0 +1,35 @@
+// The tensors of a mixture-of-experts layer, in every layout checkpoints use, once: the
+// router, and each expert's gate, up and down projections per expert (2-D), stacked by
+// role (3-D [experts][rows][cols]) or with gate and up stacked together (gate rows first).
+// The loaders, `larql synth` and the GGUF writer name them through these functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/families.h"
+#include "model/tensor_names.h"
+
+namespace larql {
+
+enum class ExpertRole { gate, up, down };
+
+// Hugging Face names (model.layers.{L}. prefix included).
+std::string hf_router_name(const MoeNames& n, size_t layer);
+std::string hf_expert_name(const MoeNames& n, size_t layer, size_t expert, ExpertRole role);
+std::string hf_stacked_gate_up_name(const MoeNames& n, size_t layer);  // [E][2·I][H]
+std::string hf_stacked_down_name(const MoeNames& n, size_t layer);     // [E][H][I]
+
+// GGUF names (blk.{L}. prefix included).
+std::string gguf_router_name(size_t layer);                             // ffn_gate_inp [E][H]
+std::string gguf_stacked_name(size_t layer, ExpertRole role);           // ffn_{gate,up,down}_exps
+std::string gguf_stacked_gate_up_name(size_t layer);                    // ffn_gate_up_exps [E][2·I][H]
+std::string gguf_expert_name(size_t layer, size_t expert, ExpertRole role);  // old Mixtral files: ffn_gate.E
+
+// Fills the router and experts of m's sparse layers (m.config.moe and layer_configs set,
+// m.layers sized) from whatever `find` returns, checking shapes and formats as
+// assemble_model does. `names` is the family's (Hugging Face only).
+Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names, const std::string& source,
+                        const std::function<std::optional<FoundTensor>(const std::string& name)>& find);
+
+}  // namespace larql

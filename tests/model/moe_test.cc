@@ -1,0 +1,189 @@
+// Mixture-of-experts models (Mixtral, Qwen3-MoE) against a PyTorch reference that follows
+// transformers' modeling code (tools/moe_reference.py), on tiny f32 checkpoints committed
+// with its outputs (tests/data/moe, router margins ≥ 1e-3): logits at every position
+// within 1e-5 of their range, prefill and token by token, and greedy ids. Also: routing that
+// is not degenerate, the router's rules on their own, and bad configs named.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "infer/local_ffn.h"
+#include "infer/moe_ffn.h"
+#include "infer/moe_routing.h"
+#include "model/loader.h"
+#include "model/safetensors.h"
+#include "support/reference_fixtures.h"
+
+namespace larql {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kTolerance = 1e-5;  // of each position's logit range
+
+class MoeReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MoeReference, HuggingFaceCheckpointMatchesThePyTorchReference) {
+  auto model = load_model(test::moe_fixture(GetParam()).string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = model->config;
+  EXPECT_GT(c.moe.experts, c.moe.experts_used);
+  for (size_t l = 0; l < c.layers; ++l) {
+    // Qwen3-MoE's fixture has layer 1 in mlp_only_layers: a dense MLP there, experts elsewhere.
+    const bool dense = GetParam() == "qwen3moe" && l == 1;
+    EXPECT_EQ(c.layer(l).sparse, !dense) << l;
+    EXPECT_EQ(model->layers[l].experts.size(), dense ? 0 : c.moe.experts) << l;
+    EXPECT_EQ(model->layers[l].gate.data != nullptr, dense) << l;
+  }
+  test::expect_matches_reference(*model, test::reference_output(test::moe_fixture(GetParam())), GetParam() + " HF", kTolerance);
+}
+
+// An FFN backend that keeps each sparse layer's routing of the last pass.
+class RecordingFfn : public FfnBackend {
+ public:
+  RecordingFfn(const Model& m, ThreadPool& pool) : model_(m), dense_(m, pool), moe_(m, pool) {}
+  Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override {
+    if (!model_.config.layer(layer).sparse) return dense_.forward(layer, x, rows, out);
+    auto s = moe_.forward(layer, x, rows, out);
+    routed[layer].assign(moe_.choices().begin(), moe_.choices().end());
+    return s;
+  }
+  std::map<uint32_t, std::vector<ExpertChoice>> routed;
+
+ private:
+  const Model& model_;
+  LocalFfn dense_;
+  MoeFfn moe_;
+};
+
+TEST_P(MoeReference, RoutingIsNotDegenerate) {
+  auto model = load_model(test::moe_fixture(GetParam()).string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const auto ref = test::reference_output(test::moe_fixture(GetParam()));
+  ThreadPool pool(2);
+  RecordingFfn ffn(*model, pool);
+  Transformer t(*model, ffn, pool);
+  std::vector<float> logits;
+  ASSERT_TRUE(t.forward_logits(ref.tokens, 0, 0, logits).ok());
+  const size_t K = model->config.moe.experts_used;
+  ASSERT_FALSE(ffn.routed.empty());
+  for (const auto& [layer, choices] : ffn.routed) {
+    ASSERT_EQ(choices.size(), ref.tokens.size() * K);
+    std::set<std::vector<uint32_t>> sets;
+    std::set<uint32_t> used;
+    for (size_t p = 0; p < ref.tokens.size(); ++p) {
+      std::vector<uint32_t> chosen;
+      float sum = 0;
+      for (size_t j = 0; j < K; ++j) {
+        chosen.push_back(choices[p * K + j].expert);
+        used.insert(choices[p * K + j].expert);
+        sum += choices[p * K + j].weight;
+        if (j > 0) EXPECT_LT(chosen[j - 1], chosen[j]) << "choices come in ascending expert id";
+      }
+      EXPECT_NEAR(sum, 1.0f, 1e-6f) << "both fixtures renormalise the chosen weights";
+      sets.insert(chosen);
+    }
+    EXPECT_GE(sets.size(), 3u) << "layer " << layer << ": the positions pick too few different expert sets";
+    EXPECT_GT(used.size(), K) << "layer " << layer << ": only " << used.size() << " experts are ever chosen";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeReference, ::testing::Values("mixtral", "qwen3moe"));
+
+TEST(MoeRouting, TopKInAscendingIdWithTheFamiliesWeights) {
+  const std::vector<float> logits{0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  std::vector<float> probs = logits;
+  softmax(probs.data(), probs.size());
+  MoeSpec moe{5, 3, 8, RouterWeights::softmax_top_k_renormalised};
+  std::vector<ExpertChoice> out(3);
+  ASSERT_TRUE(route(logits, moe, out).ok());
+  EXPECT_EQ(out[0].expert, 1u);
+  EXPECT_EQ(out[1].expert, 3u);
+  EXPECT_EQ(out[2].expert, 4u);
+  const float sum = probs[1] + probs[3] + probs[4];
+  EXPECT_EQ(out[0].weight, probs[1] / sum);
+  EXPECT_EQ(out[2].weight, probs[4] / sum);
+  moe.weights = RouterWeights::softmax_top_k;  // Qwen3-MoE without norm_topk_prob: the softmax's own values
+  ASSERT_TRUE(route(logits, moe, out).ok());
+  EXPECT_EQ(out[0].weight, probs[1]);
+  EXPECT_EQ(out[2].weight, probs[4]);
+  // A tie at the k-th place goes to the lower id: experts 1 and 3 tie, top-1 takes 1.
+  moe.experts_used = 1;
+  std::vector<ExpertChoice> one(1);
+  ASSERT_TRUE(route(logits, moe, one).ok());
+  EXPECT_EQ(one[0].expert, 1u);
+}
+
+TEST(MoeRouting, NonFiniteLogitsAreAnErrorNotAChoice) {
+  MoeSpec moe{3, 2, 8, RouterWeights::softmax_top_k_renormalised};
+  std::vector<ExpertChoice> out(2);
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    const std::vector<float> logits{0.5f, bad, 1.0f};
+    auto s = route(logits, moe, out);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().code, ErrorCode::non_finite_output);
+    EXPECT_NE(s.error().message.find("expert 1 is not finite"), std::string::npos) << s.error().message;
+  }
+}
+
+// A copy of a fixture with its config edited, or a tensor renamed or reshaped.
+class MoeBadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("larql_moe_bad_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::copy(test::moe_fixture("mixtral"), dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string load_with_config(const std::function<void(json&)>& edit) {
+    std::ifstream in(test::moe_fixture("mixtral") / "config.json");
+    json config = json::parse(in);
+    edit(config);
+    std::ofstream(dir_ / "config.json") << config.dump();
+    auto m = load_model(dir_.string());
+    return m.ok() ? std::string("(loaded)") : m.error().message;
+  }
+  fs::path dir_;
+};
+
+TEST_F(MoeBadInput, ConfigsThatDisagreeNameTheField) {
+  EXPECT_EQ(load_with_config([](json&) {}), "(loaded)");
+  std::string e = load_with_config([](json& c) { c["num_experts_per_tok"] = 0; });
+  EXPECT_NE(e.find("field 'num_experts_per_tok' must be a positive integer"), std::string::npos) << e;
+  e = load_with_config([](json& c) { c["num_experts_per_tok"] = 5; });
+  EXPECT_NE(e.find("num_experts_per_tok is 5; expected at most the 4 experts"), std::string::npos) << e;
+  e = load_with_config([](json& c) { c.erase("num_local_experts"); });
+  EXPECT_NE(e.find("field 'num_local_experts' must be a positive integer"), std::string::npos) << e;
+  e = load_with_config([](json& c) { c["num_local_experts"] = "4"; });
+  EXPECT_NE(e.find("field 'num_local_experts' must be a number"), std::string::npos) << e;
+  // More experts than the file has: the first missing one is named.
+  e = load_with_config([](json& c) { c["num_local_experts"] = 6; });
+  EXPECT_NE(e.find("tensor 'model.layers.0.block_sparse_moe.gate.weight' has shape [4, 64], expected [6, 64]"), std::string::npos) << e;
+  // An expert width that disagrees with the tensors.
+  e = load_with_config([](json& c) { c["intermediate_size"] = 64; });
+  EXPECT_NE(e.find("block_sparse_moe.experts.0.w1.weight' has shape [48, 64], expected [64, 64]"), std::string::npos) << e;
+}
+
+TEST_F(MoeBadInput, AMissingExpertIsNamed) {
+  auto st = read_safetensors((test::moe_fixture("mixtral") / "model.safetensors").string());
+  ASSERT_TRUE(st.ok());
+  std::vector<TensorToWrite> kept;
+  for (const auto& [name, t] : st->tensors)
+    if (name != "model.layers.2.block_sparse_moe.experts.3.w2.weight")
+      kept.push_back({name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+  ASSERT_TRUE(write_safetensors((dir_ / "model.safetensors").string(), kept).ok());
+  auto m = load_model(dir_.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("layer 2's experts are missing: neither 'model.layers.2.block_sparse_moe.experts.3.w2.weight'"),
+            std::string::npos)
+      << m.error().message;
+}
+
+}  // namespace
+}  // namespace larql

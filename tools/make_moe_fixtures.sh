@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Regenerates tests/data/moe/: tiny f32 mixture-of-experts checkpoints written by
+# `larql synth` and what tools/moe_reference.py (PyTorch) computes for them. The tests
+# compare larql against these files; run this only when the fixtures must change, and
+# commit the result. Seeds are chosen so that every layer and position has a gap of at
+# least 1e-3 between its k-th and (k+1)-th router logit (reference.json's router_margin):
+# top-k is discontinuous, and a near-tie would test rounding, not routing.
+#   tools/make_moe_fixtures.sh [path/to/larql]      (needs scripts/install-train-deps.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+larql=${1:-build/larql}
+out=tests/data/moe
+rm -rf "$out" && mkdir -p "$out"
+shape=(--hidden 64 --heads 4 --kv-heads 2 --vocab 256 --context 64 --dtype f32 --layers 3)
+tokens=2,5,6,7,40,41,42,43,100,7,8,9
+
+# Mixtral: 4 experts, top-2, one tensor per expert and projection (block_sparse_moe.experts.N.w1).
+"$larql" synth --family mixtral --out "$out/mixtral" "${shape[@]}" --ffn 48 --experts 4 --experts-used 2 --seed 11
+# Qwen3-MoE: 8 experts of 32, top-3, stacked (transformers v5's experts.gate_up_proj), QK-norm,
+# heads of 32, and layer 1 a dense MLP of 96 (mlp_only_layers).
+"$larql" synth --family qwen3moe --out "$out/qwen3moe" "${shape[@]}" --head-dim 32 --ffn 96 --expert-ffn 32 --experts 8 \
+    --experts-used 3 --stacked-experts --dense-layers 1 --seed 12
+
+for m in mixtral qwen3moe; do
+  /usr/bin/python3 tools/moe_reference.py "$out/$m" --tokens "$tokens" --greedy 8 > "$out/$m/reference.json"
+  python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['router_margin']; print(sys.argv[1], 'router margin', m); sys.exit(m < 1e-3)" "$out/$m/reference.json"
+done
+du -sh "$out"/*
