@@ -24,6 +24,10 @@ std::optional<std::string> already_quantised(const Model& m) {
     if (!found && dtype_is_blocked(w.dtype))
       found = tensor_name(e, CheckpointFormat::gguf, layer) + " is " + std::string(dtype_name(w.dtype));
   });
+  for (size_t l = 0; l < m.layers.size() && !found; ++l)
+    for (const ExpertWeights& e : m.layers[l].experts)
+      if (dtype_is_blocked(e.gate.dtype) || dtype_is_blocked(e.down.dtype))
+        found = "layer " + std::to_string(l) + "'s experts are " + std::string(dtype_name(e.gate.dtype));
   return found;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/block_formats.h"
+#include "model/expert_tensors.h"
 #include "model/families.h"
 #include "model/gguf_tokenizer.h"
 #include "model/rope_rows.h"
@@ -275,8 +276,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
   if (auto s = layer_kinds(f, arch, *family, c, full, sliding, kv_heads, full_head_dim); !s) return fail(s.error().message);
   if (family->moe) {
-    // Every layer sparse (llama.cpp's mixtral and qwen3moe); the experts' width is
-    // expert_feed_forward_length, else llama.cpp's fallback (qwen3moe: feed_forward_length / top-k).
+    // The experts' width is expert_feed_forward_length, else llama.cpp's fallback (qwen3moe:
+    // feed_forward_length / top-k).
     MoeSpec& moe = c.moe;
     if (auto s = need("expert_count", moe.experts); !s) return s.error();
     if (auto s = need("expert_used_count", moe.experts_used); !s) return s.error();
@@ -287,7 +288,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
     if (number("expert_feed_forward_length"))
       if (auto s = need("expert_feed_forward_length", moe.expert_ffn); !s) return s.error();
     moe.weights = RouterWeights::softmax_top_k_renormalised;  // llama.cpp renormalises both
-    for (LayerConfig& l : c.layer_configs) l.sparse = true;
+    // A layer is sparse when it has a router (larql writes Qwen3-MoE's dense layers without).
+    for (size_t l = 0; l < c.layers; ++l) c.layer_configs[l].sparse = f.tensors.count(gguf_router_name(l)) > 0;
   }
   auto id = [&](const char* key) { return int(f.integer_or(key, -1)); };
   c.bos_id = id("tokenizer.ggml.bos_token_id");
@@ -353,11 +355,51 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   if (c.bos_id >= 0) meta["tokenizer.ggml.bos_token_id"] = u32(size_t(c.bos_id));
   if (!c.eos_ids.empty()) meta["tokenizer.ggml.eos_token_id"] = u32(size_t(c.eos_ids[0]));
 
+  if (c.moe.experts) {
+    meta[arch + ".expert_count"] = u32(c.moe.experts);
+    meta[arch + ".expert_used_count"] = u32(c.moe.experts_used);
+    meta[arch + ".expert_feed_forward_length"] = u32(c.moe.expert_ffn);
+  }
+
   const bool permute = family->gguf_permutes_qk && c.rope_layout == RopeLayout::half_split;
   const bool tied = m.classifier.data == m.embed.data;
   size_t count = 0;
   for_each_tensor(m, [&](const TensorEntry&, size_t, const Matrix&) { ++count; });
+  for (size_t l = 0; l < c.layers; ++l) count += c.layer(l).sparse ? 4 : 0;  // router, gate, up, down
   std::vector<GgufTensorToWrite> tensors;
+  // A tensor of `rows` rows of `cols` values, row r's values from `row`, written as `type`.
+  auto write_tensor = [&](const std::string& name, DType type, std::vector<size_t> shape, size_t rows, size_t cols,
+                          const std::function<void(size_t r, float* values)>& row) {
+    GgufTensorToWrite t{name, type, std::move(shape), {}};
+    const size_t row_bytes = dtype_bytes(type, cols);
+    t.bytes.resize(row_bytes * rows);
+    // Each row quantised, then read back for the error; sums kept per row so that the
+    // totals do not depend on the thread count.
+    std::vector<double> row_error(rows), row_values(rows);
+    auto some_rows = [&](size_t begin, size_t end) {
+      std::vector<float> x(cols), back(cols);
+      for (size_t r = begin; r < end; ++r) {
+        row(r, x.data());
+        blocks::quantize_row(type, x.data(), cols, &t.bytes[r * row_bytes]);
+        dequantize_row(type, &t.bytes[r * row_bytes], cols, back.data());
+        for (size_t i = 0; i < cols; ++i) {
+          row_error[r] += (double(back[i]) - x[i]) * (double(back[i]) - x[i]);
+          row_values[r] += double(x[i]) * x[i];
+        }
+      }
+    };
+    if (options.pool) options.pool->parallel_for(rows, some_rows, 16);
+    else some_rows(0, rows);
+    if (options.progress) {
+      TensorWritten done{t.name, type, t.shape, tensors.size(), count};
+      for (size_t r = 0; r < rows; ++r) {
+        done.squared_error += row_error[r];
+        done.squared_values += row_values[r];
+      }
+      options.progress(done);
+    }
+    tensors.push_back(std::move(t));
+  };
   for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
     std::vector<float> values(w.rows * w.cols);
     for (size_t r = 0; r < w.rows; ++r) dequantize_row(w.dtype, w.row_ptr(r), w.cols, &values[r * w.cols]);
@@ -367,37 +409,30 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     // llama.cpp's converter stores these rows in the adjacent order, for its adjacent-pair RoPE.
     if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
-    const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure);
-    GgufTensorToWrite t{tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c, layer), {}};
-    const size_t row_bytes = dtype_bytes(type, w.cols);
-    t.bytes.resize(row_bytes * w.rows);
-    // Each row quantised, then read back for the error; sums kept per row so that the
-    // totals do not depend on the thread count.
-    std::vector<double> row_error(w.rows), row_values(w.rows);
-    auto rows = [&](size_t begin, size_t end) {
-      std::vector<float> back(w.cols);
-      for (size_t r = begin; r < end; ++r) {
-        const float* x = &values[r * w.cols];
-        blocks::quantize_row(type, x, w.cols, &t.bytes[r * row_bytes]);
-        dequantize_row(type, &t.bytes[r * row_bytes], w.cols, back.data());
-        for (size_t i = 0; i < w.cols; ++i) {
-          row_error[r] += (double(back[i]) - x[i]) * (double(back[i]) - x[i]);
-          row_values[r] += double(x[i]) * x[i];
-        }
-      }
-    };
-    if (options.pool) options.pool->parallel_for(w.rows, rows, 16);
-    else rows(0, w.rows);
-    if (options.progress) {
-      TensorWritten done{t.name, type, t.shape, tensors.size(), count};
-      for (size_t r = 0; r < w.rows; ++r) {
-        done.squared_error += row_error[r];
-        done.squared_values += row_values[r];
-      }
-      options.progress(done);
-    }
-    tensors.push_back(std::move(t));
+    const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure, c.moe.experts);
+    write_tensor(tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c, layer), w.rows, w.cols,
+                 [&](size_t r, float* x) { std::copy_n(&values[r * w.cols], w.cols, x); });
   });
+  // Mixture-of-experts layers as llama.cpp's converter writes them: the router in f32 (never
+  // quantised), each role's experts stacked [experts][rows][cols]. A layer without a
+  // router has a dense FFN (Qwen3-MoE's mlp_only_layers; llama.cpp's qwen3moe has none).
+  const size_t E = c.moe.experts;
+  for (size_t l = 0; l < c.layers; ++l) {
+    if (!c.layer(l).sparse) continue;
+    const LayerWeights& lw = m.layers[l];
+    write_tensor(gguf_router_name(l), DType::f32, {E, c.hidden}, E, c.hidden,
+                 [&](size_t r, float* x) { dequantize_row(lw.router.dtype, lw.router.row_ptr(r), c.hidden, x); });
+    for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+      const bool down = role == ExpertRole::down;
+      const size_t rows = down ? c.hidden : c.moe.expert_ffn, cols = down ? c.moe.expert_ffn : c.hidden;
+      Matrix ExpertWeights::*member = down ? &ExpertWeights::down : role == ExpertRole::gate ? &ExpertWeights::gate : &ExpertWeights::up;
+      write_tensor(gguf_stacked_name(l, role), expert_matrix_type(options.scheme, down, l, c.layers, cols, options.pure), {E, rows, cols},
+                   E * rows, cols, [&](size_t r, float* x) {
+                     const Matrix& w = lw.experts[r / rows].*member;
+                     dequantize_row(w.dtype, w.row_ptr(r % rows), cols, x);
+                   });
+    }
+  }
   // rope_freqs: Llama 3's frequency divisors, or Gemma 4's proportional RoPE as llama.cpp's
   // converter writes it (1 for the pairs that turn, 1e30 for the rest: their angle ≈ 0).
   std::vector<float> divisors;

@@ -26,7 +26,7 @@ DType fallback(DType t, size_t cols) {
 }  // namespace
 
 DType matrix_type(const QuantScheme& scheme, const TensorEntry& e, size_t layer, size_t layers, size_t cols, bool tied,
-                  bool pure) {
+                  bool pure, size_t experts) {
   DType t = scheme.base;
   if (scheme.mixed && !pure) {
     const bool classifier = e.model_member == &Model::classifier || (tied && e.model_member == &Model::embed);
@@ -34,7 +34,16 @@ DType matrix_type(const QuantScheme& scheme, const TensorEntry& e, size_t layer,
     else if (scheme.more_bits && (e.layer_member == &LayerWeights::wv || e.layer_member == &LayerWeights::down) &&
              use_more_bits(layer, layers))
       t = DType::q6_k;
+    // llama.cpp: "for the 8-expert model, bumping this to Q8_0 trades just ~128MB".
+    if (experts == 8 && (e.layer_member == &LayerWeights::wk || e.layer_member == &LayerWeights::wv)) t = DType::q8_0;
+    if (experts == 8 && e.layer_member == &LayerWeights::wo && scheme.base == DType::q4_k && scheme.more_bits) t = DType::q5_k;
   }
+  return fits(t, cols) ? t : fallback(t, cols);
+}
+
+DType expert_matrix_type(const QuantScheme& scheme, bool down, size_t layer, size_t layers, size_t cols, bool pure) {
+  DType t = scheme.base;
+  if (scheme.mixed && !pure && scheme.more_bits && down && use_more_bits(layer, layers)) t = DType::q6_k;
   return fits(t, cols) ? t : fallback(t, cols);
 }
 

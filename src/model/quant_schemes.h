@@ -6,6 +6,9 @@
 //    or Q8_0 when its rows are not a multiple of 256 (q8_0 files keep it Q8_0);
 //  - the _M mixes give Q6_K to `attn_v` and `ffn_down` on the layers use_more_bits picks:
 //    the first and last eighth, and every third layer between;
+//  - mixture-of-experts models (expert_count 8, as Mixtral): `attn_k` and `attn_v` are Q8_0
+//    and, in Q4_K_M, `attn_output` Q5_K; the experts' ffn_down_exps follow ffn_down's rule
+//    and their gate and up the base format; the router (ffn_gate_inp) is never quantised;
 //  - a row length the chosen format's blocks do not divide falls back: Q4_K → Q5_0,
 //    Q5_K → Q5_1, Q6_K → Q8_0, and then (or for the 32-value formats) to F16.
 //
@@ -51,8 +54,12 @@ constexpr bool use_more_bits(size_t layer, size_t layers) {
 }
 
 // The format a 2-D tensor is written in. `tied`: the model has no classifier of its own
-// (token_embd serves as one). `pure`: no per-tensor rules, only the fallback.
+// (token_embd serves as one). `pure`: no per-tensor rules, only the fallback. `experts`:
+// the model's experts per layer (0: dense).
 DType matrix_type(const QuantScheme& scheme, const TensorEntry& e, size_t layer, size_t layers, size_t cols, bool tied,
-                  bool pure = false);
+                  bool pure = false, size_t experts = 0);
+
+// The format of a mixture-of-experts layer's stacked expert tensor (`down`: ffn_down_exps).
+DType expert_matrix_type(const QuantScheme& scheme, bool down, size_t layer, size_t layers, size_t cols, bool pure = false);
 
 }  // namespace larql

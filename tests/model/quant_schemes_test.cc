@@ -48,6 +48,28 @@ TEST(QuantSchemes, MediumMixesGiveQ6_KToAttnVAndFfnDownOnThoseLayers) {
   EXPECT_EQ(matrix_type(scheme("q4_0"), entry(&LayerWeights::down), 0, 32, 4096, false), DType::q4_0);
 }
 
+// llama.cpp's n_expert == 8 rules (Mixtral): attn_k and attn_v Q8_0 in every quantised
+// type, attn_output Q5_K in Q4_K_M; the experts' down follows ffn_down's layers.
+TEST(QuantSchemes, EightExpertModelsKeepAttentionKAndVInQ8_0) {
+  for (const char* name : {"q4_k_m", "q5_k_m", "q4_0", "q8_0"})
+    for (size_t layer : {0u, 5u}) {
+      EXPECT_EQ(matrix_type(scheme(name), entry(&LayerWeights::wk), layer, 32, 4096, false, false, 8), DType::q8_0) << name;
+      EXPECT_EQ(matrix_type(scheme(name), entry(&LayerWeights::wv), layer, 32, 4096, false, false, 8), DType::q8_0) << name;
+      EXPECT_EQ(matrix_type(scheme(name), entry(&LayerWeights::wv), layer, 32, 4096, false, false, 128), use_more_bits(layer, 32) && scheme(name).more_bits ? DType::q6_k : scheme(name).base) << name;
+    }
+  EXPECT_EQ(matrix_type(scheme("q4_k_m"), entry(&LayerWeights::wo), 3, 32, 4096, false, false, 8), DType::q5_k);
+  EXPECT_EQ(matrix_type(scheme("q5_k_m"), entry(&LayerWeights::wo), 3, 32, 4096, false, false, 8), DType::q5_k);  // its base
+  EXPECT_EQ(matrix_type(scheme("q4_k_m"), entry(&LayerWeights::wo), 3, 32, 4096, false, false, 0), DType::q4_k);
+  EXPECT_EQ(matrix_type(scheme("f16"), entry(&LayerWeights::wk), 3, 32, 4096, false, false, 8), DType::f16) << "no rules";
+  for (size_t layer = 0; layer < 12; ++layer) {
+    EXPECT_EQ(expert_matrix_type(scheme("q4_k_m"), true, layer, 12, 768), use_more_bits(layer, 12) ? DType::q6_k : DType::q4_k);
+    EXPECT_EQ(expert_matrix_type(scheme("q4_k_m"), false, layer, 12, 2048), DType::q4_k);
+  }
+  // Gemma 4 26B-A4B's experts are 704 wide: K-quant rows fall back.
+  EXPECT_EQ(expert_matrix_type(scheme("q4_k_m"), true, 1, 12, 704), DType::q5_0);
+  EXPECT_EQ(expert_matrix_type(scheme("q4_k_m"), true, 0, 12, 704), DType::q8_0);
+}
+
 TEST(QuantSchemes, TheClassifierIsQ6_KOrQ8_0) {
   EXPECT_EQ(matrix_type(scheme("q4_k_m"), entry(&Model::classifier), 0, 32, 4096, false), DType::q6_k);
   EXPECT_EQ(matrix_type(scheme("q4_0"), entry(&Model::classifier), 0, 32, 4096, false), DType::q6_k);
