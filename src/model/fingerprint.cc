@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace larql {
 
@@ -11,11 +14,18 @@ std::string layer_fingerprint(const Model& model, size_t layer) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   const LayerWeights& w = model.layers.at(layer);
-  const std::pair<const char*, const Matrix*> tensors[] = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
+  // A dense layer's gate, up and down; a sparse layer's router and its experts' matrices.
+  std::vector<std::pair<std::string, const Matrix*>> tensors;
+  if (w.experts.empty()) tensors = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
+  else tensors.emplace_back("router", &w.router);
+  for (size_t e = 0; e < w.experts.size(); ++e)
+    for (const auto& [role, m] : {std::pair{"gate", &w.experts[e].gate}, {"up", &w.experts[e].up}, {"down", &w.experts[e].down}})
+      tensors.emplace_back("expert" + std::to_string(e) + "." + role, m);
   for (const auto& [name, m] : tensors) {
-    const std::string header = std::string(name) + ":" + std::string(dtype_name(m->dtype)) + ":" +
-                               std::to_string(m->rows) + "x" + std::to_string(m->cols) + ";";
+    const std::string header = name + ":" + std::string(dtype_name(m->dtype)) + ":" + std::to_string(m->rows) + "x" +
+                               std::to_string(m->cols) + ";";
     EVP_DigestUpdate(ctx, header.data(), header.size());
+    if (!m->data) continue;
     const auto* data = static_cast<const uint8_t*>(m->data);
     const size_t bytes = m->bytes(), edge = std::min<size_t>(bytes, 4096);
     EVP_DigestUpdate(ctx, data, edge);

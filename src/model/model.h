@@ -150,9 +150,18 @@ struct LayerWeights {
   Matrix router;             // sparse layers: [experts][hidden], the router's logits
   std::vector<ExpertWeights> experts;  // sparse layers: in expert id order
 
-  // The FFN's matrices: what a shard computes with.
-  std::array<Matrix*, 3> ffn() { return {&gate, &up, &down}; }
-  std::array<const Matrix*, 3> ffn() const { return {&gate, &up, &down}; }
+  // The FFN's matrices: what a shard computes with (a sparse layer's router and experts;
+  // a dense layer's gate, up and down).
+  std::vector<Matrix*> ffn() {
+    std::vector<Matrix*> out{&gate, &up, &down, &router};
+    for (ExpertWeights& e : experts) out.insert(out.end(), {&e.gate, &e.up, &e.down});
+    return out;
+  }
+  std::vector<const Matrix*> ffn() const {
+    std::vector<const Matrix*> out{&gate, &up, &down, &router};
+    for (const ExpertWeights& e : experts) out.insert(out.end(), {&e.gate, &e.up, &e.down});
+    return out;
+  }
 };
 
 struct Model {
@@ -188,13 +197,9 @@ struct Model {
   // The arithmetic of the FFN's products in layers [first, last]: the name a shard gives as
   // ffn_arithmetic (PROTOCOL §8), and what a client compares with its own.
   Arithmetic ffn_arithmetic(size_t first, size_t last) const {
-    for (size_t l = first; l <= last && l < layers.size(); ++l) {
+    for (size_t l = first; l <= last && l < layers.size(); ++l)
       for (const Matrix* m : layers[l].ffn())
         if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
-      for (const ExpertWeights& e : layers[l].experts)
-        for (const Matrix* m : {&e.gate, &e.up, &e.down})
-          if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
-    }
     return Arithmetic::f32;
   }
 };

@@ -42,6 +42,36 @@ std::string synth(const std::string& name, size_t hidden, size_t heads, uint64_t
   return dir.string();
 }
 
+// A mixture-of-experts model's layers on shards that route themselves (walk-ffn on a sparse
+// layer runs the router and the chosen experts): f32 gives the local ids; each shard's
+// per-layer fingerprint covers the router and experts, so another model's shard is refused.
+TEST(RunRemoteCli, MixtureOfExpertsLayersRouteOnTheShard) {
+  for (const char* family : {"mixtral", "qwen3moe"}) {
+    SCOPED_TRACE(family);
+    const std::string model = std::string(LARQL_SOURCE_DIR) + "/tests/data/moe/" + family;
+    ChildProcess a({"serve", model, "--port", "0", "--layers", "0-1", "--threads", "1"});
+    ChildProcess b({"serve", model, "--port", "0", "--layers", "2", "--threads", "1"});
+    auto run = [&](const std::string& extra) {
+      const auto r = larql("run " + model + " --prompt-ids 2,5,6,7,40 --steps 12 --ignore-eos --json --threads 1 " + extra);
+      EXPECT_EQ(r.status, 0) << r.output;
+      return json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+    };
+    const json local = run("");
+    const std::string map = "'0-1=" + a.url() + ",2=" + b.url() + "'";
+    for (const char* wire : {"f32", "f16"}) {
+      const json remote = run("--ffn " + map + " --wire " + wire);
+      ASSERT_FALSE(local.is_discarded() || remote.is_discarded());
+      if (std::string(wire) == "f32") EXPECT_EQ(remote["generated_ids"], local["generated_ids"]);
+      EXPECT_EQ(remote["generated_ids"].size(), 12u) << wire;
+    }
+  }
+  // The other family's shard for layers 0-1 of Mixtral: same hidden size, other experts.
+  ChildProcess other({"serve", std::string(LARQL_SOURCE_DIR) + "/tests/data/moe/qwen3moe", "--port", "0", "--threads", "1"});
+  const auto r = larql("run " + std::string(LARQL_SOURCE_DIR) + "/tests/data/moe/mixtral --prompt-ids 2,5 --steps 2 --ffn " + other.url());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("fingerprint"), std::string::npos) << r.output;
+}
+
 TEST(RunRemoteCli, LayerMapWithReplicasAndKeysGivesTheLocalTextAndJsonFields) {
   ChildProcess a1({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1", "--api-key", "k"});
   ChildProcess a2({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1", "--api-key", "k"});
