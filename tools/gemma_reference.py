@@ -9,7 +9,14 @@ layer type's base and scaling (Gemma 4's full layers: proportional), attention-s
 before the mask (Gemma 2), sliding windows that count the query's own position, GeGLU with
 gelu(approximate="tanh"), the tied classifier and the final-logit softcap. Gemma 4 also:
 full layers with their own head size and KV heads, values that are the raw keys
-(attention_k_eq_v), v_norm without weight, scores unscaled, layer_scalar on each layer.
+(attention_k_eq_v), v_norm without weight, scores unscaled, layer_scalar on each layer; and
+with enable_moe_block (the 26B-A4B kind) the routed experts beside the dense MLP: the
+router reads the residual through a norm without weight x router.scale x hidden^-0.5,
+softmax over all experts, top-k renormalised then x per_expert_scale; the experts
+(experts.gate_up_proj [E, 2I, H], gate rows first; experts.down_proj) take
+pre_feedforward_layernorm_2(residual), each added in ascending expert id into a zero sum
+(index_add_); post_feedforward_layernorm_1(mlp) + post_feedforward_layernorm_2(experts)
+then goes through post_feedforward_layernorm.
 
 Usage: gemma_reference.py CHECKPOINT_DIR --tokens 2,5,9,... [--greedy N] > reference.json
 Writes {"tokens", "logits": [position][vocab], "greedy": [ids]}; greedy continues the
@@ -174,6 +181,32 @@ class Gemma:
         gate = torch.nn.functional.gelu(x @ w("gate_proj").T, approximate="tanh")
         return (gate * (x @ w("up_proj").T)) @ w("down_proj").T
 
+    def experts(self, l, residual):
+        """Gemma4TextRouter and Gemma4TextExperts (MixtralExperts with gelu_tanh)."""
+        w = lambda name: self.w[f"layers.{l}.{name}"]
+        hidden = self.config["hidden_size"]
+        r = self.norm(residual, None) * w("router.scale") * hidden ** -0.5
+        probs = torch.softmax(r @ w("router.proj.weight").T, dim=-1)
+        top_w, top_i = torch.topk(probs, k=self.config["top_k_experts"], dim=-1)
+        ranked = (r @ w("router.proj.weight").T).sort(dim=-1, descending=True).values
+        k = self.config["top_k_experts"]
+        self.margin = min(getattr(self, "margin", float("inf")), float((ranked[:, k - 1] - ranked[:, k]).min()))
+        top_w = top_w / top_w.sum(dim=-1, keepdim=True)
+        top_w = top_w * w("router.per_expert_scale")[top_i]
+        x = self.norm(residual, w("pre_feedforward_layernorm_2.weight"))
+        out = torch.zeros_like(x)
+        inner = self.config["moe_intermediate_size"]
+        for e in range(self.config["num_experts"]):
+            rows, slot = torch.where(top_i == e)
+            if rows.numel() == 0:
+                continue
+            gate_up = w("experts.gate_up_proj")[e]
+            h = x[rows]
+            y = torch.nn.functional.gelu(h @ gate_up[:inner].T, approximate="tanh") * (h @ gate_up[inner:].T)
+            y = y @ w("experts.down_proj")[e].T
+            out.index_add_(0, rows, y * top_w[rows, slot, None])
+        return out
+
     def forward(self, tokens):
         embed = self.w["embed_tokens.weight"]
         x = embed[torch.tensor(tokens)]
@@ -187,6 +220,9 @@ class Gemma:
             x = residual + self.norm(h, n("post_attention_layernorm"))
             residual = x
             h = self.mlp(l, self.norm(x, n("pre_feedforward_layernorm")))
+            if self.config.get("enable_moe_block"):
+                h = self.norm(h, n("post_feedforward_layernorm_1")) + \
+                    self.norm(self.experts(l, residual), n("post_feedforward_layernorm_2"))
             x = residual + self.norm(h, n("post_feedforward_layernorm"))
             if self.gemma4:
                 x = x * self.w[f"layers.{l}.layer_scalar"]
@@ -213,6 +249,8 @@ def main():
         for _ in range(args.greedy):
             sequence.append(int(model.forward(sequence)[-1].argmax()))
     out = {"tokens": tokens, "logits": [[float(v) for v in row] for row in logits], "greedy": sequence[len(tokens):]}
+    if hasattr(model, "margin"):  # top-k is discontinuous: the smallest k-th/(k+1)-th router logit gap seen
+        out["router_margin"] = model.margin
     print(json.dumps(out))
 
 

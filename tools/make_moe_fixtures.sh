@@ -21,8 +21,17 @@ tokens=2,5,6,7,40,41,42,43,100,7,8,9
 "$larql" synth --family qwen3moe --out "$out/qwen3moe" "${shape[@]}" --head-dim 32 --ffn 96 --expert-ffn 32 --experts 8 \
     --experts-used 3 --stacked-experts --dense-layers 1 --seed 12
 
-for m in mixtral qwen3moe; do
-  /usr/bin/python3 tools/moe_reference.py "$out/$m" --tokens "$tokens" --greedy 8 > "$out/$m/reference.json"
+# Gemma 4 26B-A4B kind: a dense MLP of 64 and 8 experts of 32 (top-2) in every layer, gelu_tanh,
+# the router on the residual with its own scales; sliding layers 0-2 (window 4), full layer 3
+# (heads of 32, one KV head, values = keys); its reference is tools/gemma_reference.py.
+"$larql" synth --family gemma4moe --out "$out/gemma4moe" --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --global-head-dim 32 \
+    --global-kv-heads 1 --vocab 256 --context 64 --dtype f32 --sliding-window 4 --ffn 64 --layers 4 --final-softcap 3 \
+    --expert-ffn 32 --experts 8 --experts-used 2 --seed 18
+
+for m in mixtral qwen3moe gemma4moe; do
+  reference=tools/moe_reference.py
+  [ "$m" = gemma4moe ] && reference=tools/gemma_reference.py
+  /usr/bin/python3 "$reference" "$out/$m" --tokens "$tokens" --greedy 8 > "$out/$m/reference.json"
   python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['router_margin']; print(sys.argv[1], 'router margin', m); sys.exit(m < 1e-3)" "$out/$m/reference.json"
 done
 du -sh "$out"/*

@@ -12,8 +12,9 @@ void add_synth_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a synthetic (random-weight) Hugging Face checkpoint for speed tests");
   cmd->add_option("--out", *out, "output directory")->required();
-  cmd->add_option("--family", spec->family, "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), mixtral or qwen3moe")
-      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "mixtral", "qwen3moe"}))
+  cmd->add_option("--family", spec->family,
+                  "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), gemma4moe (26B-A4B kind), mixtral or qwen3moe")
+      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "gemma4moe", "mixtral", "qwen3moe"}))
       ->capture_default_str();
   cmd->add_option("--hidden", spec->hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--layers", spec->layers, "number of layers")->capture_default_str()->check(CLI::PositiveNumber);
@@ -40,13 +41,13 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--massive-activations", spec->massive_activations,
                   "hidden coordinates whose FFN outputs are scaled x100..x1000, like real models' massive activations")
       ->capture_default_str();
-  cmd->add_option("--experts", spec->experts, "mixtral, qwen3moe: experts per layer")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--experts-used", spec->experts_used, "mixtral, qwen3moe: experts each position uses (top-k)")
+  cmd->add_option("--experts", spec->experts, "mixtral, qwen3moe, gemma4moe: experts per layer")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--experts-used", spec->experts_used, "mixtral, qwen3moe, gemma4moe: experts each position uses (top-k)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
+  cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe, gemma4moe: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
   cmd->add_flag("--stacked-experts", spec->stacked_experts,
-                "mixtral, qwen3moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
+                "mixtral, qwen3moe, gemma4moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
   cmd->add_option("--dense-layers", spec->dense_layers, "qwen3moe: layers with a dense MLP of --ffn (mlp_only_layers)")->delimiter(',');
   cmd->callback([spec, out] {
     if (auto s = write_synthetic_checkpoint(*out, *spec); !s) {

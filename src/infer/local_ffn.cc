@@ -11,7 +11,8 @@ Status LocalFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, 
                       "layer " + std::to_string(layer) + " is out of range: the model has " + std::to_string(c.layers) + " layers");
   if (x.size() != rows * c.hidden || out.size() != rows * c.hidden)
     return make_error(ErrorCode::internal, "FFN input/output sizes do not match rows × hidden");
-  if (c.layer(layer).sparse) return moe_.forward(layer, x, rows, out);
+  // Gemma 4's sparse layers keep a dense FFN, which is this one; their experts are the client's.
+  if (c.layer(layer).sparse && !c.moe.beside_dense) return moe_.forward(layer, x, rows, out);
   const LayerWeights& w = model_.layers[layer];
   gate_.resize(rows * c.ffn);
   up_.resize(rows * c.ffn);

@@ -7,19 +7,36 @@
 namespace larql {
 
 Status MoeFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
+  if (auto s = route(layer, x.data(), rows); !s) return s;
+  run_experts(layer, x.data(), rows, out.data());
+  return Ok{};
+}
+
+Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
-  const size_t E = c.moe.experts, K = c.moe.experts_used, I = c.moe.expert_ffn, H = c.hidden;
+  const size_t E = c.moe.experts, K = c.moe.experts_used;
   logits_.resize(rows * E);
-  matmul(w.router, x.data(), rows, logits_.data(), pool_);
+  matmul(w.router, router_input, rows, logits_.data(), pool_);
   choices_.resize(rows * K);
   members_.resize(E);
   for (auto& m : members_) m.clear();
   for (size_t t = 0; t < rows; ++t) {
-    if (auto s = route({&logits_[t * E], E}, c.moe, {&choices_[t * K], K}); !s)
+    if (auto s = larql::route({&logits_[t * E], E}, c.moe, {&choices_[t * K], K}); !s)
       return make_error(s.error().code, "layer " + std::to_string(layer) + ", position " + std::to_string(t) + ": " + s.error().message);
-    for (size_t j = 0; j < K; ++j) members_[choices_[t * K + j].expert].push_back(uint32_t(t * K + j));
+    for (size_t j = 0; j < K; ++j) {
+      ExpertChoice& choice = choices_[t * K + j];
+      if (w.expert_scale.data) choice.weight *= load_as_f32(w.expert_scale.dtype, w.expert_scale.data, choice.expert);
+      members_[choice.expert].push_back(uint32_t(t * K + j));
+    }
   }
+  return Ok{};
+}
+
+void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, float* out) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[layer];
+  const size_t E = c.moe.experts, K = c.moe.experts_used, I = c.moe.expert_ffn, H = c.hidden;
 
   // Each chosen expert once, over the positions routed to it; its output rows go to their
   // (position, slot) places.
@@ -30,7 +47,7 @@ Status MoeFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, st
     if (n == 0) continue;
     const ExpertWeights& ex = w.experts[e];
     inputs_.resize(n * H);
-    for (size_t i = 0; i < n; ++i) std::memcpy(&inputs_[i * H], &x[routed[i] / K * H], H * sizeof(float));
+    for (size_t i = 0; i < n; ++i) std::memcpy(&inputs_[i * H], x + routed[i] / K * H, H * sizeof(float));
     gate_.resize(n * I);
     up_.resize(n * I);
     const Product gate_up[] = {{&ex.gate, gate_.data()}, {&ex.up, up_.data()}};
@@ -47,7 +64,7 @@ Status MoeFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, st
   // multiply-adds (-ffp-contract=off): each product rounded, then added.
   pool_.parallel_rows(rows, H, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
-      float* o = &out[t * H];
+      float* o = out + t * H;
       for (size_t j = 0; j < K; ++j) {
         const float weight = choices_[t * K + j].weight;
         const float* y = &expert_out_[(t * K + j) * H];
@@ -58,7 +75,6 @@ Status MoeFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, st
       }
     }
   });
-  return Ok{};
 }
 
 }  // namespace larql

@@ -19,6 +19,11 @@ class MoeFfn {
   MoeFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
   // Not thread-safe (scratch buffers): one instance per concurrent caller.
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out);
+  // The two halves, for Gemma 4, whose router and experts read different inputs: the
+  // router's choices for `router_input`'s rows (× the layer's expert_scale, where it has
+  // one), then the chosen experts over `x` weighted by them.
+  Status route(uint32_t layer, const float* router_input, size_t rows);
+  void run_experts(uint32_t layer, const float* x, size_t rows, float* out);
   // The last forward's choices: experts_used per position, in ascending expert id.
   std::span<const ExpertChoice> choices() const { return choices_; }
 

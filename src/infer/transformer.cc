@@ -30,7 +30,8 @@ void add_bias(float* rows, size_t n, const Matrix& bias) {
 
 }  // namespace
 
-Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool) : model_(model), ffn_(ffn), pool_(pool) {
+Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool)
+    : model_(model), ffn_(ffn), pool_(pool), experts_(model, pool) {
   const ModelConfig& c = model.config;
   // As run.c computes it: 1 / theta^(2i / head_dim), in float. Proportional RoPE keeps the
   // full head size in the exponent and leaves the pairs past rotated_pairs unturned.
@@ -124,6 +125,28 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
     }
   });
+}
+
+Status Transformer::add_experts_beside_dense(size_t l, size_t n) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[l];
+  const size_t D = c.hidden;
+  router_in_.resize(n * D), expert_in_.resize(n * D), expert_out_.resize(n * D);
+  // The router's input: the residual normed without weight, × router_scale, × D^-½ (in that order).
+  norm_rows(router_in_.data(), x_.data(), n, Matrix{}, D);
+  const float root = float(std::pow(double(D), -0.5));
+  pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t)
+      for (size_t i = 0; i < D; ++i)
+        router_in_[t * D + i] = router_in_[t * D + i] * load_as_f32(w.router_scale.dtype, w.router_scale.data, i) * root;
+  });
+  if (auto s = experts_.route(uint32_t(l), router_in_.data(), n); !s) return s;
+  norm_rows(expert_in_.data(), x_.data(), n, w.expert_norm, D);
+  experts_.run_experts(uint32_t(l), expert_in_.data(), n, expert_out_.data());
+  norm_rows(expert_out_.data(), expert_out_.data(), n, w.expert_out_norm, D);
+  norm_rows(proj_.data(), proj_.data(), n, w.dense_out_norm, D);
+  add_rows(proj_.data(), expert_out_.data(), n, D);
+  return Ok{};
 }
 
 Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector<float>& logits) {
@@ -244,6 +267,8 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     // per layer for every row of every sequence in the pass.
     norm_rows(xb_.data(), x_.data(), n, w.ffn_norm, D);
     if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
+    if (c.moe.beside_dense && lc.sparse)
+      if (auto s = add_experts_beside_dense(l, n); !s) return s.error();
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
     add_rows(x_.data(), proj_.data(), n, D);
     if (w.output_scale.data) {  // Gemma 4: the whole hidden state, residual included

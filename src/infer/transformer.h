@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "infer/ffn_backend.h"
+#include "infer/moe_ffn.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 
@@ -53,6 +54,10 @@ class Transformer {
   void rope(float* v, size_t heads, const float* cosines, const float* sines, size_t half) const;
   void norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const;
   void add_rows(float* x, const float* y, size_t rows, size_t n) const;  // x += y, rows of n
+  // Gemma 4's experts beside the dense FFN, whose output proj_ holds: proj_ becomes
+  // dense_out_norm(proj_) + expert_out_norm(Σ weight · expert(expert_norm(x_))), routed on x_.
+  // Computed here, in process: the client keeps the router (PROTOCOL §12).
+  Status add_experts_beside_dense(size_t layer, size_t rows);
 
   const Model& model_;
   FfnBackend& ffn_;
@@ -61,7 +66,8 @@ class Transformer {
   KvCache cache_;  // forward's and forward_logits' sequence
   std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
   // Scratch, sized for the largest chunk seen.
-  std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_;
+  std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, router_in_, expert_in_, expert_out_;
+  MoeFfn experts_;  // Gemma 4's experts
 };
 
 }  // namespace larql

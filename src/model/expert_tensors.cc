@@ -9,9 +9,7 @@ std::string_view hf_projection(const MoeNames& n, ExpertRole role) {
 
 const char* gguf_role(ExpertRole role) { return role == ExpertRole::gate ? "gate" : role == ExpertRole::up ? "up" : "down"; }
 
-std::string hf_layer(const MoeNames& n, size_t layer) {
-  return "model.layers." + std::to_string(layer) + "." + std::string(n.hf_module) + ".";
-}
+std::string hf_layer(size_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
 std::string blk(size_t layer) { return "blk." + std::to_string(layer) + "."; }
 
@@ -25,12 +23,12 @@ std::vector<Matrix> slices(const FoundTensor& t, size_t count, size_t rows, size
 
 }  // namespace
 
-std::string hf_router_name(const MoeNames& n, size_t layer) { return hf_layer(n, layer) + "gate.weight"; }
+std::string hf_router_name(const MoeNames& n, size_t layer) { return hf_layer(layer) + std::string(n.hf_router); }
 std::string hf_expert_name(const MoeNames& n, size_t layer, size_t expert, ExpertRole role) {
-  return hf_layer(n, layer) + "experts." + std::to_string(expert) + "." + std::string(hf_projection(n, role)) + ".weight";
+  return hf_layer(layer) + std::string(n.hf_experts) + std::to_string(expert) + "." + std::string(hf_projection(n, role)) + ".weight";
 }
-std::string hf_stacked_gate_up_name(const MoeNames& n, size_t layer) { return hf_layer(n, layer) + "experts.gate_up_proj"; }
-std::string hf_stacked_down_name(const MoeNames& n, size_t layer) { return hf_layer(n, layer) + "experts.down_proj"; }
+std::string hf_stacked_gate_up_name(const MoeNames& n, size_t layer) { return hf_layer(layer) + std::string(n.hf_experts) + "gate_up_proj"; }
+std::string hf_stacked_down_name(const MoeNames& n, size_t layer) { return hf_layer(layer) + std::string(n.hf_experts) + "down_proj"; }
 
 std::string gguf_router_name(size_t layer) { return blk(layer) + "ffn_gate_inp.weight"; }
 std::string gguf_stacked_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_exps.weight"; }

@@ -13,16 +13,27 @@
 
 namespace larql {
 
-// A mixture-of-experts family's Hugging Face names under model.layers.{L}.: the router is
-// "<module>.gate.weight", expert E's projections "<module>.experts.E.<proj>.weight" (or,
-// transformers v5, stacked "<module>.experts.gate_up_proj" and "<module>.experts.down_proj").
+// A mixture-of-experts family: its Hugging Face names under model.layers.{L}. (the router
+// "<hf_router>", expert E's projections "<hf_experts>E.<proj>.weight", or, transformers v5,
+// stacked "<hf_experts>gate_up_proj" and "<hf_experts>down_proj"), its config keys, and
+// where its experts sit.
 struct MoeNames {
-  std::string_view hf_module;
+  std::string_view hf_router, hf_experts;
   std::string_view hf_gate, hf_up, hf_down;
+  std::string_view experts_key, top_k_key, width_key;  // config.json; width_key empty: intermediate_size
   RouterWeights weights;  // unless the config says otherwise (Qwen3-MoE's norm_topk_prob)
+  // Gemma 4 (26B-A4B): the experts beside a dense MLP, each with its norms; the router reads
+  // the residual through a norm without weight, × router.scale × hidden^-½, and each chosen
+  // weight is × per_expert_scale. Such a family's models may be dense (enable_moe_block).
+  bool beside_dense = false;
 };
-inline constexpr MoeNames kMixtralMoe{"block_sparse_moe", "w1", "w3", "w2", RouterWeights::softmax_top_k_renormalised};
-inline constexpr MoeNames kQwenMoe{"mlp", "gate_proj", "up_proj", "down_proj", RouterWeights::softmax_top_k};
+inline constexpr MoeNames kMixtralMoe{"block_sparse_moe.gate.weight", "block_sparse_moe.experts.", "w1", "w3", "w2",
+                                      "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised};
+inline constexpr MoeNames kQwenMoe{"mlp.gate.weight", "mlp.experts.", "gate_proj", "up_proj", "down_proj",
+                                   "num_experts", "num_experts_per_tok", "moe_intermediate_size", RouterWeights::softmax_top_k};
+inline constexpr MoeNames kGemma4Moe{"router.proj.weight", "experts.", "gate_proj", "up_proj", "down_proj",
+                                     "num_experts", "top_k_experts", "moe_intermediate_size",
+                                     RouterWeights::softmax_top_k_renormalised, true};
 
 struct Family {
   std::string_view name;
@@ -50,7 +61,7 @@ inline constexpr Family kFamilies[] = {
     {"qwen3", "qwen3", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0},
     {"gemma2", "gemma2", false, false, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 2},
     {"gemma3_text", "gemma3", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 1, true, 6},
-    {"gemma4_text", "gemma4", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 0, true, 6, true},
+    {"gemma4_text", "gemma4", false, true, false, NormPlacement::sandwich, Activation::gelu_tanh, 0, true, 6, true, &kGemma4Moe},
     // GGUF writes Mixtral as arch "llama" with expert_count (gguf_model_config picks this row then).
     {"mixtral", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kMixtralMoe},
     {"qwen3_moe", "qwen3moe", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kQwenMoe},

@@ -14,10 +14,10 @@ std::string layer_fingerprint(const Model& model, size_t layer) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   const LayerWeights& w = model.layers.at(layer);
-  // A dense layer's gate, up and down; a sparse layer's router and its experts' matrices.
+  // A dense FFN's gate, up and down; a sparse layer's router and its experts' matrices (Gemma 4: both).
   std::vector<std::pair<std::string, const Matrix*>> tensors;
-  if (w.experts.empty()) tensors = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
-  else tensors.emplace_back("router", &w.router);
+  if (w.gate.data || w.experts.empty()) tensors = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
+  if (!w.experts.empty()) tensors.emplace_back("router", &w.router);
   for (size_t e = 0; e < w.experts.size(); ++e)
     for (const auto& [role, m] : {std::pair{"gate", &w.experts[e].gate}, {"up", &w.experts[e].up}, {"down", &w.experts[e].down}})
       tensors.emplace_back("expert" + std::to_string(e) + "." + role, m);

@@ -156,9 +156,9 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
 }
 
 // Layers this loader would read as a dense model's and compute wrongly: mixture-of-experts
-// in a family without them in the table (Gemma 4's: a router, ffn_gate_inp, and experts
-// beside the dense FFN) and Gemma 4's E models (per-layer embeddings, layers that share
-// another's KV cache). A file with any of their keys or tensors is refused by name.
+// in a family without them in the table (a router, ffn_gate_inp, and expert tensors) and
+// Gemma 4's E models (per-layer embeddings, layers that share another's KV cache). A file
+// with any of their keys or tensors is refused by name.
 bool arch_has_moe_family(const std::string& arch) {
   for (const Family& f : kFamilies)
     if (f.gguf_arch == arch && f.moe) return true;
@@ -275,7 +275,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
   sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
   if (auto s = layer_kinds(f, arch, *family, c, full, sliding, kv_heads, full_head_dim); !s) return fail(s.error().message);
-  if (family->moe) {
+  // Gemma 4 files are mixtures of experts only with expert_count (the 26B-A4B).
+  if (family->moe && (!family->moe->beside_dense || number("expert_count"))) {
     // The experts' width is expert_feed_forward_length, else llama.cpp's fallback (qwen3moe:
     // feed_forward_length / top-k).
     MoeSpec& moe = c.moe;
@@ -287,7 +288,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
     moe.expert_ffn = arch == "qwen3moe" ? c.ffn / moe.experts_used : c.ffn;
     if (number("expert_feed_forward_length"))
       if (auto s = need("expert_feed_forward_length", moe.expert_ffn); !s) return s.error();
-    moe.weights = RouterWeights::softmax_top_k_renormalised;  // llama.cpp renormalises both
+    moe.weights = RouterWeights::softmax_top_k_renormalised;  // llama.cpp renormalises all three
+    moe.beside_dense = family->moe->beside_dense;
     // A layer is sparse when it has a router (larql writes Qwen3-MoE's dense layers without).
     for (size_t l = 0; l < c.layers; ++l) c.layer_configs[l].sparse = f.tensors.count(gguf_router_name(l)) > 0;
   }

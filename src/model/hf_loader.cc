@@ -102,7 +102,7 @@ constexpr TypedField kConfigFields[] = {
     {"num_local_experts", JsonKind::number},   {"num_experts", JsonKind::number},
     {"num_experts_per_tok", JsonKind::number}, {"moe_intermediate_size", JsonKind::number},
     {"norm_topk_prob", JsonKind::boolean},     {"decoder_sparse_step", JsonKind::number},
-    {"mlp_only_layers", JsonKind::array},
+    {"mlp_only_layers", JsonKind::array},     {"top_k_experts", JsonKind::number},
 };
 constexpr TypedField kRopeFields[] = {
     {"rope_type", JsonKind::string}, {"type", JsonKind::string}, {"rope_theta", JsonKind::number},
@@ -135,28 +135,33 @@ float optional_float(const json& j, const char* key, float fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<float>() : fallback;
 }
 
-// A mixture-of-experts family's experts (Mixtral: num_local_experts of intermediate_size;
-// Qwen3-MoE: num_experts of moe_intermediate_size, with norm_topk_prob, and dense layers by
-// mlp_only_layers and decoder_sparse_step) into c.moe and each layer's `sparse`.
+// A mixture-of-experts family's experts (the family's keys: Mixtral's num_local_experts of
+// intermediate_size; Qwen3-MoE's num_experts of moe_intermediate_size, norm_topk_prob, and
+// dense layers by mlp_only_layers and decoder_sparse_step; Gemma 4's num_experts,
+// top_k_experts and moe_intermediate_size when enable_moe_block) into c.moe and each
+// layer's `sparse`.
 Status read_moe_config(const json& j, const Family& family, ModelConfig& c, const std::string& where) {
   auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, where + what); };
-  auto count = [&](const char* key, size_t& out) -> Status {
-    if (!j.contains(key) || !j[key].is_number_unsigned() || j[key].get<size_t>() == 0)
-      return fail(std::string("field '") + key + "' must be a positive integer");
-    out = j[key].get<size_t>();
+  auto count = [&](std::string_view key, size_t& out) -> Status {
+    const std::string k(key);
+    if (!j.contains(k) || !j[k].is_number_unsigned() || j[k].get<size_t>() == 0)
+      return fail("field '" + k + "' must be a positive integer");
+    out = j[k].get<size_t>();
     return Ok{};
   };
-  const bool mixtral = family.moe == &kMixtralMoe;
+  const MoeNames& names = *family.moe;
+  if (names.beside_dense && !j.value("enable_moe_block", false)) return Ok{};  // a dense model of the family
   MoeSpec& moe = c.moe;
-  if (auto s = count(mixtral ? "num_local_experts" : "num_experts", moe.experts); !s) return s;
-  if (auto s = count("num_experts_per_tok", moe.experts_used); !s) return s;
+  if (auto s = count(names.experts_key, moe.experts); !s) return s;
+  if (auto s = count(names.top_k_key, moe.experts_used); !s) return s;
   if (moe.experts_used > moe.experts)
-    return fail("num_experts_per_tok is " + std::to_string(moe.experts_used) + "; expected at most the " +
+    return fail(std::string(names.top_k_key) + " is " + std::to_string(moe.experts_used) + "; expected at most the " +
                 std::to_string(moe.experts) + " experts");
   moe.expert_ffn = c.ffn;
-  if (!mixtral)
-    if (auto s = count("moe_intermediate_size", moe.expert_ffn); !s) return s;
-  moe.weights = family.moe->weights;
+  if (!names.width_key.empty())
+    if (auto s = count(names.width_key, moe.expert_ffn); !s) return s;
+  moe.weights = names.weights;
+  moe.beside_dense = names.beside_dense;
   if (j.value("norm_topk_prob", false)) moe.weights = RouterWeights::softmax_top_k_renormalised;
   size_t step = 1;
   if (j.contains("decoder_sparse_step"))
@@ -293,7 +298,6 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
     return fail("num_attention_heads must be a multiple of num_global_key_value_heads, and global_head_dim even");
   for (const char* key : {"hidden_size_per_layer_input", "num_kv_shared_layers"})
     if (j.value(key, 0) != 0) return fail(std::string(key) + " is not 0: Gemma 4's per-layer embeddings and KV sharing (the E models) are not supported yet");
-  if (j.value("enable_moe_block", false)) return fail("enable_moe_block: Gemma 4's mixture of experts is not supported yet");
   for (size_t l = 0; l < c.layers; ++l) {
     const bool sliding = kinds[l] == AttentionKind::sliding;
     LayerConfig lc{kinds[l], sliding ? window : 0, sliding ? *sliding_rope : *full_rope, sliding ? c.head_dim : full_head_dim,

@@ -69,6 +69,10 @@ struct MoeSpec {
   size_t experts_used = 0;  // top-k
   size_t expert_ffn = 0;    // each expert's inner width
   RouterWeights weights = RouterWeights::softmax_top_k_renormalised;
+  // Gemma 4: sparse layers keep their dense FFN too; the experts read the residual through
+  // their own norm (LayerWeights::expert_norm), the router through a norm without weight ×
+  // router_scale × hidden^-½, and each weight is × expert_scale[e] (families.h's MoeNames).
+  bool beside_dense = false;
 };
 
 // What may differ from one layer to the next: Gemma interleaves sliding and full layers,
@@ -148,6 +152,11 @@ struct LayerWeights {
   Matrix ffn_out_norm;       // sandwich: on the FFN's output (client side too)
   Matrix output_scale;       // Gemma 4 layer_scalar: one value multiplying the layer's output
   Matrix router;             // sparse layers: [experts][hidden], the router's logits
+  Matrix router_scale;       // beside_dense: [hidden], on the router's normed input
+  Matrix expert_scale;       // beside_dense: [experts], on each chosen weight
+  Matrix expert_norm;        // beside_dense: the experts' input norm (pre_feedforward_layernorm_2)
+  Matrix dense_out_norm;     // beside_dense: on the dense FFN's output (post_feedforward_layernorm_1)
+  Matrix expert_out_norm;    // beside_dense: on the experts' sum (post_feedforward_layernorm_2)
   std::vector<ExpertWeights> experts;  // sparse layers: in expert id order
 
   // The FFN's matrices: what a shard computes with (a sparse layer's router and experts;
@@ -182,7 +191,8 @@ struct Model {
     for (LayerWeights& l : layers) {
       for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
                         &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale,
-                        &l.router})
+                        &l.router, &l.router_scale, &l.expert_scale, &l.expert_norm, &l.dense_out_norm,
+                        &l.expert_out_norm})
         f(*m);
       for (ExpertWeights& e : l.experts)
         for (Matrix* m : {&e.gate, &e.up, &e.down}) f(*m);

@@ -85,10 +85,16 @@ namespace {
 
 // config.json for the spec's family, and the ModelConfig its tensors follow.
 Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) {
-  const bool gemma4 = s.family == "gemma4";
-  const Family* family = find_family(s.family == "gemma3" || gemma4 ? s.family + "_text" : s.family == "qwen3moe" ? "qwen3_moe" : s.family);
+  const bool gemma4_moe = s.family == "gemma4moe";  // the 26B-A4B kind: experts beside the dense MLP
+  const bool gemma4 = s.family == "gemma4" || gemma4_moe;
+  const Family* family = find_family(s.family == "gemma3" || gemma4 ? (gemma4 ? "gemma4" : s.family) + std::string("_text")
+                                     : s.family == "qwen3moe" ? "qwen3_moe" : s.family);
   if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3" && !gemma4 && !family->moe))
-    return make_error(ErrorCode::invalid_argument, "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, mixtral, qwen3moe");
+    return make_error(ErrorCode::invalid_argument,
+                      "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, gemma4moe, mixtral, qwen3moe");
+  if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
+    return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
+  const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
   const size_t head_dim = s.head_dim ? s.head_dim : s.hidden / s.heads;
   const int eos = int(s.vocab - 1);
   nlohmann::json config{{"model_type", family->name},
@@ -114,10 +120,7 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                    {"hidden_act", "silu"}, {"tie_word_embeddings", false}});
     return std::pair{config, c};
   }
-  if (family->moe) {
-    const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
-    if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
-      return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
+  if (family->moe && !gemma4) {
     c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::softmax_top_k_renormalised};
     c.set_uniform_layers(RopeSpec{});
     for (LayerConfig& l : c.layer_configs) l.sparse = true;
@@ -157,6 +160,10 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                                           full ? full_head_dim : head_dim, full ? full_kv_heads : s.kv_heads, full && gemma4});
   }
   c.layer_scalar = family->gemma4_attention;
+  if (gemma4_moe) {
+    c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::softmax_top_k_renormalised, true};
+    for (LayerConfig& l : c.layer_configs) l.sparse = true;
+  }
   config.update({{"architectures", {gemma2 ? "Gemma2ForCausalLM" : gemma4 ? "Gemma4ForCausalLM" : "Gemma3ForCausalLM"}},
                  {"rms_norm_eps", 1e-6},
                  {"hidden_activation", "gelu_pytorch_tanh"},
@@ -168,10 +175,12 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                  {"bos_token_id", 2}});
   if (gemma4) {
     config.update({{"global_head_dim", full_head_dim}, {"num_global_key_value_heads", full_kv_heads}, {"attention_k_eq_v", true},
-                   {"hidden_size_per_layer_input", 0}, {"num_kv_shared_layers", 0}, {"enable_moe_block", false},
+                   {"hidden_size_per_layer_input", 0}, {"num_kv_shared_layers", 0}, {"enable_moe_block", gemma4_moe},
                    {"rope_parameters", {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
                                         {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25},
                                                             {"rope_theta", 1000000.0}}}}}});
+    if (gemma4_moe)
+      config.update({{"num_experts", s.experts}, {"top_k_experts", s.experts_used}, {"moe_intermediate_size", expert_ffn}});
     return std::pair{config, c};
   }
   config["query_pre_attn_scalar"] = head_dim;
@@ -232,7 +241,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
     for (size_t l = 0; l < c.layers; ++l) {
       if (!c.layer(l).sparse) continue;
       plan.push_back({{hf_router_name(names, l), s.dtype, {E, H}}, Fill::fan_in, H});
-      if (s.stacked_experts) {
+      if (s.stacked_experts || c.moe.beside_dense) {  // Gemma 4's experts are always stacked
         plan.push_back({{hf_stacked_gate_up_name(names, l), s.dtype, {E, 2 * I, H}}, Fill::fan_in, H});
         plan.push_back({{hf_stacked_down_name(names, l), s.dtype, {E, H, I}}, Fill::fan_in, I});
         continue;

@@ -17,7 +17,7 @@ enum class CheckpointFormat { hf, gguf };
 
 // Per-layer shapes follow that layer's LayerConfig (head size, KV heads).
 enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_max_head_dim,
-                         ffn_by_hidden, hidden_by_ffn, one };
+                         ffn_by_hidden, hidden_by_ffn, one, experts };
 
 enum class TensorPresence {
   required,
@@ -27,7 +27,8 @@ enum class TensorPresence {
   if_sandwich_norms,  // NormPlacement::sandwich only
   if_own_values,      // layers whose values are not their keys (no v_proj on Gemma 4's K=V layers)
   if_layer_scalar,    // Gemma 4
-  if_dense_ffn,       // layers with a dense FFN (not a mixture of experts' sparse layer)
+  if_dense_ffn,       // layers with a dense FFN (not a mixture of experts' sparse layer, but Gemma 4's)
+  if_experts_beside_dense,  // Gemma 4's sparse layers: the experts' norms and scales
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
 };
 
@@ -64,6 +65,13 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"mlp.up_proj.weight", "ffn_up.weight", nullptr, &LayerWeights::up, TensorShape::ffn_by_hidden, TensorPresence::if_dense_ffn},
     {"mlp.down_proj.weight", "ffn_down.weight", nullptr, &LayerWeights::down, TensorShape::hidden_by_ffn, TensorPresence::if_dense_ffn},
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", nullptr, &LayerWeights::ffn_out_norm, TensorShape::hidden, TensorPresence::if_sandwich_norms},
+    // Gemma 4's experts beside the dense FFN: their input norm, the two output norms whose sum
+    // post_feedforward_layernorm then takes, the router's scale and each expert's.
+    {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight", nullptr, &LayerWeights::expert_norm, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
+    {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight", nullptr, &LayerWeights::dense_out_norm, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
+    {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight", nullptr, &LayerWeights::expert_out_norm, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
+    {"router.scale", "ffn_gate_inp.scale", nullptr, &LayerWeights::router_scale, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
+    {"router.per_expert_scale", "ffn_down_exps.scale", nullptr, &LayerWeights::expert_scale, TensorShape::experts, TensorPresence::if_experts_beside_dense},
     {"layer_scalar", "layer_output_scale.weight", nullptr, &LayerWeights::output_scale, TensorShape::one, TensorPresence::if_layer_scalar},
 };
 
@@ -73,7 +81,8 @@ inline bool is_norm_weight(const TensorEntry& e) {
   return e.model_member == &Model::final_norm || e.layer_member == &LayerWeights::attn_norm ||
          e.layer_member == &LayerWeights::q_norm || e.layer_member == &LayerWeights::k_norm ||
          e.layer_member == &LayerWeights::attn_out_norm || e.layer_member == &LayerWeights::ffn_norm ||
-         e.layer_member == &LayerWeights::ffn_out_norm;
+         e.layer_member == &LayerWeights::ffn_out_norm || e.layer_member == &LayerWeights::expert_norm ||
+         e.layer_member == &LayerWeights::dense_out_norm || e.layer_member == &LayerWeights::expert_out_norm;
 }
 inline bool is_ffn_weight(const TensorEntry& e) {
   return e.layer_member == &LayerWeights::gate || e.layer_member == &LayerWeights::up || e.layer_member == &LayerWeights::down;

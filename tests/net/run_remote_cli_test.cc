@@ -43,21 +43,22 @@ std::string synth(const std::string& name, size_t hidden, size_t heads, uint64_t
 }
 
 // A mixture-of-experts model's layers on shards that route themselves (walk-ffn on a sparse
-// layer runs the router and the chosen experts): f32 gives the local ids; each shard's
+// layer runs the router and the chosen experts; on Gemma 4's, the dense MLP, while the
+// client keeps the router and the experts): f32 gives the local ids; each shard's
 // per-layer fingerprint covers the router and experts, so another model's shard is refused.
 TEST(RunRemoteCli, MixtureOfExpertsLayersRouteOnTheShard) {
-  for (const char* family : {"mixtral", "qwen3moe"}) {
+  for (auto [family, rest] : {std::pair{"mixtral", "2"}, {"qwen3moe", "2"}, {"gemma4moe", "2-3"}}) {
     SCOPED_TRACE(family);
     const std::string model = std::string(LARQL_SOURCE_DIR) + "/tests/data/moe/" + family;
     ChildProcess a({"serve", model, "--port", "0", "--layers", "0-1", "--threads", "1"});
-    ChildProcess b({"serve", model, "--port", "0", "--layers", "2", "--threads", "1"});
+    ChildProcess b({"serve", model, "--port", "0", "--layers", rest, "--threads", "1"});
     auto run = [&](const std::string& extra) {
       const auto r = larql("run " + model + " --prompt-ids 2,5,6,7,40 --steps 12 --ignore-eos --json --threads 1 " + extra);
       EXPECT_EQ(r.status, 0) << r.output;
       return json::parse(r.output.substr(r.output.find('{')), nullptr, false);
     };
     const json local = run("");
-    const std::string map = "'0-1=" + a.url() + ",2=" + b.url() + "'";
+    const std::string map = "'0-1=" + a.url() + "," + rest + "=" + b.url() + "'";
     for (const char* wire : {"f32", "f16"}) {
       const json remote = run("--ffn " + map + " --wire " + wire);
       ASSERT_FALSE(local.is_discarded() || remote.is_discarded());
