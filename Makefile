@@ -10,8 +10,9 @@ SYNTH_085B_Q4KM := build/models/synth-0.85b-q4_k_m
 SYNTH_085B_Q5KM := build/models/synth-0.85b-q5_k_m
 SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
 SYNTH_G4_31B := build/models/synth-gemma4-31b-width-4l
+SYNTH_QWEN3_MOE := build/models/synth-qwen3-30b-a3b-width-12l
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-remote bench-gemma bench-wire synth-085b demo train-demo-model clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model clean
 
 all: build
 
@@ -76,6 +77,18 @@ bench-gguf: synth-085b
 	@test -f $(SYNTH_085B_Q4KM).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B_Q4KM).gguf --type q4_k_m
 	@test -f $(SYNTH_085B_Q5KM).gguf || build/larql quantize $(SYNTH_085B) $(SYNTH_085B_Q5KM).gguf --type q5_k_m
 	build/bench/engine_bench $(SYNTH_085B).gguf $(SYNTH_085B_Q4KM).gguf $(SYNTH_085B_Q5KM).gguf $(SYNTH_085B_Q8).gguf --reps 5 --threads 2
+
+# Mixture of experts at Qwen3-30B-A3B's width (hidden 2048, 32/4 heads of 128, 128 experts
+# of 768, top-8, vocabulary 151936 untied) with 12 layers: BF16 written once (~15 GB), then
+# Q8_0 and Q4_K_M GGUF files by larql quantize; decode and prefill measured interleaved,
+# decode against the bytes a token reads (router + its 8 experts + attention + classifier).
+bench-moe: build
+	@test -f $(SYNTH_QWEN3_MOE)/model.safetensors || build/larql synth --family qwen3moe --out $(SYNTH_QWEN3_MOE) --hidden 2048 \
+	  --heads 32 --kv-heads 4 --head-dim 128 --ffn 6144 --expert-ffn 768 --experts 128 --experts-used 8 --layers 12 \
+	  --vocab 151936 --context 4096 --dtype bf16 --seed 1
+	@test -f $(SYNTH_QWEN3_MOE)-q8_0.gguf || build/larql quantize $(SYNTH_QWEN3_MOE) $(SYNTH_QWEN3_MOE)-q8_0.gguf --type q8_0
+	@test -f $(SYNTH_QWEN3_MOE)-q4_k_m.gguf || build/larql quantize $(SYNTH_QWEN3_MOE) $(SYNTH_QWEN3_MOE)-q4_k_m.gguf --type q4_k_m
+	build/bench/engine_bench $(SYNTH_QWEN3_MOE)-q8_0.gguf $(SYNTH_QWEN3_MOE)-q4_k_m.gguf --reps 3 --threads 2 --prefill-tokens 128
 
 # Remote FFN: per-layer round-trip overhead against raw TCP, then decode local vs two shards.
 bench-remote: synth-085b

@@ -10,7 +10,8 @@
 // (model/huge_pages.h), "mapped" computes on the file's mapping (--no-huge-pages).
 //
 // Effective weight bandwidth = bytes of every weight matrix and norm read per decoded
-// token (classifier included, embedding lookup excluded) × decode tokens/s. A prefill's
+// token (classifier included, embedding lookup excluded; of a mixture-of-experts layer the
+// router and the experts a token uses, top-k of them) × decode tokens/s. A prefill's
 // share of the peak is taken against its instruction's peak measured just before and just
 // after it (the median of the repetitions' shares), not against the run's median peak.
 #include <CLI/CLI.hpp>
@@ -87,12 +88,21 @@ double read_bandwidth(const std::vector<float>& buffer, size_t threads) {
   return double(per * threads * 4) / s;
 }
 
+// One expert's bytes: the mean over the layer's experts (the formats of one file's experts agree).
+double expert_bytes(const LayerWeights& l) {
+  double bytes = 0;
+  for (const ExpertWeights& e : l.experts) bytes += double(e.gate.bytes() + e.up.bytes() + e.down.bytes());
+  return l.experts.empty() ? 0 : bytes / double(l.experts.size());
+}
+
 size_t decode_weight_bytes(const Model& m) {
   size_t bytes = m.final_norm.bytes() + m.classifier.bytes();
-  for (const auto& l : m.layers)
+  for (const auto& l : m.layers) {
     for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                            &l.ffn_norm, &l.gate, &l.up, &l.down})
+                            &l.ffn_norm, &l.gate, &l.up, &l.down, &l.router, &l.router_scale, &l.expert_norm})
       if (w->data) bytes += w->bytes();
+    bytes += size_t(double(m.config.moe.experts_used) * expert_bytes(l));
+  }
   return bytes;
 }
 
@@ -103,16 +113,19 @@ size_t decode_weight_bytes(const Model& m) {
 // of a peak is a lower bound.
 double prefill_flops(const Model& m, size_t tokens) {
   double per_token = 0;
-  for (const auto& l : m.layers)
-    for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+  for (const auto& l : m.layers) {
+    for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router})
       if (w->data) per_token += 2.0 * double(w->rows) * double(w->cols);
+    if (!l.experts.empty())  // top-k experts per token
+      per_token += double(m.config.moe.experts_used) * 2.0 * 3.0 * double(m.config.moe.expert_ffn) * double(m.config.hidden);
+  }
   return per_token * double(tokens) + 2.0 * double(m.classifier.rows) * double(m.classifier.cols);
 }
 
 // The peak of the instruction a model's products run on: the block formats' tiles multiply
 // with vpdpbusd where the CPU has it, bf16-dot with vdpbf16ps, the rest with f32 FMA.
 std::pair<bench::PeakKind, const char*> peak_of(const Model& m) {
-  const Matrix& gate = m.layers[0].gate;
+  const Matrix& gate = m.layers[0].experts.empty() ? m.layers[0].gate : m.layers[0].experts[0].gate;
   if (dtype_is_blocked(gate.dtype) && cpu_has_avx512f_bw() && cpu_has_avx512_vnni()) return {bench::PeakKind::int8_dot, "int8 dot"};
   if (gate.effective_arithmetic() == Arithmetic::bf16_dot && cpu_has_avx512_bf16()) return {bench::PeakKind::bf16_dot, "bf16 dot"};
   return {bench::PeakKind::f32_fma, "f32 FMA"};
