@@ -38,27 +38,46 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, float* out
   const LayerWeights& w = model_.layers[layer];
   const size_t E = c.moe.experts, K = c.moe.experts_used, I = c.moe.expert_ffn, H = c.hidden;
 
-  // Each chosen expert once, over the positions routed to it; its output rows go to their
-  // (position, slot) places.
-  expert_out_.resize(rows * K * H);
+  // Each chosen expert once, over the positions routed to it, all of them in one job per
+  // step (matmul_each: threads split (expert, rows) pieces, so that experts of very
+  // different loads keep both busy). An expert that takes every row reads x itself; the
+  // others read their rows gathered.
+  size_t routed_rows = 0;
+  offsets_.assign(E + 1, 0);
+  for (size_t e = 0; e < E; ++e) offsets_[e + 1] = offsets_[e] + members_[e].size();
+  routed_rows = offsets_[E];
+  inputs_.resize(routed_rows * H);
+  gate_.resize(routed_rows * I);
+  up_.resize(routed_rows * I);
+  outputs_.resize(routed_rows * H);
+  products_.clear();
   for (size_t e = 0; e < E; ++e) {
     const auto& routed = members_[e];
-    const size_t n = routed.size();
+    const size_t n = routed.size(), first = offsets_[e];
     if (n == 0) continue;
+    const float* input = x;
+    if (n != rows) {
+      for (size_t i = 0; i < n; ++i) std::memcpy(&inputs_[(first + i) * H], x + routed[i] / K * H, H * sizeof(float));
+      input = &inputs_[first * H];
+    }
     const ExpertWeights& ex = w.experts[e];
-    inputs_.resize(n * H);
-    for (size_t i = 0; i < n; ++i) std::memcpy(&inputs_[i * H], x + routed[i] / K * H, H * sizeof(float));
-    gate_.resize(n * I);
-    up_.resize(n * I);
-    const Product gate_up[] = {{&ex.gate, gate_.data()}, {&ex.up, up_.data()}};
-    matmul_shared_input(gate_up, inputs_.data(), n, pool_);
-    pool_.parallel_rows(n, I, [&](size_t begin, size_t end) {
-      gated_activation(gate_.data() + begin * I, up_.data() + begin * I, (end - begin) * I, c.activation);
-    });
-    outputs_.resize(n * H);
-    matmul(ex.down, gate_.data(), n, outputs_.data(), pool_);
-    for (size_t i = 0; i < n; ++i) std::memcpy(&expert_out_[size_t(routed[i]) * H], &outputs_[i * H], H * sizeof(float));
+    products_.push_back({&ex.gate, input, n, &gate_[first * I]});
+    products_.push_back({&ex.up, input, n, &up_[first * I]});
   }
+  matmul_each(products_, pool_);
+  pool_.parallel_rows(routed_rows, I, [&](size_t begin, size_t end) {
+    gated_activation(gate_.data() + begin * I, up_.data() + begin * I, (end - begin) * I, c.activation);
+  });
+  products_.clear();
+  for (size_t e = 0; e < E; ++e) {
+    const size_t n = members_[e].size(), first = offsets_[e];
+    if (n) products_.push_back({&w.experts[e].down, &gate_[first * I], n, &outputs_[first * H]});
+  }
+  matmul_each(products_, pool_);
+  expert_out_.resize(rows * K * H);
+  for (size_t e = 0; e < E; ++e)
+    for (size_t i = 0; i < members_[e].size(); ++i)
+      std::memcpy(&expert_out_[size_t(members_[e][i]) * H], &outputs_[(offsets_[e] + i) * H], H * sizeof(float));
 
   // The weighted sum in ascending expert id (the choices are sorted so), without fused
   // multiply-adds (-ffp-contract=off): each product rounded, then added.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "infer/moe_routing.h"
+#include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 
@@ -33,6 +34,8 @@ class MoeFfn {
   std::vector<float> logits_, inputs_, gate_, up_, outputs_, expert_out_;
   std::vector<ExpertChoice> choices_;
   std::vector<std::vector<uint32_t>> members_;  // per expert: the (position · k + slot) routed to it
+  std::vector<size_t> offsets_;                 // per expert: its first row in inputs_, gate_, up_, outputs_
+  std::vector<InputProduct> products_;
 };
 
 }  // namespace larql

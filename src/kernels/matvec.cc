@@ -193,51 +193,74 @@ void run_piece(const Schedule& s, size_t piece, size_t n, Tile& t) {
 
 }  // namespace
 
-void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
-  constexpr size_t kMaxProducts = 4;
-  if (products.size() > kMaxProducts) throw std::invalid_argument("matmul_shared_input: at most four products");
+void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, ThreadPool& pool) {
   if (products.empty()) return;
-  const size_t cols = products.front().w->cols;
-  for (const Product& p : products)
-    if (p.w->cols != cols) throw std::invalid_argument("matmul_shared_input: products of one input need one width");
-  // Activations in the forms the tiles read, once for all the products: quantised for
-  // block formats (block_dot.h), rounded to bf16 for the bf16-dot arithmetic (bf16_dot.h).
-  thread_local QuantizedActivations quantized;
-  thread_local bf16dot::RoundedActivations rounded;
-  Tile base{nullptr, x, nullptr, 0, 0, 0, 0};
-  for (const Product& p : products) {
-    if (dtype_is_blocked(p.w->dtype) && !base.qa) {
-      quantized.quantize(x, n, cols, isa != MatmulIsa::scalar, pool);
-      base.qa = &quantized;
-    } else if (!dtype_is_blocked(p.w->dtype) && p.w->effective_arithmetic() == Arithmetic::bf16_dot && !base.xb) {
-      rounded.round(x, n, cols, isa, pool);
-      base.xb = &rounded;
+  // Each distinct input in the forms the tiles read, once for all the products that take
+  // it: quantised for block formats (block_dot.h), rounded to bf16 for the bf16-dot
+  // arithmetic (bf16_dot.h). Kept across calls (their buffers' capacity is reused).
+  thread_local std::vector<QuantizedActivations> quantized;
+  thread_local std::vector<bf16dot::RoundedActivations> rounded;
+  struct Input {
+    const float* x;
+    size_t n, cols;
+    int quantized = -1, rounded = -1;  // its forms, by index (the vectors may grow meanwhile)
+    Tile base;
+  };
+  thread_local std::vector<Input> inputs;
+  thread_local std::vector<size_t> input_of;  // per product
+  inputs.clear();
+  input_of.clear();
+  size_t quantized_used = 0, rounded_used = 0;
+  for (const InputProduct& p : products) {
+    size_t i = 0;
+    while (i < inputs.size() && !(inputs[i].x == p.x && inputs[i].n == p.n && inputs[i].cols == p.w->cols)) ++i;
+    if (i == inputs.size()) inputs.push_back({p.x, p.n, p.w->cols, -1, -1, Tile{nullptr, p.x, nullptr, 0, 0, 0, 0}});
+    input_of.push_back(i);
+    Input& in = inputs[i];
+    if (dtype_is_blocked(p.w->dtype) && in.quantized < 0) {
+      if (quantized.size() <= quantized_used) quantized.resize(quantized_used + 1);
+      quantized[quantized_used].quantize(p.x, p.n, p.w->cols, isa != MatmulIsa::scalar, pool);
+      in.quantized = int(quantized_used++);
+    } else if (!dtype_is_blocked(p.w->dtype) && p.w->effective_arithmetic() == Arithmetic::bf16_dot && in.rounded < 0) {
+      if (rounded.size() <= rounded_used) rounded.resize(rounded_used + 1);
+      rounded[rounded_used].round(p.x, p.n, p.w->cols, isa, pool);
+      in.rounded = int(rounded_used++);
     }
   }
-  // The products' pieces, numbered one product after another: one job.
-  Schedule schedules[kMaxProducts];
-  size_t total = 0, work = 0;
-  for (size_t i = 0; i < products.size(); ++i) {
-    schedules[i] = schedule(isa, products[i], n, pool.size(), total);
-    total += schedules[i].count;
-    work += products[i].w->rows * cols * n;
+  for (Input& in : inputs) {
+    if (in.quantized >= 0) in.base.qa = &quantized[size_t(in.quantized)];
+    if (in.rounded >= 0) in.base.xb = &rounded[size_t(in.rounded)];
   }
+  // The products' pieces, numbered one product after another: one job.
+  thread_local std::vector<Schedule> schedules;
+  schedules.clear();
+  size_t total = 0, work = 0;
+  for (const InputProduct& p : products) {
+    schedules.push_back(schedule(isa, Product{p.w, p.y}, p.n, pool.size(), total));
+    total += schedules.back().count;
+    work += p.w->rows * p.w->cols * p.n;
+  }
+  const auto& sched = schedules;
+  const auto& ins = inputs;
+  const auto& which = input_of;
   auto run = [&](size_t begin, size_t end) {
-    Tile t = base;
     // Block-format rows, unpacked by the first tile over them in a token block, serve the
     // block's other tiles (Tile::unpacked_rows; the AVX-512 ones).
     thread_local std::vector<uint8_t> unpacked;
     const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
-    size_t s = 0;
+    size_t s = std::upper_bound(sched.begin(), sched.end(), begin, [](size_t piece, const Schedule& x) { return piece < x.first; }) -
+               sched.begin() - 1;
     for (size_t piece = begin; piece < end; ++piece) {
-      while (s + 1 < products.size() && piece >= schedules[s + 1].first) ++s;
-      const Matrix& w = *schedules[s].product.w;
+      while (s + 1 < sched.size() && piece >= sched[s + 1].first) ++s;
+      const Matrix& w = *sched[s].product.w;
+      const Input& in = ins[which[s]];
+      Tile t = in.base;
       t.unpacked_rows = nullptr;
-      if (avx512 && keeps_unpacked_rows(w.dtype) && n > 1) {
-        unpacked.resize(std::max(unpacked.size(), schedules[s].plan.max_rows * UnpackedRow::bytes(w.cols)));
+      if (avx512 && keeps_unpacked_rows(w.dtype) && in.n > 1) {
+        unpacked.resize(std::max(unpacked.size(), sched[s].plan.max_rows * UnpackedRow::bytes(w.cols)));
         t.unpacked_rows = unpacked.data();
       }
-      run_piece(schedules[s], piece - schedules[s].first, n, t);
+      run_piece(sched[s], piece - sched[s].first, in.n, t);
     }
   };
   // Small products are not worth waking the workers for.
@@ -245,6 +268,21 @@ void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, 
     run(0, total);
   else
     pool.parallel_for(total, run, 1, (total + pool.size() - 1) / pool.size());
+}
+
+void matmul_each(std::span<const InputProduct> products, ThreadPool& pool) {
+  matmul_each_with(best_matmul_isa(), products, pool);
+}
+
+void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
+  if (products.empty()) return;
+  const size_t cols = products.front().w->cols;
+  for (const Product& p : products)
+    if (p.w->cols != cols) throw std::invalid_argument("matmul_shared_input: products of one input need one width");
+  thread_local std::vector<InputProduct> each;
+  each.clear();
+  for (const Product& p : products) each.push_back({p.w, x, n, p.y});
+  matmul_each_with(isa, each, pool);
 }
 
 void matmul_shared_input(std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {

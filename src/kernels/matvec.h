@@ -36,12 +36,27 @@ struct Product {
   float* y;
 };
 
-// matmul of one input x ([n][cols]) by up to four matrices of that width: attention's q, k
-// and v, the FFN's gate and up. The input is put in the forms the tiles read once, and the
-// products' pieces are one job, so a thread that finishes its share of one goes on to the
-// next instead of waiting for the other. The same bits as one matmul per product.
+// matmul of one input x ([n][cols]) by matrices of that width: attention's q, k and v, the
+// FFN's gate and up. The input is put in the forms the tiles read once, and the products'
+// pieces are one job, so a thread that finishes its share of one goes on to the next
+// instead of waiting for the other. The same bits as one matmul per product.
 void matmul_shared_input(std::span<const Product> products, const float* x, size_t n, ThreadPool& pool);
 void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool);
+
+// Products each of its own input: y = W · x for x's n rows ([n][w->cols] into [n][w->rows]).
+struct InputProduct {
+  const Matrix* w;
+  const float* x;
+  size_t n;
+  float* y;
+};
+
+// Several products, each of its own input (a mixture-of-experts layer's experts, each over
+// the positions routed to it), as one job: threads split the work over (product, rows)
+// pieces, so that two threads stay busy whatever the products' sizes. Inputs given twice
+// (the same x and n) are prepared once. The same bits as one matmul per product.
+void matmul_each(std::span<const InputProduct> products, ThreadPool& pool);
+void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, ThreadPool& pool);
 
 // y[r] = W[r] · x: matmul with n = 1.
 inline void matvec(const Matrix& w, const float* x, float* y, ThreadPool& pool) { matmul(w, x, 1, y, pool); }

@@ -296,6 +296,42 @@ TEST(Matmul, SharedInputProductsEqualOneMatmulEach) {
   EXPECT_THROW(matmul_shared_input(mismatched, x.data(), 1, two), std::invalid_argument);
 }
 
+// A mixture-of-experts layer's products: each of its own input and row count (an input
+// given twice is prepared once), more than four of them, mixed formats; the same bits as
+// one matmul per product for every ISA and thread count.
+TEST(Matmul, EachOfItsOwnInputEqualsSeparateProducts) {
+  const size_t cols = 512;
+  auto bf16_dot = random_matrix(DType::bf16, 40, cols, 5);
+  bf16_dot.m.arithmetic = Arithmetic::bf16_dot;
+  const auto q8 = random_matrix(DType::q8_0, 24, cols, 6), q4 = random_matrix(DType::q4_k, 17, cols, 7);
+  const auto f32 = random_matrix(DType::f32, 33, cols, 8), q6 = random_matrix(DType::q6_k, 9, cols, 10);
+  const auto narrow = random_matrix(DType::q8_0, 16, 256, 11);  // another width
+  std::vector<MatmulIsa> isas = simd_isas();
+  isas.push_back(MatmulIsa::scalar);
+  ThreadPool one(1), two(2);
+  const std::vector<float> x1 = random_vector(7 * cols, 1), x2 = random_vector(1 * cols, 2), x3 = random_vector(3 * 256, 3);
+  struct Case {
+    const Matrix* w;
+    const float* x;
+    size_t n;
+  };
+  const std::vector<Case> cases{{&bf16_dot.m, x1.data(), 7}, {&q8.m, x1.data(), 7}, {&q4.m, x2.data(), 1}, {&f32.m, x2.data(), 1},
+                                {&q6.m, x1.data(), 7},       {&narrow.m, x3.data(), 3}, {&q8.m, x2.data(), 1}};
+  for (MatmulIsa isa : isas)
+    for (ThreadPool* pool : {&one, &two}) {
+      std::vector<std::vector<float>> separate(cases.size()), each(cases.size());
+      std::vector<InputProduct> products;
+      for (size_t i = 0; i < cases.size(); ++i) {
+        separate[i].resize(cases[i].n * cases[i].w->rows), each[i].resize(cases[i].n * cases[i].w->rows, NAN);
+        matmul_with(isa, *cases[i].w, cases[i].x, cases[i].n, separate[i].data(), *pool);
+        products.push_back({cases[i].w, cases[i].x, cases[i].n, each[i].data()});
+      }
+      matmul_each_with(isa, products, *pool);
+      for (size_t i = 0; i < cases.size(); ++i)
+        EXPECT_EQ(each[i], separate[i]) << "product " << i << " isa " << int(isa) << " threads " << pool->size();
+    }
+}
+
 TEST(ThreadPool, CoversEveryIndexOnce) {
   ThreadPool pool(3);
   for (size_t n : {1u, 2u, 5u, 16u, 1000u}) {
