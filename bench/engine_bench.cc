@@ -124,8 +124,11 @@ double prefill_flops(const Model& m, size_t tokens) {
 
 // The peak of the instruction a model's products run on: the block formats' tiles multiply
 // with vpdpbusd where the CPU has it, bf16-dot with vdpbf16ps, the rest with f32 FMA.
+// The FFN's first gate: the dense one, or a mixture of experts' first expert's.
+const Matrix& first_gate(const Model& m) { return m.layers[0].experts.empty() ? m.layers[0].gate : m.layers[0].experts[0].gate; }
+
 std::pair<bench::PeakKind, const char*> peak_of(const Model& m) {
-  const Matrix& gate = m.layers[0].experts.empty() ? m.layers[0].gate : m.layers[0].experts[0].gate;
+  const Matrix& gate = first_gate(m);
   if (dtype_is_blocked(gate.dtype) && cpu_has_avx512f_bw() && cpu_has_avx512_vnni()) return {bench::PeakKind::int8_dot, "int8 dot"};
   if (gate.effective_arithmetic() == Arithmetic::bf16_dot && cpu_has_avx512_bf16()) return {bench::PeakKind::bf16_dot, "bf16 dot"};
   return {bench::PeakKind::f32_fma, "f32 FMA"};
@@ -263,9 +266,11 @@ int main(int argc, char** argv) {
   for (const Measured& m : models) {
     const double dec = median(m.decode_tps);
     const char* peak_name = peak_of(m.model).second;
-    std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s\n", m.label.c_str(), m.model.config.layers,
-                m.model.config.hidden, m.model.config.ffn, m.model.config.vocab,
-                std::string(dtype_name(m.model.layers[0].gate.dtype)).c_str());
+    const MoeSpec& moe = m.model.config.moe;
+    std::printf("\nmodel %s: %zu layers, hidden %zu, ffn %zu, vocab %zu, weights %s", m.label.c_str(), m.model.config.layers,
+                m.model.config.hidden, m.model.config.ffn, m.model.config.vocab, std::string(dtype_name(first_gate(m.model).dtype)).c_str());
+    if (moe.experts) std::printf(", %zu experts of %zu, top-%zu", moe.experts, moe.expert_ffn, moe.experts_used);
+    std::printf("\n");
     std::printf("decode:   %.2f tok/s; weight bytes per token %.3f GB; effective %.1f GB/s = %.2fx read bandwidth\n", dec,
                 double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / bw);
     for (size_t i = 0; i < prefill_tokens.size(); ++i) {
