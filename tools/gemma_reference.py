@@ -23,31 +23,13 @@ Writes {"tokens", "logits": [position][vocab], "greedy": [ids]}; greedy continue
 tokens N steps, recomputing the whole sequence each step (no cache, nothing shared with
 larql's KV-cache code). Needs Debian's python3-torch (scripts/install-train-deps.sh).
 """
-import argparse
 import json
 import math
 import os
-import struct
 
 import torch
 
-DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        t = torch.frombuffer(bytearray(data[begin:end]), dtype=DTYPES[info["dtype"]])
-        tensors[name] = t.reshape(info["shape"])
-    return tensors
-
+from reference_common import main, read_safetensors, rotate_half
 
 def text_config(path):
     with open(os.path.join(path, "config.json")) as f:
@@ -138,11 +120,6 @@ class Gemma:
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
 
-    @staticmethod
-    def rotate_half(x):
-        half = x.shape[-1] // 2
-        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
     def attention(self, l, h, positions):
         w = lambda name: self.w[f"layers.{l}.self_attn.{name}"]
         T = h.shape[0]
@@ -157,8 +134,8 @@ class Gemma:
         if self.gemma4:
             v = self.norm(v, None)
         cos, sin = self.rotary(positions, self.types[l], hd)
-        q = q * cos + self.rotate_half(q) * sin
-        k = k * cos + self.rotate_half(k) * sin
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
         group = self.heads // kvh
         k = k.repeat_interleave(group, dim=0)
         v = v.repeat_interleave(group, dim=0)
@@ -234,25 +211,5 @@ class Gemma:
         return logits.float()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--tokens", required=True, help="comma-separated token ids")
-    parser.add_argument("--greedy", type=int, default=8, help="greedy steps after the tokens")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    model = Gemma(args.checkpoint)
-    tokens = [int(t) for t in args.tokens.split(",")]
-    with torch.no_grad():
-        logits = model.forward(tokens)
-        sequence = list(tokens)
-        for _ in range(args.greedy):
-            sequence.append(int(model.forward(sequence)[-1].argmax()))
-    out = {"tokens": tokens, "logits": [[float(v) for v in row] for row in logits], "greedy": sequence[len(tokens):]}
-    if hasattr(model, "margin"):  # top-k is discontinuous: the smallest k-th/(k+1)-th router logit gap seen
-        out["router_margin"] = model.margin
-    print(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], Gemma)

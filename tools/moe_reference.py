@@ -18,30 +18,12 @@ gap between the k-th and (k+1)-th router logit over every layer and position the
 and greedy steps saw (top-k is discontinuous: a fixture is only meaningful when it is not
 tiny). Needs Debian's python3-torch (scripts/install-train-deps.sh).
 """
-import argparse
 import json
 import os
-import struct
 
 import torch
 
-DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        t = torch.frombuffer(bytearray(data[begin:end]), dtype=DTYPES[info["dtype"]])
-        tensors[name] = t.reshape(info["shape"])
-    return tensors
-
+from reference_common import main, read_safetensors, rotate_half
 
 class MoeModel:
     def __init__(self, path):
@@ -82,11 +64,6 @@ class MoeModel:
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
 
-    @staticmethod
-    def rotate_half(x):
-        half = x.shape[-1] // 2
-        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
     def attention(self, l, h, positions):
         w = lambda name: self.w[f"model.layers.{l}.self_attn.{name}"]
         T, hd = h.shape[0], self.head_dim
@@ -97,8 +74,8 @@ class MoeModel:
             q = self.norm(q, w("q_norm.weight"))
             k = self.norm(k, w("k_norm.weight"))
         cos, sin = self.rotary(positions)
-        q = q * cos + self.rotate_half(q) * sin
-        k = k * cos + self.rotate_half(k) * sin
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
         group = self.heads // self.kv_heads
         k = k.repeat_interleave(group, dim=0)
         v = v.repeat_interleave(group, dim=0)
@@ -155,24 +132,5 @@ class MoeModel:
         return (x @ head.T).float()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--tokens", required=True, help="comma-separated token ids")
-    parser.add_argument("--greedy", type=int, default=8, help="greedy steps after the tokens")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    model = MoeModel(args.checkpoint)
-    tokens = [int(t) for t in args.tokens.split(",")]
-    with torch.no_grad():
-        logits = model.forward(tokens)
-        sequence = list(tokens)
-        for _ in range(args.greedy):
-            sequence.append(int(model.forward(sequence)[-1].argmax()))
-    out = {"tokens": tokens, "logits": [[float(v) for v in row] for row in logits], "greedy": sequence[len(tokens):],
-           "router_margin": model.margin}
-    print(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], MoeModel)
