@@ -155,32 +155,34 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
   return Ok{};
 }
 
-// Layers this loader would read as a dense model's and compute wrongly: mixture-of-experts
-// in a family without them in the table (a router, ffn_gate_inp, and expert tensors) and
-// Gemma 4's E models (per-layer embeddings, layers that share another's KV cache). A file
-// with any of their keys or tensors is refused by name.
-bool arch_has_moe_family(const std::string& arch) {
+// Layers this loader would read as a dense model's and compute wrongly, refused by the key
+// or tensor that makes them so: mixture-of-experts tensors where the family has no experts
+// in the table or the file no expert_count (a Gemma 4 file with routers but no count would
+// run as its dense part alone), and Gemma 4's E models (per-layer embeddings, layers that
+// share another's KV cache).
+// Whether some family of this GGUF architecture has experts (llama: Mixtral).
+bool arch_has_experts(const std::string& arch) {
   for (const Family& f : kFamilies)
     if (f.gguf_arch == arch && f.moe) return true;
   return false;
 }
 
-std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch, bool moe_supported) {
-  for (const char* key : {".expert_count", ".expert_used_count"})
-    if (const GgufValue* v = f.number(arch + key); v && v->integer > 0)
-      if (!moe_supported)
-        return arch + key + " is " + std::to_string(v->integer) + ": mixture-of-experts " + arch +
-               " files are not supported yet (expected a dense model)";
+std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch, const Family& family) {
+  const GgufValue* experts = f.number(arch + ".expert_count");
+  const bool has_experts = experts && experts->integer > 0;
+  if (has_experts && !family.moe)
+    return arch + ".expert_count is " + std::to_string(experts->integer) + ": mixture-of-experts " + arch +
+           " files are not supported yet (expected a dense model)";
   for (const auto& [name, t] : f.tensors) {
-    if (moe_supported) break;
+    if (has_experts) break;
     // ffn_gate_inp is the router; *_exps the stacked experts; old Mixtral files name each
     // expert's 2-D tensor blk.N.ffn_gate.E.weight.
     const bool per_expert = name.starts_with("blk.") && std::count(name.begin(), name.end(), '.') == 4 &&
                             name.find(".ffn_") != std::string::npos;
     if (name.find(".ffn_gate_inp.") != std::string::npos || name.find("_exps.") != std::string::npos || per_expert)
       return "tensor '" + name + "' is a mixture-of-experts tensor" +
-             (arch_has_moe_family(arch) ? ", but " + arch + ".expert_count is missing"
-                                        : ": mixture-of-experts " + arch + " files are not supported yet (expected a dense model)");
+             (arch_has_experts(arch) ? ", but " + arch + ".expert_count is missing"
+                         : ": mixture-of-experts " + arch + " files are not supported yet (expected a dense model)");
   }
   for (const char* key : {".embedding_length_per_layer_input", ".attention.shared_kv_layers"})
     if (const GgufValue* v = f.find(arch + key); v && (v->type == GgufValueType::array || v->integer != 0))
@@ -202,10 +204,11 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (!family) return fail("architecture '" + arch + "' is not supported; expected " + family_names(true));
 
   auto number = [&](const std::string& key) { return f.number(arch + "." + key); };
-  // llama.cpp writes Mixtral as a Llama with experts.
+  // llama.cpp writes Mixtral as a Llama with experts; its tensors without expert_count are
+  // refused below as a llama's.
   if (const GgufValue* v = number("expert_count"); v && v->integer > 0 && !family->moe)
     if (const Family* moe = find_family("mixtral"); moe && moe->gguf_arch == arch) family = moe;
-  if (auto what = unsupported_layer_kind(f, arch, family->moe != nullptr)) return fail(*what);
+  if (auto what = unsupported_layer_kind(f, arch, *family)) return fail(*what);
   auto need = [&](const std::string& key, size_t& out) -> Status {
     const GgufValue* v = number(key);
     if (!v || v->integer <= 0 || v->integer > (int64_t(1) << 32))

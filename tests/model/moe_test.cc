@@ -80,6 +80,19 @@ TEST_P(MoeReference, GgufOfTheSameWeightsMatchesThePyTorchReference) {
     auto gguf = load_model(path.string());
     ASSERT_TRUE(gguf.ok()) << gguf.error().message;
     EXPECT_EQ(gguf->config.family, hf->config.family);
+    if (std::string(scheme) == "f32") {
+      // Without expert_count the same file would run as a dense model (Gemma 4: its dense
+      // MLP alone): refused, naming the key.
+      auto meta = file->metadata;
+      meta.erase(arch + ".expert_count");
+      std::vector<GgufTensorToWrite> tensors;
+      for (const auto& [name, t] : file->tensors) tensors.push_back({name, *t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+      ASSERT_TRUE(write_gguf((dir / "no_count.gguf").string(), meta, tensors).ok());
+      auto refused = load_model((dir / "no_count.gguf").string());
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.error().message.find("is a mixture-of-experts tensor, but " + arch + ".expert_count is missing"), std::string::npos)
+          << refused.error().message;
+    }
     for (size_t l = 0; l < hf->config.layers; ++l) EXPECT_EQ(gguf->config.layer(l).sparse, hf->config.layer(l).sparse) << l;
     if (std::string(scheme) == "f32") {
       test::expect_matches_reference(*gguf, ref, GetParam() + " GGUF", kTolerance);
