@@ -2,9 +2,8 @@
 
 #include <iostream>
 
-#include "cli/model_notes.h"
+#include "cli/command_model.h"
 #include "model/llama2c_writer.h"
-#include "model/loader.h"
 
 namespace larql::cli {
 
@@ -21,9 +20,8 @@ void add_export_llama2c_command(CLI::App& app) {
       std::cerr << "larql export-llama2c: " << message << "\n";
       throw CLI::RuntimeError(1);
     };
-    auto model = load_model(o->in);
+    auto model = load_command_model("larql export-llama2c", o->in, std::nullopt);
     if (!model) fail(model.error().message);
-    print_model_notes(*model, "larql export-llama2c");
     if (auto s = write_llama2c(*model, o->out); !s) fail(o->out + ": " + s.error().message);
     std::cerr << "wrote " << o->out << " (" << model->config.layers << " layers, vocab " << model->config.vocab
               << "; run.c feeds BOS = 1 and stops when it samples 1)\n";

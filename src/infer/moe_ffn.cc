@@ -42,10 +42,9 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, float* out
   // step (matmul_each: threads split (expert, rows) pieces, so that experts of very
   // different loads keep both busy). An expert that takes every row reads x itself; the
   // others read their rows gathered.
-  size_t routed_rows = 0;
   offsets_.assign(E + 1, 0);
   for (size_t e = 0; e < E; ++e) offsets_[e + 1] = offsets_[e] + members_[e].size();
-  routed_rows = offsets_[E];
+  const size_t routed_rows = offsets_[E];
   inputs_.resize(routed_rows * H);
   gate_.resize(routed_rows * I);
   up_.resize(routed_rows * I);
@@ -74,10 +73,10 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, float* out
     if (n) products_.push_back({&w.experts[e].down, &gate_[first * I], n, &outputs_[first * H]});
   }
   matmul_each(products_, pool_);
-  expert_out_.resize(rows * K * H);
+  // Where each (position, slot)'s expert output row is in outputs_.
+  output_row_.resize(rows * K);
   for (size_t e = 0; e < E; ++e)
-    for (size_t i = 0; i < members_[e].size(); ++i)
-      std::memcpy(&expert_out_[size_t(members_[e][i]) * H], &outputs_[(offsets_[e] + i) * H], H * sizeof(float));
+    for (size_t i = 0; i < members_[e].size(); ++i) output_row_[members_[e][i]] = offsets_[e] + i;
 
   // The weighted sum in ascending expert id (the choices are sorted so), without fused
   // multiply-adds (-ffp-contract=off): each product rounded, then added.
@@ -86,7 +85,7 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, float* out
       float* o = out + t * H;
       for (size_t j = 0; j < K; ++j) {
         const float weight = choices_[t * K + j].weight;
-        const float* y = &expert_out_[(t * K + j) * H];
+        const float* y = &outputs_[output_row_[t * K + j] * H];
         if (j == 0)
           for (size_t i = 0; i < H; ++i) o[i] = weight * y[i];
         else

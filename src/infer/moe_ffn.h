@@ -31,10 +31,11 @@ class MoeFfn {
  private:
   const Model& model_;
   ThreadPool& pool_;
-  std::vector<float> logits_, inputs_, gate_, up_, outputs_, expert_out_;
+  std::vector<float> logits_, inputs_, gate_, up_, outputs_;
   std::vector<ExpertChoice> choices_;
   std::vector<std::vector<uint32_t>> members_;  // per expert: the (position · k + slot) routed to it
   std::vector<size_t> offsets_;                 // per expert: its first row in inputs_, gate_, up_, outputs_
+  std::vector<size_t> output_row_;              // per (position · k + slot): its row in outputs_
   std::vector<InputProduct> products_;
 };
 

@@ -155,11 +155,6 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
   return Ok{};
 }
 
-// Layers this loader would read as a dense model's and compute wrongly, refused by the key
-// or tensor that makes them so: mixture-of-experts tensors where the family has no experts
-// in the table or the file no expert_count (a Gemma 4 file with routers but no count would
-// run as its dense part alone), and Gemma 4's E models (per-layer embeddings, layers that
-// share another's KV cache).
 // Whether some family of this GGUF architecture has experts (llama: Mixtral).
 bool arch_has_experts(const std::string& arch) {
   for (const Family& f : kFamilies)
@@ -167,6 +162,11 @@ bool arch_has_experts(const std::string& arch) {
   return false;
 }
 
+// Layers this loader would read as a dense model's and compute wrongly, refused by the key
+// or tensor that makes them so: mixture-of-experts tensors where the family has no experts
+// in the table or the file no expert_count (a Gemma 4 file with routers but no count would
+// run as its dense part alone), and Gemma 4's E models (per-layer embeddings, layers that
+// share another's KV cache).
 std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch, const Family& family) {
   const GgufValue* experts = f.number(arch + ".expert_count");
   const bool has_experts = experts && experts->integer > 0;
@@ -182,7 +182,7 @@ std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::
     if (name.find(".ffn_gate_inp.") != std::string::npos || name.find("_exps.") != std::string::npos || per_expert)
       return "tensor '" + name + "' is a mixture-of-experts tensor" +
              (arch_has_experts(arch) ? ", but " + arch + ".expert_count is missing"
-                         : ": mixture-of-experts " + arch + " files are not supported yet (expected a dense model)");
+                                     : ": mixture-of-experts " + arch + " files are not supported yet (expected a dense model)");
   }
   for (const char* key : {".embedding_length_per_layer_input", ".attention.shared_kv_layers"})
     if (const GgufValue* v = f.find(arch + key); v && (v->type == GgufValueType::array || v->integer != 0))
