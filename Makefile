@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS := fuzz_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_splice fuzz_openai_request fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize_text fuzz_gguf fuzz_hf_config
+FUZZ_TARGETS := fuzz_request fuzz_expert_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_splice fuzz_openai_request fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize_text fuzz_gguf fuzz_hf_config
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0

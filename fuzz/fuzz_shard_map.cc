@@ -1,5 +1,6 @@
-// Any text as a --shards / --ffn layer map: never crashes; an accepted map has valid,
-// non-overlapping ranges, each with at least one http(s) URL.
+// Any text as a --shards / --ffn layer map: never crashes; an accepted map has valid ranges,
+// each with at least one http(s) URL, and two parts of common layers serve apart things
+// (experts and the dense MLP, or disjoint expert ranges).
 #include <string_view>
 
 #include "fuzz_common.h"
@@ -16,8 +17,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& part = (*spec)[i];
     larql::fuzz::check(part.range.first <= part.range.last && !part.urls.empty());
     for (const auto& url : part.urls) larql::fuzz::check(url.starts_with("http://") || url.starts_with("https://"));
-    for (size_t j = 0; j < i; ++j)
-      larql::fuzz::check(part.range.last < (*spec)[j].range.first || (*spec)[j].range.last < part.range.first);
+    if (part.part == larql::ShardPart::experts) larql::fuzz::check(part.experts.first <= part.experts.last);
+    for (size_t j = 0; j < i; ++j) {
+      const auto& other = (*spec)[j];
+      if (part.range.last < other.range.first || other.range.last < part.range.first) continue;
+      using larql::ShardPart;
+      const bool apart = (part.part == ShardPart::experts && other.part == ShardPart::dense) ||
+                         (part.part == ShardPart::dense && other.part == ShardPart::experts) ||
+                         (part.part == ShardPart::experts && other.part == ShardPart::experts &&
+                          (part.experts.last < other.experts.first || other.experts.last < part.experts.first));
+      larql::fuzz::check(apart);
+    }
   }
   auto range = larql::parse_layer_range(text);
   if (range) larql::fuzz::check(range->first <= range->last);

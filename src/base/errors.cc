@@ -32,6 +32,9 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::bad_request: return "bad_request";
     case ErrorCode::cancelled: return "cancelled";
     case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::expert_not_owned: return "expert_not_owned";
+    case ErrorCode::bad_assignment: return "bad_assignment";
+    case ErrorCode::not_moe_layer: return "not_moe_layer";
   }
   return "internal";
 }

@@ -39,6 +39,9 @@ enum class ErrorCode {
   bad_request,       // malformed HTTP (request line, headers, framing); 408 for a late request head
   cancelled,         // the client closed its connection; the work was dropped (never sent)
   invalid_argument,  // local misuse (configuration, CLI); never sent on the wire
+  expert_not_owned,  // /v1/walk-experts names an expert outside this shard's range (§12)
+  bad_assignment,    // /v1/walk-experts' assignments break §12's rules
+  not_moe_layer,     // /v1/walk-experts for a layer without routed experts
 };
 
 // The `code` string of an error body, e.g. "bad_i8_block".

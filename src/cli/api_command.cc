@@ -120,6 +120,7 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--ca-cert", o->remote.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
   cmd->add_option("--timeout-ms", o->remote.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
   add_hedge_option(cmd, o->remote);
+  add_expert_rows_option(cmd, o->remote);
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
   cmd->add_option("--ctx", o->ctx, "positions per sequence, prompt and completion (at most the model's)")

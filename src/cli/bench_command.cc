@@ -20,7 +20,7 @@ struct Options {
   std::vector<int> prompt_ids;
   size_t steps = 50, threads = 0;
   std::optional<size_t> assert_topk;
-  bool local = false, json = false;
+  bool local = false, json = false, expert_rows = false;
   std::optional<std::string> arithmetic;
 };
 
@@ -38,6 +38,7 @@ int run_bench(const Options& o) {
   w.ffn_spec = o.ffn;
   w.api_key = o.api_key;
   w.ca_cert = o.ca_cert;
+  w.expert_rows = o.expert_rows;
   w.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   if (o.links) {
     auto links = parse_links(*o.links);
@@ -115,6 +116,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--plot", o->plot, "write an SVG chart (KL per step, bytes per token)");
   cmd->add_option("--api-key", o->api_key, "bearer key for the shards");
   cmd->add_option("--ca-cert", o->ca_cert, "CA certificate for https:// shards");
+  cmd->add_flag("--expert-rows", o->expert_rows, "MoE models: per-expert rows from the expert shards, summed here (as larql run)");
   cmd->add_option("--threads", o->threads, "compute threads");
   add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_option("--links", o->links, "links to project tokens/s for, e.g. 1Gbit/0.2ms,100Mbit/2ms,10Mbit/20ms (the default)");

@@ -15,6 +15,7 @@ void add_ffn_options(CLI::App* cmd, FfnOptions& o) {
   cmd->add_option("--ca-cert", o.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
   cmd->add_option("--timeout-ms", o.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
   add_hedge_option(cmd, o);
+  add_expert_rows_option(cmd, o);
 }
 
 void add_hedge_option(CLI::App* cmd, FfnOptions& o) {
@@ -24,13 +25,19 @@ void add_hedge_option(CLI::App* cmd, FfnOptions& o) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void add_expert_rows_option(CLI::App* cmd, FfnOptions& o) {
+  cmd->add_flag("--expert-rows", o.expert_rows,
+                "with --ffn on a mixture-of-experts model: ask expert shards for each expert's rows and sum them here "
+                "(f32: bit-identical to local for any split of the experts) instead of weighted sums (fewer bytes)");
+}
+
 Result<std::unique_ptr<FfnBackend>> make_ffn_backend(const Model& model, ThreadPool& pool, const FfnOptions& o,
                                                     const std::string& command, RemoteFfn** remote) {
   *remote = nullptr;
   if (!o.ffn) return std::unique_ptr<FfnBackend>(std::make_unique<LocalFfn>(model, pool));
   auto wire = wire::client_wire(o.wire, wire::process_env());
   if (!wire) return wire.error();
-  RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms, o.hedge_after_ms};
+  RemoteFfnOptions ro{*o.ffn, *wire, o.api_key, o.ca_cert, o.timeout_ms, o.hedge_after_ms, o.expert_rows};
   if (!ro.api_key)
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
   std::vector<std::string> warnings;

@@ -21,10 +21,12 @@ struct FfnOptions {
   std::optional<std::string> ca_cert;
   int timeout_ms = 30000;
   double hedge_after_ms = 0;
+  bool expert_rows = false;
 };
 
 void add_ffn_options(CLI::App* cmd, FfnOptions& o);
 void add_hedge_option(CLI::App* cmd, FfnOptions& o);  // part of add_ffn_options, for commands that name the rest themselves
+void add_expert_rows_option(CLI::App* cmd, FfnOptions& o);  // likewise
 
 // A LocalFfn, or a connected RemoteFfn (then *remote points at it). Warnings go to stderr
 // prefixed with `command`.

@@ -23,6 +23,7 @@ struct ServeOptions {
   std::string model;
   std::optional<std::string> tokenizer;  // accepted for symmetry with run; the server never tokenizes
   std::optional<std::string> layers;
+  std::optional<std::string> experts;
   wire::ServerWireFlags wire;
   size_t max_body_mb = 64;
   size_t threads = 0;
@@ -53,24 +54,41 @@ int serve(ServeOptions o) {
       return fail("--layers " + r->str() + " goes beyond the model's " + std::to_string(model->config.layers) + " layers");
     owned = *r;
   }
-  if (auto placed = place_weights(*model, o.no_huge_pages, {WeightsUsed::ffn, owned.first, owned.last}); !placed)
+  LayerRange experts{0, uint32_t(std::max<size_t>(model->config.moe.experts, 1) - 1)};
+  if (o.experts) {
+    if (!model->config.moe.experts) return fail("--experts: model " + model->config.name + " has no mixture-of-experts layers");
+    auto r = parse_layer_range(*o.experts);
+    if (!r) return fail("--experts: " + r.error().message);
+    if (r->last >= model->config.moe.experts)
+      return fail("--experts " + r->str() + " goes beyond the model's " + std::to_string(model->config.moe.experts) +
+                  " experts (0-" + std::to_string(model->config.moe.experts - 1) + ")");
+    experts = *r;
+  }
+  if (auto placed = place_weights(*model, o.no_huge_pages,
+                                  {.used = WeightsUsed::ffn, .first = owned.first, .last = owned.last,
+                                   .first_expert = experts.first, .last_expert = experts.last});
+      !placed)
     return fail(placed.error().message);
   const size_t threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   ThreadPool pool(threads);
   LocalFfn ffn(*model, pool);
   o.http.max_body_bytes = o.max_body_mb << 20;
-  FfnService service(*model, ffn, {owned, *encodings, o.http.max_body_bytes, o.max_queue, o.max_work});
+  FfnService service(*model, ffn, {owned, experts, *encodings, o.http.max_body_bytes, o.max_queue, o.max_work});
 
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
        [&](const HttpRequest& r) { return service.walk_ffn(r.body, r.content_type, r.accept, r.client_gone, r.deadline); }},
+      {"POST", "/v1/walk-experts",
+       [&](const HttpRequest& r) { return service.walk_experts(r.body, r.content_type, r.accept, r.client_gone, r.deadline); }},
       {"GET", "/v1/stats", [&](const HttpRequest&) { return json_reply(service.stats()); }},
       {"GET", "/v1/health", [&](const HttpRequest&) { return json_reply(service.health()); }, false},
       {"GET", "/metrics",
        [&](const HttpRequest&) { return metrics_reply(service.metrics().render()); }},
   };
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
-                               std::to_string(model->config.layers) + ", hidden " + std::to_string(model->config.hidden) +
+                               std::to_string(model->config.layers) +
+                               (model->config.moe.experts ? ", experts " + experts.str() + " of " + std::to_string(model->config.moe.experts) : "") +
+                               ", hidden " + std::to_string(model->config.hidden) +
                                ", wire " + wire::describe(*encodings) + ", ffn arithmetic " +
                                std::string(arithmetic_name(model->ffn_arithmetic(owned.first, owned.last))) + ", " +
                                std::to_string(threads) + " threads" +
@@ -88,6 +106,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
   cmd->add_option("--layers", o->layers, "owned layers, inclusive (A-B); default all");
+  cmd->add_option("--experts", o->experts,
+                  "owned experts of the mixture-of-experts layers, inclusive (C-D); default all. Served by /v1/walk-experts");
   cmd->add_flag("--wire-i8", o->wire.i8, "offer i8 (also LARQL_I8_WIRE=1)");
   cmd->add_flag("--no-wire-q8", o->wire.no_q8, "do not offer q8 (also LARQL_Q8_WIRE=0); offered by default when hidden % 32 = 0");
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY (also LARQL_API_KEY)");

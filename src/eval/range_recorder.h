@@ -18,9 +18,12 @@ class RangeRecorder : public FfnBackend {
  public:
   RangeRecorder(FfnBackend& inner, size_t layers) : inner_(inner), layers_(layers) {}
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
+  Status experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,
+                 std::span<float> out) override;
   const std::vector<LayerValueRange>& layers() const { return layers_; }
 
  private:
+  void record(uint32_t layer, std::span<const float> x, std::span<const float> out);
   FfnBackend& inner_;
   std::vector<LayerValueRange> layers_;
 };

@@ -76,7 +76,7 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
   for (auto e : formats) {
     std::vector<std::string> warnings;
     auto w = wire::client_wire(std::string(wire::encoding_name(e)), [](const char*) { return nullptr; });
-    auto r = RemoteFfn::connect(model, {o.ffn_spec, *w, o.api_key, o.ca_cert, 30000}, &warnings);
+    auto r = RemoteFfn::connect(model, {o.ffn_spec, *w, o.api_key, o.ca_cert, 30000, 0, o.expert_rows}, &warnings);
     if (!r) return r.error();
     if ((*r)->request_encodings() != wire::EncodingSet{e})
       return make_error(ErrorCode::invalid_argument,

@@ -25,6 +25,7 @@ struct WireBenchOptions {
   bool local_reference = false;
   std::string ffn_spec;
   std::optional<std::string> api_key, ca_cert;
+  bool expert_rows = false;  // RemoteFfnOptions::expert_rows
   size_t threads = 2;
   std::vector<Link> links = what_if_links();  // projected tokens/s for each
 };

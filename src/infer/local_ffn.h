@@ -16,12 +16,20 @@ class LocalFfn : public FfnBackend {
   LocalFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool), moe_(model, pool) {}
   // Not thread-safe (it owns scratch buffers): one instance per concurrent caller.
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
+  Status experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,
+                 std::span<float> out) override;
+  Status expert_rows(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,
+                     std::span<float> out) override;
 
  private:
   const Model& model_;
   ThreadPool& pool_;
   std::vector<float> gate_, up_;
   MoeFfn moe_;
+
+  Status check_layer(uint32_t layer, size_t x_size, size_t rows) const;
+  Status check_experts(uint32_t layer, size_t x_size, size_t rows, std::span<const ExpertAssignment> assignments,
+                       size_t out_rows, size_t out_size) const;
 };
 
 }  // namespace larql

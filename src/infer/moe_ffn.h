@@ -1,13 +1,16 @@
 // A mixture-of-experts layer computed in process: the router's logits, each position's
-// top-k experts (moe_routing.h), and Σ weight · expert(x) over them in ascending expert id,
-// each product rounded to f32 and added to a running sum that starts at the first term
-// (the order PROTOCOL §12's bit-identity rests on). The positions routed to one expert go
-// through its rows as one product, and only the chosen experts' rows are read.
+// top-k experts (moe_routing.h) as assignments sorted by row, then expert id, and the
+// chosen experts over their rows: Σ weight · expert(x) per row in that order, each product
+// rounded to f32 and added to a running sum that starts at the first term (the order
+// PROTOCOL §12's bit-identity rests on), or each expert's unweighted rows. The positions
+// routed to one expert go through its rows as one product, and only the chosen experts'
+// rows are read.
 #pragma once
 
 #include <span>
 #include <vector>
 
+#include "infer/ffn_backend.h"
 #include "infer/moe_routing.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
@@ -15,27 +18,33 @@
 
 namespace larql {
 
+enum class ExpertOutput {
+  weighted_sums,  // [rows][hidden]
+  expert_rows,    // [assignments][hidden], unweighted, in assignment order
+};
+
 class MoeFfn {
  public:
   MoeFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
   // Not thread-safe (scratch buffers): one instance per concurrent caller.
+  // Routes x's rows and sums their experts: the whole layer, where the router reads x.
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out);
-  // The two halves, for Gemma 4, whose router and experts read different inputs: the
-  // router's choices for `router_input`'s rows (× the layer's expert_scale, where it has
-  // one), then the chosen experts over `x` weighted by them.
-  Status route(uint32_t layer, const float* router_input, size_t rows);
-  void run_experts(uint32_t layer, const float* x, size_t rows, float* out);
-  // The last forward's choices: experts_used per position, in ascending expert id.
-  std::span<const ExpertChoice> choices() const { return choices_; }
+  // The router's choices for `router_input`'s rows (× the layer's expert_scale, where it has one).
+  Status route(uint32_t layer, const float* router_input, size_t rows, std::vector<ExpertAssignment>& out);
+  // The assigned experts over x's rows. The assignments are valid (wire::check_assignments).
+  void run_experts(uint32_t layer, const float* x, size_t rows, std::span<const ExpertAssignment> assignments, float* out,
+                   ExpertOutput kind = ExpertOutput::weighted_sums);
 
  private:
   const Model& model_;
   ThreadPool& pool_;
   std::vector<float> logits_, inputs_, gate_, up_, outputs_;
   std::vector<ExpertChoice> choices_;
-  std::vector<std::vector<uint32_t>> members_;  // per expert: the (position · k + slot) routed to it
+  std::vector<ExpertAssignment> assignments_;
+  std::vector<std::vector<uint32_t>> members_;  // per expert: the assignments routed to it
   std::vector<size_t> offsets_;                 // per expert: its first row in inputs_, gate_, up_, outputs_
-  std::vector<size_t> output_row_;              // per (position · k + slot): its row in outputs_
+  std::vector<size_t> output_row_;              // per assignment: its row in outputs_
+  std::vector<size_t> row_first_;               // per row: its first assignment (and one past the last row's)
   std::vector<InputProduct> products_;
 };
 

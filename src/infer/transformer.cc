@@ -31,7 +31,7 @@ void add_bias(float* rows, size_t n, const Matrix& bias) {
 }  // namespace
 
 Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool)
-    : model_(model), ffn_(ffn), pool_(pool), experts_(model, pool) {
+    : model_(model), ffn_(ffn), pool_(pool), router_(model, pool) {
   const ModelConfig& c = model.config;
   // As run.c computes it: 1 / theta^(2i / head_dim), in float. Proportional RoPE keeps the
   // full head size in the exponent and leaves the pairs past rotated_pairs unturned.
@@ -140,9 +140,9 @@ Status Transformer::add_experts_beside_dense(size_t l, size_t n) {
       for (size_t i = 0; i < D; ++i)
         router_in_[t * D + i] = router_in_[t * D + i] * load_as_f32(w.router_scale.dtype, w.router_scale.data, i) * root;
   });
-  if (auto s = experts_.route(uint32_t(l), router_in_.data(), n); !s) return s;
+  if (auto s = router_.route(uint32_t(l), router_in_.data(), n, assignments_); !s) return s;
   norm_rows(expert_in_.data(), x_.data(), n, w.expert_norm, D);
-  experts_.run_experts(uint32_t(l), expert_in_.data(), n, expert_out_.data());
+  if (auto s = ffn_.experts(uint32_t(l), expert_in_, n, assignments_, expert_out_); !s) return s;
   norm_rows(expert_out_.data(), expert_out_.data(), n, w.expert_out_norm, D);
   norm_rows(proj_.data(), proj_.data(), n, w.dense_out_norm, D);
   add_rows(proj_.data(), expert_out_.data(), n, D);
@@ -266,9 +266,14 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     // The seam: the FFN's own norms stay here, so a shard computes only the MLP. One call
     // per layer for every row of every sequence in the pass.
     norm_rows(xb_.data(), x_.data(), n, w.ffn_norm, D);
-    if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
-    if (c.moe.beside_dense && lc.sparse)
-      if (auto s = add_experts_beside_dense(l, n); !s) return s.error();
+    if (lc.sparse && !c.moe.beside_dense) {  // the router reads the FFN input; the experts are the backend's
+      if (auto s = router_.route(uint32_t(l), xb_.data(), n, assignments_); !s) return s.error();
+      if (auto s = ffn_.experts(uint32_t(l), xb_, n, assignments_, proj_); !s) return s.error();
+    } else {
+      if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
+      if (lc.sparse)
+        if (auto s = add_experts_beside_dense(l, n); !s) return s.error();
+    }
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
     add_rows(x_.data(), proj_.data(), n, D);
     if (w.output_scale.data) {  // Gemma 4: the whole hidden state, residual included

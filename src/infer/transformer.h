@@ -56,7 +56,6 @@ class Transformer {
   void add_rows(float* x, const float* y, size_t rows, size_t n) const;  // x += y, rows of n
   // Gemma 4's experts beside the dense FFN, whose output proj_ holds: proj_ becomes
   // dense_out_norm(proj_) + expert_out_norm(Σ weight · expert(expert_norm(x_))), routed on x_.
-  // Computed here, in process: the client keeps the router (PROTOCOL §12).
   Status add_experts_beside_dense(size_t layer, size_t rows);
 
   const Model& model_;
@@ -67,7 +66,10 @@ class Transformer {
   std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, router_in_, expert_in_, expert_out_;
-  MoeFfn experts_;  // Gemma 4's experts
+  // Mixture-of-experts layers are routed here, by the client (PROTOCOL §12), and their
+  // experts run through the FfnBackend.
+  MoeFfn router_;
+  std::vector<ExpertAssignment> assignments_;
 };
 
 }  // namespace larql

@@ -10,17 +10,20 @@
 
 namespace larql {
 
-std::string layer_fingerprint(const Model& model, size_t layer) {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  const LayerWeights& w = model.layers.at(layer);
-  // A dense FFN's gate, up and down; a sparse layer's router and its experts' matrices (Gemma 4: both).
-  std::vector<std::pair<std::string, const Matrix*>> tensors;
-  if (w.gate.data || w.experts.empty()) tensors = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
-  if (!w.experts.empty()) tensors.emplace_back("router", &w.router);
-  for (size_t e = 0; e < w.experts.size(); ++e)
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, const Matrix*>>;
+
+void add_experts(NamedTensors& tensors, const LayerWeights& w, size_t first, size_t last) {
+  for (size_t e = first; e <= last && e < w.experts.size(); ++e)
     for (const auto& [role, m] : {std::pair{"gate", &w.experts[e].gate}, {"up", &w.experts[e].up}, {"down", &w.experts[e].down}})
       tensors.emplace_back("expert" + std::to_string(e) + "." + role, m);
+}
+
+// 16 hex digits of SHA-256 over each tensor's name, dtype, shape and first and last 4 KiB.
+std::string fingerprint(const NamedTensors& tensors) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   for (const auto& [name, m] : tensors) {
     const std::string header = name + ":" + std::string(dtype_name(m->dtype)) + ":" + std::to_string(m->rows) + "x" +
                                std::to_string(m->cols) + ";";
@@ -38,6 +41,24 @@ std::string layer_fingerprint(const Model& model, size_t layer) {
   char hex[17];
   for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", digest[i]);
   return std::string(hex, 16);
+}
+
+}  // namespace
+
+std::string layer_fingerprint(const Model& model, size_t layer) {
+  const LayerWeights& w = model.layers.at(layer);
+  // A dense FFN's gate, up and down; a sparse layer's router and its experts' matrices (Gemma 4: both).
+  NamedTensors tensors;
+  if (w.gate.data || w.experts.empty()) tensors = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
+  if (!w.experts.empty()) tensors.emplace_back("router", &w.router);
+  add_experts(tensors, w, 0, w.experts.size() - 1);
+  return fingerprint(tensors);
+}
+
+std::string expert_fingerprint(const Model& model, size_t layer, size_t first, size_t last) {
+  NamedTensors tensors;
+  add_experts(tensors, model.layers.at(layer), first, last);
+  return fingerprint(tensors);
 }
 
 }  // namespace larql

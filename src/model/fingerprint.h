@@ -12,4 +12,8 @@ namespace larql {
 
 std::string layer_fingerprint(const Model& model, size_t layer);
 
+// The same over experts [first, last] of a mixture-of-experts layer only, in ascending id
+// (PROTOCOL §12's expert_fingerprints): a client checks any split of the experts with it.
+std::string expert_fingerprint(const Model& model, size_t layer, size_t first, size_t last);
+
 }  // namespace larql

@@ -24,8 +24,12 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
   std::vector<Matrix*> out;
   if (p.used == WeightsUsed::ffn) {
-    for (size_t i = p.first; i <= p.last && i < model.layers.size(); ++i)
-      for (Matrix* m : model.layers[i].ffn()) out.push_back(m);
+    for (size_t i = p.first; i <= p.last && i < model.layers.size(); ++i) {
+      LayerWeights& l = model.layers[i];
+      out.insert(out.end(), {&l.gate, &l.up, &l.down, &l.router});
+      for (size_t e = p.first_expert; e <= p.last_expert && e < l.experts.size(); ++e)
+        out.insert(out.end(), {&l.experts[e].gate, &l.experts[e].up, &l.experts[e].down});
+    }
   } else {
     std::set<const Matrix*> ffn;  // left out for a client whose FFN is remote
     if (p.used == WeightsUsed::all_but_ffn)

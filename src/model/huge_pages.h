@@ -18,7 +18,7 @@ namespace larql {
 enum class WeightsUsed {
   all,          // a local run: every matrix
   all_but_ffn,  // a client whose FFN is remote: all but gate, up and down
-  ffn,          // a shard: gate, up and down of layers [first, last] only
+  ffn,          // a shard: gate, up, down, router and owned experts of layers [first, last] only
 };
 
 struct HugePagePlacement {
@@ -28,6 +28,7 @@ struct HugePagePlacement {
   // Above this share of the memory available (MemAvailable) the copy could run the machine
   // out of memory where the mapping would only page: keep the mapping.
   double max_share_of_available = 0.5;
+  size_t first_expert = 0, last_expert = SIZE_MAX;  // the owned experts of those layers, for WeightsUsed::ffn
 };
 
 // Owns the anonymous region the weights were copied into.

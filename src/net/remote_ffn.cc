@@ -13,6 +13,7 @@
 #include "net/shard_spec.h"
 #include "net/shard_stats.h"
 #include "wire/codec.h"
+#include "wire/expert_codec.h"
 #include "wire/wire_config.h"
 
 namespace larql {
@@ -22,7 +23,8 @@ using namespace wire;
 
 struct RemoteFfn::Shard {
   std::string url;
-  LayerRange range;
+  ShardRange part;   // its layers and what of them it serves
+  LayerRange range;  // part.range, narrowed to the model
   std::unique_ptr<HttpClient> client;  // for /v1/stats, and the first of `idle`
   HttpClientOptions client_options;
   Encoding request_encoding = Encoding::f32;  // the best of the client's ladder that the shard takes
@@ -87,6 +89,33 @@ struct RemoteFfn::Race {
   size_t finished = 0;
 };
 
+// One call's work: a layer's dense rows, or an expert range's share of a MoE layer's rows.
+struct RemoteFfn::Request {
+  uint32_t layer = 0;
+  const float* x = nullptr;  // rows × hidden
+  size_t rows = 0;
+  std::vector<ExpertAssignment> assignments;  // an experts call when not empty
+  bool expert_rows = false;                   // answer per-expert rows, not weighted sums
+  float* out = nullptr;                       // out_rows() × hidden
+  size_t max_row_assignments = 1;             // the most assignments a row has (request size per row)
+
+  bool experts() const { return !assignments.empty(); }
+  size_t out_rows() const { return expert_rows ? assignments.size() : rows; }
+  // Rows [first, first + n) with their assignments, renumbered.
+  Request rows_slice(size_t first, size_t n, size_t hidden) const {
+    Request r{layer, x + first * hidden, n, {}, expert_rows, out + first * hidden, max_row_assignments};
+    if (!experts()) return r;
+    size_t first_assignment = assignments.size();
+    for (size_t i = 0; i < assignments.size(); ++i) {
+      if (assignments[i].row < first || assignments[i].row >= first + n) continue;
+      first_assignment = std::min(first_assignment, i);
+      r.assignments.push_back({uint32_t(assignments[i].row - first), assignments[i].expert, assignments[i].weight});
+    }
+    if (expert_rows) r.out = out + first_assignment * hidden;
+    return r;
+  }
+};
+
 namespace {
 
 HttpHeaders auth_headers(const RemoteFfnOptions& o) {
@@ -123,16 +152,30 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
   if (!spec) return spec.error();
   auto remote = std::unique_ptr<RemoteFfn>(new RemoteFfn(model, options));
   const uint32_t layers = uint32_t(model.config.layers);
-  std::vector<std::vector<Shard*>> by_layer(layers);
+  const size_t experts = model.config.moe.experts;
+  remote->layer_shards_.resize(layers);
+  remote->expert_groups_.resize(layers);
   for (auto& part : *spec) {
     part.range.last = std::min(part.range.last, layers - 1);
     if (part.range.first >= layers)
-      return make_error(ErrorCode::invalid_argument, "--ffn range " + part.range.str() + " is beyond the model's " +
+      return make_error(ErrorCode::invalid_argument, "--ffn range " + part.str() + " is beyond the model's " +
                                                          std::to_string(layers) + " layers");
+    if (part.part != ShardPart::all && !experts)
+      return make_error(ErrorCode::invalid_argument, "--ffn part " + part.str() + " names experts or a dense part, but model " +
+                                                         model.config.name + " has no mixture-of-experts layers");
+    if (part.part == ShardPart::experts) {
+      if (part.experts.first >= experts)
+        return make_error(ErrorCode::invalid_argument, "--ffn part " + part.str() + " is beyond the model's " +
+                                                           std::to_string(experts) + " experts");
+      part.experts.last = std::min<uint32_t>(part.experts.last, uint32_t(experts - 1));
+    }
+    const LayerRange all_experts{0, uint32_t(std::max<size_t>(experts, 1) - 1)};
     std::string unreachable;
+    size_t reachable = 0;
     for (const auto& url : part.urls) {
       auto shard = std::make_unique<Shard>();
       shard->url = url;
+      shard->part = part;
       shard->range = part.range;
       auto client = HttpClient::open(url, {options.timeout_ms, options.ca_cert});
       if (!client) return shard_error(ErrorCode::invalid_argument, url, client.error().message);
@@ -146,18 +189,51 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
       if (res->status != 200)
         return shard_error(ErrorCode::invalid_argument, url, "GET /v1/stats failed: " + describe_error(res));
       if (auto s = remote->check_shard(*shard, res->body, warnings); !s) return s.error();
-      for (uint32_t l = part.range.first; l <= part.range.last; ++l) by_layer[l].push_back(shard.get());
+      ++reachable;
+      for (uint32_t l = part.range.first; l <= part.range.last; ++l) {
+        if (part.has_dense()) remote->layer_shards_[l].push_back(shard.get());
+        if (part.part == ShardPart::dense || !model.config.layer(l).sparse) continue;
+        const LayerRange owned = part.part == ShardPart::experts ? part.experts : all_experts;
+        auto& groups = remote->expert_groups_[l];
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const ExpertGroup& g) { return g.experts.first == owned.first; });
+        if (group == groups.end()) group = groups.insert(groups.end(), ExpertGroup{owned, {}});
+        group->replicas.push_back(shard.get());
+      }
       remote->shards_.push_back(std::move(shard));
     }
-    if (by_layer[part.range.first].empty())
-      return make_error(ErrorCode::shard_unavailable, "no replica of layers " + part.range.str() + " answers: " + unreachable);
-    if (!unreachable.empty()) warnings->push_back("skipping unreachable replicas of layers " + part.range.str() + ": " + unreachable);
+    if (reachable == 0)
+      return make_error(ErrorCode::shard_unavailable, "no replica of layers " + part.str() + " answers: " + unreachable);
+    if (!unreachable.empty()) warnings->push_back("skipping unreachable replicas of layers " + part.str() + ": " + unreachable);
   }
-  for (uint32_t l = 0; l < layers; ++l)
-    if (by_layer[l].empty())
-      return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for layer " + std::to_string(l));
-  remote->layer_shards_ = std::move(by_layer);
+  for (auto& groups : remote->expert_groups_)
+    std::sort(groups.begin(), groups.end(), [](const ExpertGroup& a, const ExpertGroup& b) { return a.experts.first < b.experts.first; });
+  if (auto s = remote->check_coverage(); !s) return s.error();
   return remote;
+}
+
+Status RemoteFfn::check_coverage() const {
+  const ModelConfig& c = model_.config;
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    const bool sparse = c.layer(l).sparse;
+    if ((!sparse || c.moe.beside_dense) && layer_shards_[l].empty())
+      return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for layer " + std::to_string(l) +
+                                                        (sparse ? "'s dense MLP (a plain or a '/dense' part serves it)"
+                                                         : c.moe.experts ? " (a dense layer: a plain or a '/dense' part serves it)" : ""));
+    if (!sparse) continue;
+    uint32_t next = 0;  // the experts are covered up to here
+    for (const ExpertGroup& g : expert_groups_[l]) {
+      if (g.experts.first > next) break;
+      next = std::max(next, g.experts.last + 1);
+    }
+    if (next < c.moe.experts) {
+      uint32_t gap_end = uint32_t(c.moe.experts - 1);
+      for (const ExpertGroup& g : expert_groups_[l])
+        if (g.experts.first > next) gap_end = std::min(gap_end, g.experts.first - 1);
+      return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for experts " + std::to_string(next) + "-" +
+                                                        std::to_string(gap_end) + " of layer " + std::to_string(l));
+    }
+  }
+  return Ok{};
 }
 
 EncodingSet RemoteFfn::request_encodings() const {
@@ -209,6 +285,29 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   } else {
     warnings->push_back("shard " + url + " sends no layer fingerprints; it is not checked to hold the same model");
   }
+  if (shard.part.part == ShardPart::experts) {
+    if (!stats->experts)
+      return shard_error(ErrorCode::invalid_argument, url, "is asked for experts " + shard.part.experts.str() +
+                                                               " but does not list its experts (not an expert shard of this model?)");
+    const LayerRange owned = stats->experts->owned;
+    if (!owned.contains(shard.part.experts.first) || !owned.contains(shard.part.experts.last))
+      return shard_error(ErrorCode::invalid_argument, url, "serves experts " + owned.str() + " but is asked for " +
+                                                               shard.part.experts.str());
+    for (uint32_t l = range.first; l <= range.last; ++l) {
+      if (!model_.config.layer(l).sparse || !stats->expert_fingerprints) continue;
+      const std::string local = expert_fingerprint(model_, l, owned.first, owned.last);
+      const auto theirs = stats->expert_fingerprints->find(l);
+      if (theirs == stats->expert_fingerprints->end() || theirs->second != local)
+        return shard_error(ErrorCode::invalid_argument, url, "layer " + std::to_string(l) + " experts " + owned.str() +
+                                                                 ": fingerprint differs from the local model's \"" + local +
+                                                                 "\": the shard serves different experts");
+    }
+  } else if (shard.part.part == ShardPart::all && stats->experts &&
+             (stats->experts->owned.first != 0 || stats->experts->owned.last + 1 < stats->experts->count + stats->experts->shared)) {
+    return shard_error(ErrorCode::invalid_argument, url, "owns only experts " + stats->experts->owned.str() +
+                                                             "; name them in the map: '" + range.str() + "/" +
+                                                             stats->experts->owned.str() + "=" + url + "'");
+  }
   if (stats->request_encodings) {
     EncodingSet accepts{Encoding::f32};
     for (const auto& name : *stats->request_encodings)
@@ -226,12 +325,15 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   return Ok{};
 }
 
-Result<HttpResponse> RemoteFfn::exchange(Shard& shard, uint32_t layer, const float* x, size_t rows,
-                                         std::chrono::steady_clock::time_point deadline, std::string& body) const {
+Result<HttpResponse> RemoteFfn::exchange(Shard& shard, const Request& req, std::chrono::steady_clock::time_point deadline,
+                                         std::string& body) const {
   const size_t hidden = model_.config.hidden;
-  auto enc = encode_request(shard.request_encoding, {.layers = {layer}, .seq_len = uint32_t(rows)}, hidden, {x, rows * hidden}, body);
+  const std::span<const float> x{req.x, req.rows * hidden};
+  auto enc = req.experts() ? encode_expert_request(shard.request_encoding, req.layer, uint32_t(req.rows), req.expert_rows,
+                                                   req.assignments, hidden, x, body)
+                           : encode_request(shard.request_encoding, {.layers = {req.layer}, .seq_len = uint32_t(req.rows)}, hidden, x, body);
   if (!enc)
-    return make_error(ErrorCode::non_finite_input, "refusing to send layer " + std::to_string(layer) + "'s FFN input: " +
+    return make_error(ErrorCode::non_finite_input, "refusing to send layer " + std::to_string(req.layer) + "'s FFN input: " +
                                                        enc.error().message);
   HttpHeaders headers = auth_headers(options_);
   headers.emplace_back("Accept", options_.wire.accept);
@@ -240,18 +342,18 @@ Result<HttpResponse> RemoteFfn::exchange(Shard& shard, uint32_t layer, const flo
                        std::to_string(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count())));
   auto client = take_connection(shard);
   if (!client) return client.error();
-  auto res = (*client)->post("/v1/walk-ffn", body, content_type(enc->encoding), headers);
+  auto res = (*client)->post(req.experts() ? "/v1/walk-experts" : "/v1/walk-ffn", body, content_type(enc->encoding), headers);
   give_connection(shard, std::move(*client));
   return res;
 }
 
-Status RemoteFfn::accept(Shard& shard, uint32_t layer, size_t rows, const Result<HttpResponse>& res, size_t body_bytes, float* out) {
+Status RemoteFfn::accept(Shard& shard, const Request& req, const Result<HttpResponse>& res, size_t body_bytes) {
   const size_t hidden = model_.config.hidden;
   if (!res && res.error().code == ErrorCode::non_finite_input) return res.error();  // never sent
   ++stats_.calls;
   stats_.bytes_sent += body_bytes;
   auto fail = [&](ErrorCode code, const std::string& what) {
-    return shard_error(code, shard.url, "layer " + std::to_string(layer) + ": " + what);
+    return shard_error(code, shard.url, "layer " + std::to_string(req.layer) + ": " + what);
   };
   if (!res) return fail(res.error().code, res.error().message);
   stats_.bytes_received += res->body.size();
@@ -268,34 +370,48 @@ Status RemoteFfn::accept(Shard& shard, uint32_t layer, size_t rows, const Result
     return fail(ErrorCode::shard_unavailable, "answered with Content-Type '" + res->header("Content-Type") +
                                                   "', expected one of the binary FFN types");
   if (*response_encoding == Encoding::f32 && options_.wire.preferred != Encoding::f32) ++stats_.f32_fallbacks;
-  auto view = parse_response(as_bytes(res->body), *response_encoding, hidden);
-  if (!view) return fail(ErrorCode::shard_unavailable, "malformed response: " + view.error().message);
-  if (view->records.size() != 1 || view->records[0].layer != layer || view->records[0].seq_len != rows)
-    return fail(ErrorCode::shard_unavailable, "response is for another request (layer or seq_len differ)");
-  if (auto s = decode_values(*response_encoding, view->records[0].values, rows, hidden, {out, rows * hidden}); !s)
+  const size_t n = req.out_rows();
+  Bytes values;
+  float latency_ms = 0;
+  if (req.expert_rows) {
+    auto view = parse_expert_rows_response(as_bytes(res->body), *response_encoding, hidden);
+    if (!view) return fail(ErrorCode::shard_unavailable, "malformed response: " + view.error().message);
+    if (view->layer != req.layer || view->n != n)
+      return fail(ErrorCode::shard_unavailable, "response is for another request (layer or row count differ)");
+    values = view->values, latency_ms = view->latency_ms;
+  } else {
+    auto view = parse_response(as_bytes(res->body), *response_encoding, hidden);
+    if (!view) return fail(ErrorCode::shard_unavailable, "malformed response: " + view.error().message);
+    if (view->records.size() != 1 || view->records[0].layer != req.layer || view->records[0].seq_len != n)
+      return fail(ErrorCode::shard_unavailable, "response is for another request (layer or seq_len differ)");
+    values = view->records[0].values, latency_ms = view->latency_ms;
+  }
+  if (auto s = decode_values(*response_encoding, values, n, hidden, {req.out, n * hidden}); !s)
     return fail(ErrorCode::shard_unavailable, "response values rejected: " + s.error().message);
-  stats_.server_ms += view->latency_ms;
+  stats_.server_ms += latency_ms;
   return Ok{};
 }
 
-Status RemoteFfn::call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
-                       std::chrono::steady_clock::time_point deadline) {
+Status RemoteFfn::call(Shard& shard, const Request& req, std::chrono::steady_clock::time_point deadline) {
   const auto start = std::chrono::steady_clock::now();
-  auto res = exchange(shard, layer, x, rows, deadline, body_);
+  auto res = exchange(shard, req, deadline, body_);
   stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return accept(shard, layer, rows, res, body_.size(), out);
+  return accept(shard, req, res, body_.size());
 }
 
-std::optional<Status> RemoteFfn::hedged_call(Shard& first, Shard& second, uint32_t layer, const float* x, size_t rows, float* out,
+std::optional<Status> RemoteFfn::hedged_call(Shard& first, Shard& second, const Request& req,
                                              std::chrono::steady_clock::time_point deadline) {
   auto race = std::make_shared<Race>();
   Shard* shards[2] = {&first, &second};
   const auto start = std::chrono::steady_clock::now();
   auto launch = [&](size_t i) {
     ++running_calls_;
-    call_threads_->run([this, race, i, shard = shards[i], layer, rows, deadline, input = std::vector<float>(x, x + rows * model_.config.hidden)] {
+    // The loser may outlive this call: it sends its own copy of the input.
+    call_threads_->run([this, race, i, shard = shards[i], deadline, request = req,
+                        input = std::vector<float>(req.x, req.x + req.rows * model_.config.hidden)]() mutable {
+      request.x = input.data();
       std::string body;
-      auto res = exchange(*shard, layer, input.data(), rows, deadline, body);
+      auto res = exchange(*shard, request, deadline, body);
       std::lock_guard lock(hedge_mutex_);
       race->bodies[i] = std::move(body);
       race->responses[i] = std::move(res);
@@ -331,7 +447,7 @@ std::optional<Status> RemoteFfn::hedged_call(Shard& first, Shard& second, uint32
     taken[i] = true;
     const Result<HttpResponse>& res = *race->responses[i];
     stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    Status status = accept(*shards[i], layer, rows, res, race->bodies[i].size(), out);
+    Status status = accept(*shards[i], req, res, race->bodies[i].size());
     if (status) {
       if (i == 1) ++stats_.hedge_wins;
       return status;
@@ -361,26 +477,79 @@ void RemoteFfn::give_connection(Shard& shard, std::unique_ptr<HttpClient> connec
 }
 
 Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) {
-  const size_t hidden = model_.config.hidden;
   if (layer >= layer_shards_.size())
     return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(layer) + " is out of range");
+  return send(layer_shards_[layer], {.layer = layer, .x = x.data(), .rows = rows, .out = out.data()});
+}
+
+Status RemoteFfn::experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,
+                          std::span<float> out) {
+  const size_t H = model_.config.hidden;
+  if (layer >= expert_groups_.size() || expert_groups_[layer].empty())
+    return make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(layer) + " has no expert shards");
+  const bool expert_rows = options_.expert_rows;
+  if (expert_rows) expert_rows_.resize(assignments.size() * H);
+  row_written_.assign(rows, 0);
+  // Each expert range's share, in ascending expert id: per-expert rows are put back in
+  // assignment order and summed here (the one order, §12); weighted sums of the ranges are
+  // added in range order.
+  for (const ExpertGroup& g : expert_groups_[layer]) {
+    ExpertPart part = take_expert_range(assignments, g.experts.first, g.experts.last);
+    if (part.assignments.empty()) continue;
+    const size_t m = part.rows.size();
+    const float* px = x.data();
+    if (m != rows) {  // only the rows routed to this range go
+      part_x_.resize(m * H);
+      for (size_t i = 0; i < m; ++i) std::copy_n(x.data() + part.rows[i] * H, H, part_x_.data() + i * H);
+      px = part_x_.data();
+    }
+    Request req{.layer = layer, .x = px, .rows = m, .assignments = std::move(part.assignments), .expert_rows = expert_rows};
+    for (size_t i = 0, run = 0; i < req.assignments.size(); ++i) {
+      run = i > 0 && req.assignments[i - 1].row == req.assignments[i].row ? run + 1 : 1;
+      req.max_row_assignments = std::max(req.max_row_assignments, run);
+    }
+    part_out_.resize(req.out_rows() * H);
+    req.out = part_out_.data();
+    if (auto s = send(g.replicas, req); !s) return s;
+    if (expert_rows) {
+      for (size_t i = 0; i < part.sources.size(); ++i)
+        std::copy_n(part_out_.data() + i * H, H, expert_rows_.data() + size_t{part.sources[i]} * H);
+      continue;
+    }
+    for (size_t i = 0; i < m; ++i) {
+      float* o = out.data() + part.rows[i] * H;
+      const float* y = part_out_.data() + i * H;
+      if (!row_written_[part.rows[i]]) std::copy_n(y, H, o);
+      else for (size_t k = 0; k < H; ++k) o[k] += y[k];
+      row_written_[part.rows[i]] = 1;
+    }
+  }
+  if (expert_rows) sum_expert_rows(assignments, expert_rows_.data(), H, out.data());
+  return Ok{};
+}
+
+Status RemoteFfn::send(const std::vector<Shard*>& replicas, const Request& req) {
+  const size_t hidden = model_.config.hidden, rows = req.rows;
+  const uint32_t layer = req.layer;
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   for (int attempt = 0;; ++attempt) {
     std::string failures;
     int busy_retry_after_s = 0;  // smallest Retry-After of the replicas that were busy
-    // A prefill whose message would exceed a server's body or work limit goes in chunks of positions.
+    // A prefill whose message would exceed a server's body or work limit goes in chunks of
+    // positions. A row costs its f32 input and, for per-expert rows, one output per assignment.
     auto chunk_for = [&](const Shard& shard) {
-      const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden);
+      const size_t k = req.max_row_assignments;
+      const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden) * (req.expert_rows ? 1 + k : 1) + (req.experts() ? 12 * k : 0);
       const size_t fit = shard.max_body_bytes > 64 ? (shard.max_body_bytes - 64) / per_row : 1;
-      return std::max<size_t>(1, std::min({rows, fit, shard.max_work}));
+      const size_t work = req.experts() ? shard.max_work / req.max_row_assignments : shard.max_work;
+      return std::max<size_t>(1, std::min({rows, fit, work}));
     };
-    const std::vector<Shard*>& replicas = layer_shards_[layer];
     size_t next = 0;
     // Hedging ("The Tail at Scale"): the first two replicas race when the first has not
     // answered within hedge_after_ms; only calls that need no chunks are hedged.
     // A call that failed: busy ones give their Retry-After, other failures move on, and an
-    // error that is the caller's ends the forward.
+    // error that is the caller's ends the request.
     auto failed = [&](const Shard& shard, const Status& status) -> std::optional<Error> {
       const ErrorCode code = status.error().code;
       if (code == ErrorCode::overloaded)
@@ -391,7 +560,7 @@ Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows,
       return std::nullopt;
     };
     if (options_.hedge_after_ms > 0 && replicas.size() >= 2 && chunk_for(*replicas[0]) == rows && chunk_for(*replicas[1]) == rows)
-      if (auto status = hedged_call(*replicas[0], *replicas[1], layer, x.data(), rows, out.data(), deadline)) {
+      if (auto status = hedged_call(*replicas[0], *replicas[1], req, deadline)) {
         if (*status) return Ok{};
         if (auto e = failed(*replicas[0], *status)) return *e;
         next = 2;
@@ -400,10 +569,9 @@ Status RemoteFfn::forward(uint32_t layer, std::span<const float> x, size_t rows,
       Shard* shard = replicas[k];
       const size_t chunk = chunk_for(*shard);
       Status status = Ok{};
-      for (size_t r = 0; r < rows && status; r += chunk) {
-        const size_t n = std::min(chunk, rows - r);
-        status = call(*shard, layer, x.data() + r * hidden, n, out.data() + r * hidden, deadline);
-      }
+      if (chunk == rows) status = call(*shard, req, deadline);
+      for (size_t r = 0; chunk != rows && r < rows && status; r += chunk)
+        status = call(*shard, req.rows_slice(r, std::min(chunk, rows - r), hidden), deadline);
       if (status) return Ok{};
       if (auto e = failed(*shard, status)) return *e;
     }

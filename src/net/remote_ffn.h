@@ -1,7 +1,8 @@
 // The FFN over the wire: each layer's input goes to the shard that owns the layer, in the
 // negotiated encoding, over a persistent keep-alive connection, and the output comes back
-// decoded by its Content-Type. A failed call is an error naming the shard, the layer and
-// the cause, never zeros.
+// decoded by its Content-Type. A mixture-of-experts layer's routed rows go, by expert range,
+// to the shards that own those experts (/v1/walk-experts, PROTOCOL §12). A failed call is
+// an error naming the shard, the layer and the cause, never zeros.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "infer/ffn_backend.h"
 #include "net/http_client.h"
+#include "net/layer_range.h"
 #include "model/model.h"
 #include "wire/encoding.h"
 #include "wire/wire_config.h"
@@ -30,6 +32,10 @@ struct RemoteFfnOptions {
   // Hedged requests: a call the first free replica of a layer has not answered within this
   // many ms also goes to the second, and the first success wins (0: never).
   double hedge_after_ms = 0;
+  // Mixture-of-experts layers: ask the expert shards for each expert's unweighted rows and
+  // sum them here (f32 results bit-identical to local for any split of the experts), rather
+  // than for weighted sums (fewer bytes).
+  bool expert_rows = false;
 };
 
 struct RemoteFfnStats {
@@ -56,6 +62,8 @@ class RemoteFfn : public FfnBackend {
   ~RemoteFfn() override;
 
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
+  Status experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,
+                 std::span<float> out) override;
   const RemoteFfnStats& stats() const { return stats_; }
   // The encodings requests are sent in: the preferred one, or lower ones of the ladder for
   // shards that do not take it.
@@ -63,35 +71,49 @@ class RemoteFfn : public FfnBackend {
 
   struct Shard;
   struct Race;
+  struct Request;
   class CallThreads;
 
  private:
+  // The shards of a range of one layer's experts (a plain part: all of them).
+  struct ExpertGroup {
+    LayerRange experts;
+    std::vector<Shard*> replicas;
+  };
+
   RemoteFfn(const Model& model, RemoteFfnOptions options);
-  // One walk-ffn call; `deadline` (the end of this forward's --timeout-ms) goes to the
-  // shard as X-Larql-Deadline-Ms, so that it drops work nobody waits for any more.
-  Status call(Shard& shard, uint32_t layer, const float* x, size_t rows, float* out,
-              std::chrono::steady_clock::time_point deadline);
+  // A request to the first replica that answers it, in chunks of rows where a shard's body
+  // or work limit needs them, hedged, and retried after backoff while replicas are busy.
+  Status send(const std::vector<Shard*>& replicas, const Request& request);
+  // One call; `deadline` (the end of this request's --timeout-ms) goes to the shard as
+  // X-Larql-Deadline-Ms, so that it drops work nobody waits for any more.
+  Status call(Shard& shard, const Request& request, std::chrono::steady_clock::time_point deadline);
   // The HTTP exchange of a call, into its own body buffer (safe on a hedge's thread), and
-  // what forward() makes of its response (statistics, checks, decoding into out).
-  Result<HttpResponse> exchange(Shard& shard, uint32_t layer, const float* x, size_t rows,
-                                std::chrono::steady_clock::time_point deadline, std::string& body) const;
-  Status accept(Shard& shard, uint32_t layer, size_t rows, const Result<HttpResponse>& response, size_t body_bytes, float* out);
+  // what send() makes of its response (statistics, checks, decoding into request.out).
+  Result<HttpResponse> exchange(Shard& shard, const Request& request, std::chrono::steady_clock::time_point deadline,
+                                std::string& body) const;
+  Status accept(Shard& shard, const Request& request, const Result<HttpResponse>& response, size_t body_bytes);
   // `first`, and `second` too if `first` is slower than hedge_after_ms; none if no thread
   // could be started (then the caller goes on in turn).
-  std::optional<Status> hedged_call(Shard& first, Shard& second, uint32_t layer, const float* x, size_t rows, float* out,
+  std::optional<Status> hedged_call(Shard& first, Shard& second, const Request& request,
                                     std::chrono::steady_clock::time_point deadline);
   // A keep-alive connection to the shard for one call, and back when it is done.
   Result<std::unique_ptr<HttpClient>> take_connection(Shard& shard) const;
   void give_connection(Shard& shard, std::unique_ptr<HttpClient> connection) const;
   // Checks a shard's /v1/stats against the local model and learns its wire and body limit.
   Status check_shard(Shard& shard, const std::string& stats_body, std::vector<std::string>* warnings);
+  // Every layer has its dense MLP's shards and its experts' ranges covered without a gap.
+  Status check_coverage() const;
 
   const Model& model_;
   RemoteFfnOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::vector<std::vector<Shard*>> layer_shards_;  // per layer: its replicas, in the order given
+  std::vector<std::vector<Shard*>> layer_shards_;  // per layer: its dense MLP's replicas, in the order given
+  std::vector<std::vector<ExpertGroup>> expert_groups_;  // per layer: its experts' ranges, ascending
   RemoteFfnStats stats_;
   std::string body_;  // request buffer, reused
+  std::vector<float> part_x_, part_out_, expert_rows_;  // experts() scratch
+  std::vector<uint8_t> row_written_;
   std::minstd_rand jitter_{std::random_device{}()};  // spreads the backoff of clients busy at the same time
   mutable std::mutex hedge_mutex_;         // guards Shard::client and idle, running_calls_ and every Race
   std::condition_variable hedge_done_;     // a hedged call ended

@@ -233,6 +233,10 @@ Result<std::unique_ptr<Router>> Router::create(const RouterOptions& options) {
   for (const auto& part : *spec) {
     if (part.range.last == std::numeric_limits<uint32_t>::max())
       return make_error(ErrorCode::invalid_argument, "--shards needs layer ranges: RANGE=URL[|URL],...");
+    if (part.part != ShardPart::all)
+      return make_error(ErrorCode::invalid_argument, "--shards part " + part.str() +
+                                                         ": the router does not split layers by expert range yet; give the "
+                                                         "client the map itself (larql run --ffn '" + part.str() + "=URL,...')");
     for (const auto& url : part.urls)
       if (auto s = router->add_replica(*map, part.range, url); !s) return s.error();
   }

@@ -28,6 +28,15 @@ Result<std::vector<std::string>> parse_urls(std::string_view text, std::string_v
 
 }  // namespace
 
+std::string ShardRange::str() const {
+  switch (part) {
+    case ShardPart::all: return range.str();
+    case ShardPart::experts: return range.str() + "/" + experts.str();
+    case ShardPart::dense: return range.str() + "/dense";
+  }
+  return range.str();
+}
+
 Result<std::vector<ShardRange>> parse_shard_spec(std::string_view spec) {
   std::vector<ShardRange> out;
   if (spec.empty()) return make_error(ErrorCode::invalid_argument, "the shard map is empty");
@@ -42,16 +51,41 @@ Result<std::vector<ShardRange>> parse_shard_spec(std::string_view spec) {
     const size_t eq = part.find('=');
     if (eq == std::string::npos)
       return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' has no '=': expected RANGE=URL[|URL...]");
-    auto range = parse_layer_range(std::string_view(part).substr(0, eq));
+    const std::string_view key = std::string_view(part).substr(0, eq);
+    const size_t slash = key.find('/');
+    ShardRange entry;
+    auto range = parse_layer_range(key.substr(0, slash));
     if (!range) return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "': " + range.error().message);
+    entry.range = *range;
+    if (slash != std::string_view::npos) {
+      const std::string_view what = key.substr(slash + 1);
+      if (what == "dense") {
+        entry.part = ShardPart::dense;
+      } else {
+        auto experts = parse_layer_range(what);
+        if (!experts)
+          return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "': after '/' expected an expert range (C-D) or 'dense': " +
+                                                             experts.error().message);
+        entry.part = ShardPart::experts;
+        entry.experts = *experts;
+      }
+    }
     auto urls = parse_urls(std::string_view(part).substr(eq + 1), part);
     if (!urls) return urls.error();
-    for (const auto& other : out)
-      if (range->first <= other.range.last && other.range.first <= range->last)
-        return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' overlaps layers " + other.range.str());
-    out.push_back({*range, *urls});
+    entry.urls = *urls;
+    for (const auto& other : out) {
+      if (entry.range.first > other.range.last || other.range.first > entry.range.last) continue;
+      const bool apart = (entry.part == ShardPart::experts && other.part == ShardPart::dense) ||
+                         (entry.part == ShardPart::dense && other.part == ShardPart::experts) ||
+                         (entry.part == ShardPart::experts && other.part == ShardPart::experts &&
+                          (entry.experts.first > other.experts.last || other.experts.first > entry.experts.last));
+      if (!apart) return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' overlaps layers " + other.str());
+    }
+    out.push_back(std::move(entry));
   }
-  std::sort(out.begin(), out.end(), [](const ShardRange& a, const ShardRange& b) { return a.range.first < b.range.first; });
+  std::stable_sort(out.begin(), out.end(), [](const ShardRange& a, const ShardRange& b) {
+    return a.range.first != b.range.first ? a.range.first < b.range.first : a.experts.first < b.experts.first;
+  });
   return out;
 }
 

@@ -55,17 +55,38 @@ Result<ShardStats> parse_shard_stats(std::string_view body) {
     if (!*start || !*end || **start > **end || **end > UINT32_MAX) return not_stats("layers is not a range start ≤ end");
     s.layers = LayerRange{uint32_t(**start), uint32_t(**end)};
   }
-  if (j.contains("layer_fingerprints") && !j["layer_fingerprints"].is_null()) {
-    const json& fp = j["layer_fingerprints"];
-    if (!fp.is_object()) return not_stats("layer_fingerprints is not an object");
-    s.fingerprints.emplace();
-    for (const auto& [key, value] : fp.items()) {
-      const auto layer = parse_layer_range(key);
-      if (!layer || layer->first != layer->last || !value.is_string())
-        return not_stats("layer_fingerprints has \"" + key.substr(0, 20) + "\": not a layer number and a string");
-      (*s.fingerprints)[layer->first] = value.get<std::string>();
+  for (auto [key, out] : {std::pair{"layer_fingerprints", &s.fingerprints}, std::pair{"expert_fingerprints", &s.expert_fingerprints}})
+    if (j.contains(key) && !j[key].is_null()) {
+      const json& fp = j[key];
+      if (!fp.is_object()) return not_stats(std::string(key) + " is not an object");
+      out->emplace();
+      for (const auto& [name, value] : fp.items()) {
+        const auto layer = parse_layer_range(name);
+        if (!layer || layer->first != layer->last || !value.is_string())
+          return not_stats(std::string(key) + " has \"" + name.substr(0, 20) + "\": not a layer number and a string");
+        (**out)[layer->first] = value.get<std::string>();
+      }
     }
+  if (j.contains("experts") && !j["experts"].is_null()) {
+    const json& e = j["experts"];
+    if (!e.is_object()) return not_stats("experts is not an object with count, used, start and end");
+    ShardStats::Experts experts;
+    for (auto [name, field] : {std::pair{"count", &experts.count}, std::pair{"shared", &experts.shared}, std::pair{"used", &experts.used}}) {
+      auto v = unsigned_field(e, name);
+      if (!v) return v.error();
+      *field = v->value_or(0);
+    }
+    auto start = unsigned_field(e, "start"), end = unsigned_field(e, "end");
+    if (!start) return start.error();
+    if (!end) return end.error();
+    if (!*start || !*end || **start > **end || **end >= experts.count + experts.shared)
+      return not_stats("experts.start-end is not a range of its count + shared experts");
+    experts.owned = {uint32_t(**start), uint32_t(**end)};
+    s.experts = experts;
   }
+  auto routing = string_field(j, "routing", "");
+  if (!routing) return routing.error();
+  s.routing = *routing;
   for (auto [key, out] : {std::pair{"request", &s.request_encodings}, std::pair{"response", &s.response_encodings}})
     if (j.contains("wire") && j["wire"].is_object() && j["wire"].contains(key)) {
       const json& names = j["wire"][key];

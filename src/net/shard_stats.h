@@ -28,6 +28,14 @@ struct ShardStats {
   std::optional<std::vector<std::string>> request_encodings;    // wire.request, as named
   std::optional<std::vector<std::string>> response_encodings;   // wire.response, as named
   std::optional<size_t> max_body_bytes, max_work;
+  // A shard of a mixture-of-experts model (PROTOCOL §12).
+  struct Experts {
+    size_t count = 0, shared = 0, used = 0;
+    LayerRange owned;  // start-end, inclusive
+  };
+  std::optional<Experts> experts;
+  std::optional<std::map<uint32_t, std::string>> expert_fingerprints;  // per layer, over the owned experts
+  std::string routing;  // "shard" or "client" ("" when not said)
 };
 
 // The error says which field is not what §8 says it is.

@@ -36,7 +36,8 @@ std::string describe_expected(Encoding e, size_t rows, size_t hidden) {
   return str(rows * hidden) + " " + std::string(encoding_name(e)) + " values = " + size + " (" + shape + ")";
 }
 
-// Checks a value array of `have` bytes against what seq_len and hidden require.
+}  // namespace
+
 Status check_value_bytes(Encoding e, size_t have, size_t rows, size_t hidden, const char* what) {
   if (rows == 0) return make_error(ErrorCode::bad_seq_len, "seq_len is 0; expected at least 1");
   if (!encoding_fits_hidden(e, hidden))
@@ -56,7 +57,6 @@ Status check_value_bytes(Encoding e, size_t have, size_t rows, size_t hidden, co
   return Ok{};
 }
 
-// Writes rows × hidden values; false when the encoding cannot carry them (see kernels.h).
 bool write_values(Encoding e, const float* in, size_t rows, size_t hidden, uint8_t* dst) {
   const WireKernels& k = best_kernels();
   switch (e) {
@@ -72,6 +72,8 @@ bool write_values(Encoding e, const float* in, size_t rows, size_t hidden, uint8
   }
   return false;
 }
+
+namespace {
 
 // Names the first q8 block whose scale a decoder refuses.
 std::string describe_bad_q8_block(Bytes values, size_t hidden) {
@@ -89,6 +91,8 @@ std::string describe_bad_q8_block(Bytes values, size_t hidden) {
   return "no bad q8 block found";
 }
 
+}  // namespace
+
 std::string first_non_finite(std::span<const float> values, size_t hidden) {
   for (size_t i = 0; i < values.size(); ++i)
     if (!std::isfinite(values[i]))
@@ -96,8 +100,6 @@ std::string first_non_finite(std::span<const float> values, size_t hidden) {
              (std::isnan(values[i]) ? "NaN" : (values[i] > 0 ? "+inf" : "-inf"));
   return "no non-finite value found";
 }
-
-}  // namespace
 
 // ---- requests ------------------------------------------------------------------------
 

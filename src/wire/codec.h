@@ -103,6 +103,16 @@ void write_batch_response(std::span<const ResponseRecordView> records, size_t hi
 
 // ---- values --------------------------------------------------------------------------
 
+// Checks a value array of `have` bytes against what rows × hidden require (`what` names it
+// in the error): bad_seq_len, unsupported_media_type, truncated, bad_length.
+Status check_value_bytes(Encoding encoding, size_t have, size_t rows, size_t hidden, const char* what);
+
+// Writes rows × hidden values at dst; false when the encoding cannot carry them (kernels.h).
+bool write_values(Encoding encoding, const float* in, size_t rows, size_t hidden, uint8_t* dst);
+
+// "position P, index I is NaN" for the first non-finite value, for error messages.
+std::string first_non_finite(std::span<const float> values, size_t hidden);
+
 // Decodes `rows` × `hidden` values (as validated by a parser) into `out` (same size).
 // Errors: non_finite_input for NaN/inf, bad_i8_block / bad_q8_block for a bad scale (or
 // an i8 zero_point other than 0).
