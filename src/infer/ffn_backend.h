@@ -28,6 +28,14 @@ class FfnBackend {
     (void)x, (void)rows, (void)assignments, (void)out;
     return make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(layer) + ": this FFN backend has no experts");
   }
+  // A layer with experts beside its dense MLP (Gemma 4): forward(layer, x) into out and
+  // experts(layer, expert_x, assignments) into expert_out, at once where the backend can.
+  virtual Status forward_with_experts(uint32_t layer, std::span<const float> x, std::span<const float> expert_x, size_t rows,
+                                      std::span<const ExpertAssignment> assignments, std::span<float> out,
+                                      std::span<float> expert_out) {
+    if (auto s = forward(layer, x, rows, out); !s) return s;
+    return experts(layer, expert_x, rows, assignments, expert_out);
+  }
   // The same, answering each assignment's unweighted expert(x[row]): out is [assignments][hidden].
   virtual Status expert_rows(uint32_t layer, std::span<const float> x, size_t rows,
                              std::span<const ExpertAssignment> assignments, std::span<float> out) {

@@ -127,7 +127,7 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   });
 }
 
-Status Transformer::add_experts_beside_dense(size_t l, size_t n) {
+Status Transformer::dense_and_experts(size_t l, size_t n) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[l];
   const size_t D = c.hidden;
@@ -142,7 +142,7 @@ Status Transformer::add_experts_beside_dense(size_t l, size_t n) {
   });
   if (auto s = router_.route(uint32_t(l), router_in_.data(), n, assignments_); !s) return s;
   norm_rows(expert_in_.data(), x_.data(), n, w.expert_norm, D);
-  if (auto s = ffn_.experts(uint32_t(l), expert_in_, n, assignments_, expert_out_); !s) return s;
+  if (auto s = ffn_.forward_with_experts(uint32_t(l), xb_, expert_in_, n, assignments_, proj_, expert_out_); !s) return s;
   norm_rows(expert_out_.data(), expert_out_.data(), n, w.expert_out_norm, D);
   norm_rows(proj_.data(), proj_.data(), n, w.dense_out_norm, D);
   add_rows(proj_.data(), expert_out_.data(), n, D);
@@ -269,10 +269,10 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     if (lc.sparse && !c.moe.beside_dense) {  // the router reads the FFN input; the experts are the backend's
       if (auto s = router_.route(uint32_t(l), xb_.data(), n, assignments_); !s) return s.error();
       if (auto s = ffn_.experts(uint32_t(l), xb_, n, assignments_, proj_); !s) return s.error();
+    } else if (lc.sparse) {
+      if (auto s = dense_and_experts(l, n); !s) return s.error();
     } else {
       if (auto s = ffn_.forward(uint32_t(l), xb_, n, proj_); !s) return s.error();
-      if (lc.sparse)
-        if (auto s = add_experts_beside_dense(l, n); !s) return s.error();
     }
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
     add_rows(x_.data(), proj_.data(), n, D);

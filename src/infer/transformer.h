@@ -54,9 +54,9 @@ class Transformer {
   void rope(float* v, size_t heads, const float* cosines, const float* sines, size_t half) const;
   void norm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n) const;
   void add_rows(float* x, const float* y, size_t rows, size_t n) const;  // x += y, rows of n
-  // Gemma 4's experts beside the dense FFN, whose output proj_ holds: proj_ becomes
-  // dense_out_norm(proj_) + expert_out_norm(Σ weight · expert(expert_norm(x_))), routed on x_.
-  Status add_experts_beside_dense(size_t layer, size_t rows);
+  // Gemma 4's FFN: the dense MLP on xb_ and the experts beside it, routed on x_, into proj_:
+  // dense_out_norm(mlp(xb_)) + expert_out_norm(Σ weight · expert(expert_norm(x_))).
+  Status dense_and_experts(size_t layer, size_t rows);
 
   const Model& model_;
   FfnBackend& ffn_;

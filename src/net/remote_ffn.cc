@@ -133,6 +133,11 @@ std::string describe_error(const Result<HttpResponse>& res) {
   return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
 }
 
+// A call that failed this way may succeed on another replica, or later.
+bool worth_retrying(ErrorCode code) {
+  return code == ErrorCode::overloaded || code == ErrorCode::shard_unavailable || code == ErrorCode::shard_timeout;
+}
+
 Error shard_error(ErrorCode code, const std::string& url, const std::string& what) {
   return make_error(code, "shard " + url + ": " + what);
 }
@@ -487,45 +492,150 @@ Status RemoteFfn::experts(uint32_t layer, std::span<const float> x, size_t rows,
   const size_t H = model_.config.hidden;
   if (layer >= expert_groups_.size() || expert_groups_[layer].empty())
     return make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(layer) + " has no expert shards");
+  const std::vector<ExpertGroup>& groups = expert_groups_[layer];
   const bool expert_rows = options_.expert_rows;
-  if (expert_rows) expert_rows_.resize(assignments.size() * H);
-  row_written_.assign(rows, 0);
-  // Each expert range's share, in ascending expert id: per-expert rows are put back in
-  // assignment order and summed here (the one order, §12); weighted sums of the ranges are
-  // added in range order.
-  for (const ExpertGroup& g : expert_groups_[layer]) {
-    ExpertPart part = take_expert_range(assignments, g.experts.first, g.experts.last);
-    if (part.assignments.empty()) continue;
+  // Each expert range's share: only the rows routed to it, renumbered.
+  std::vector<ExpertPart> parts;
+  std::vector<Request> requests;
+  part_x_.resize(groups.size()), part_out_.resize(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ExpertPart& part = parts.emplace_back(take_expert_range(assignments, groups[g].experts.first, groups[g].experts.last));
     const size_t m = part.rows.size();
-    const float* px = x.data();
-    if (m != rows) {  // only the rows routed to this range go
-      part_x_.resize(m * H);
-      for (size_t i = 0; i < m; ++i) std::copy_n(x.data() + part.rows[i] * H, H, part_x_.data() + i * H);
-      px = part_x_.data();
+    Request& req = requests.emplace_back(Request{.layer = layer, .x = x.data(), .rows = m, .assignments = part.assignments,
+                                                 .expert_rows = expert_rows});
+    if (m == 0) continue;
+    if (m != rows) {
+      part_x_[g].resize(m * H);
+      for (size_t i = 0; i < m; ++i) std::copy_n(x.data() + part.rows[i] * H, H, part_x_[g].data() + i * H);
+      req.x = part_x_[g].data();
     }
-    Request req{.layer = layer, .x = px, .rows = m, .assignments = std::move(part.assignments), .expert_rows = expert_rows};
     for (size_t i = 0, run = 0; i < req.assignments.size(); ++i) {
       run = i > 0 && req.assignments[i - 1].row == req.assignments[i].row ? run + 1 : 1;
       req.max_row_assignments = std::max(req.max_row_assignments, run);
     }
-    part_out_.resize(req.out_rows() * H);
-    req.out = part_out_.data();
-    if (auto s = send(g.replicas, req); !s) return s;
-    if (expert_rows) {
-      for (size_t i = 0; i < part.sources.size(); ++i)
-        std::copy_n(part_out_.data() + i * H, H, expert_rows_.data() + size_t{part.sources[i]} * H);
+    part_out_[g].resize(req.out_rows() * H);
+    req.out = part_out_[g].data();
+  }
+  // The ranges' calls go out together: every range but the first starts on a kept thread
+  // (its first replica, where it needs no chunks and no hedging), the first runs here; a
+  // started call that failed goes through send()'s replicas and retries after.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options_.timeout_ms);
+  std::vector<std::shared_ptr<Race>> started(groups.size());
+  size_t first = groups.size();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (requests[g].rows == 0) continue;
+    if (first == groups.size()) {
+      first = g;
       continue;
     }
-    for (size_t i = 0; i < m; ++i) {
-      float* o = out.data() + part.rows[i] * H;
-      const float* y = part_out_.data() + i * H;
-      if (!row_written_[part.rows[i]]) std::copy_n(y, H, o);
-      else for (size_t k = 0; k < H; ++k) o[k] += y[k];
-      row_written_[part.rows[i]] = 1;
-    }
+    Shard& shard = *groups[g].replicas[0];
+    if (options_.hedge_after_ms == 0 && chunk_rows(shard, requests[g]) == requests[g].rows)
+      started[g] = start_call(shard, requests[g], deadline);
   }
-  if (expert_rows) sum_expert_rows(assignments, expert_rows_.data(), H, out.data());
+  std::optional<Error> error;
+  for (size_t g = first; g < groups.size(); ++g) {
+    if (requests[g].rows == 0) continue;
+    Status s = Ok{};
+    if (started[g]) {
+      s = finish_call(*groups[g].replicas[0], requests[g], started[g], start);
+      if (!s && !error && worth_retrying(s.error().code)) s = send(groups[g].replicas, requests[g]);
+    } else if (!error) {
+      s = send(groups[g].replicas, requests[g]);
+    }
+    if (!s && !error) error = s.error();  // the other started calls are still waited for
+  }
+  if (error) return *error;
+
+  // Per-expert rows go back into assignment order and are summed here (the one order,
+  // §12); the ranges' weighted sums are added in range order.
+  if (expert_rows) {
+    expert_rows_.resize(assignments.size() * H);
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (size_t i = 0; i < parts[g].sources.size(); ++i)
+        std::copy_n(part_out_[g].data() + i * H, H, expert_rows_.data() + size_t{parts[g].sources[i]} * H);
+    sum_expert_rows(assignments, expert_rows_.data(), H, out.data());
+    return Ok{};
+  }
+  row_written_.assign(rows, 0);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i = 0; i < parts[g].rows.size(); ++i) {
+      const uint32_t row = parts[g].rows[i];
+      float* o = out.data() + row * H;
+      const float* y = part_out_[g].data() + i * H;
+      if (!row_written_[row]) std::copy_n(y, H, o);
+      else for (size_t k = 0; k < H; ++k) o[k] += y[k];
+      row_written_[row] = 1;
+    }
   return Ok{};
+}
+
+Status RemoteFfn::forward_with_experts(uint32_t layer, std::span<const float> x, std::span<const float> expert_x, size_t rows,
+                                       std::span<const ExpertAssignment> assignments, std::span<float> out,
+                                       std::span<float> expert_out) {
+  if (layer >= layer_shards_.size() || layer_shards_[layer].empty())
+    return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(layer) + " has no dense MLP shard");
+  const Request dense{.layer = layer, .x = x.data(), .rows = rows, .out = out.data()};
+  Shard& shard = *layer_shards_[layer][0];
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Race> started;
+  if (options_.hedge_after_ms == 0 && chunk_rows(shard, dense) == rows)
+    started = start_call(shard, dense, start + std::chrono::milliseconds(options_.timeout_ms));
+  if (!started) {
+    if (auto s = send(layer_shards_[layer], dense); !s) return s;
+    return experts(layer, expert_x, rows, assignments, expert_out);
+  }
+  Status experts_status = experts(layer, expert_x, rows, assignments, expert_out);
+  Status dense_status = finish_call(shard, dense, started, start);  // waited for whatever the experts did
+  if (!dense_status) {
+    if (!worth_retrying(dense_status.error().code)) return dense_status;
+    if (auto s = send(layer_shards_[layer], dense); !s) return s;
+  }
+  return experts_status;
+}
+
+size_t RemoteFfn::chunk_rows(const Shard& shard, const Request& req) const {
+  // A row costs its f32 input and, for per-expert rows, one output per assignment.
+  const size_t k = req.max_row_assignments;
+  const size_t per_row = *values_byte_size(Encoding::f32, 1, model_.config.hidden) * (req.expert_rows ? 1 + k : 1) +
+                         (req.experts() ? 12 * k : 0);
+  const size_t fit = shard.max_body_bytes > 64 ? (shard.max_body_bytes - 64) / per_row : 1;
+  const size_t work = req.experts() ? shard.max_work / k : shard.max_work;
+  return std::max<size_t>(1, std::min({req.rows, fit, work}));
+}
+
+std::shared_ptr<RemoteFfn::Race> RemoteFfn::start_call(Shard& shard, const Request& req,
+                                                       std::chrono::steady_clock::time_point deadline) {
+  auto race = std::make_shared<Race>();
+  std::lock_guard lock(hedge_mutex_);
+  ++running_calls_;
+  try {
+    // The input is copied: the call may outlive its caller's buffers when that returns early.
+    call_threads_->run([this, race, shard = &shard, deadline, request = req,
+                        input = std::vector<float>(req.x, req.x + req.rows * model_.config.hidden)]() mutable {
+      request.x = input.data();
+      std::string body;
+      auto res = exchange(*shard, request, deadline, body);
+      std::lock_guard lock(hedge_mutex_);
+      race->bodies[0] = std::move(body);
+      race->responses[0] = std::move(res);
+      ++race->finished;
+      --running_calls_;
+      hedge_done_.notify_all();
+    });
+  } catch (const std::system_error&) {  // no thread to be had: the caller calls in turn
+    --running_calls_;
+    return nullptr;
+  }
+  return race;
+}
+
+Status RemoteFfn::finish_call(Shard& shard, const Request& req, const std::shared_ptr<Race>& race,
+                              std::chrono::steady_clock::time_point started) {
+  std::unique_lock lock(hedge_mutex_);
+  hedge_done_.wait(lock, [&] { return race->finished > 0; });
+  stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return accept(shard, req, *race->responses[0], race->bodies[0].size());
 }
 
 Status RemoteFfn::send(const std::vector<Shard*>& replicas, const Request& req) {
@@ -538,13 +648,7 @@ Status RemoteFfn::send(const std::vector<Shard*>& replicas, const Request& req) 
     int busy_retry_after_s = 0;  // smallest Retry-After of the replicas that were busy
     // A prefill whose message would exceed a server's body or work limit goes in chunks of
     // positions. A row costs its f32 input and, for per-expert rows, one output per assignment.
-    auto chunk_for = [&](const Shard& shard) {
-      const size_t k = req.max_row_assignments;
-      const size_t per_row = *values_byte_size(Encoding::f32, 1, hidden) * (req.expert_rows ? 1 + k : 1) + (req.experts() ? 12 * k : 0);
-      const size_t fit = shard.max_body_bytes > 64 ? (shard.max_body_bytes - 64) / per_row : 1;
-      const size_t work = req.experts() ? shard.max_work / req.max_row_assignments : shard.max_work;
-      return std::max<size_t>(1, std::min({rows, fit, work}));
-    };
+    auto chunk_for = [&](const Shard& shard) { return chunk_rows(shard, req); };
     size_t next = 0;
     // Hedging ("The Tail at Scale"): the first two replicas race when the first has not
     // answered within hedge_after_ms; only calls that need no chunks are hedged.
@@ -554,7 +658,7 @@ Status RemoteFfn::send(const std::vector<Shard*>& replicas, const Request& req) 
       const ErrorCode code = status.error().code;
       if (code == ErrorCode::overloaded)
         busy_retry_after_s = busy_retry_after_s == 0 ? shard.retry_after_s : std::min(busy_retry_after_s, shard.retry_after_s);
-      else if (code != ErrorCode::shard_unavailable && code != ErrorCode::shard_timeout)
+      else if (!worth_retrying(code))
         return status.error();
       failures += (failures.empty() ? "" : "; ") + status.error().message;
       return std::nullopt;

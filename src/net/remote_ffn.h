@@ -64,6 +64,10 @@ class RemoteFfn : public FfnBackend {
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override;
   Status experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,
                  std::span<float> out) override;
+  // The dense MLP's call goes out first, on a kept thread, and the experts' beside it.
+  Status forward_with_experts(uint32_t layer, std::span<const float> x, std::span<const float> expert_x, size_t rows,
+                              std::span<const ExpertAssignment> assignments, std::span<float> out,
+                              std::span<float> expert_out) override;
   const RemoteFfnStats& stats() const { return stats_; }
   // The encodings requests are sent in: the preferred one, or lower ones of the ladder for
   // shards that do not take it.
@@ -97,6 +101,12 @@ class RemoteFfn : public FfnBackend {
   // could be started (then the caller goes on in turn).
   std::optional<Status> hedged_call(Shard& first, Shard& second, const Request& request,
                                     std::chrono::steady_clock::time_point deadline);
+  // The most rows of `request` one call to `shard` may carry (its body and work limits).
+  size_t chunk_rows(const Shard& shard, const Request& request) const;
+  // A call on a kept thread (nullptr when none could be started), and its end, accepted.
+  std::shared_ptr<Race> start_call(Shard& shard, const Request& request, std::chrono::steady_clock::time_point deadline);
+  Status finish_call(Shard& shard, const Request& request, const std::shared_ptr<Race>& race,
+                     std::chrono::steady_clock::time_point started);
   // A keep-alive connection to the shard for one call, and back when it is done.
   Result<std::unique_ptr<HttpClient>> take_connection(Shard& shard) const;
   void give_connection(Shard& shard, std::unique_ptr<HttpClient> connection) const;
@@ -112,7 +122,8 @@ class RemoteFfn : public FfnBackend {
   std::vector<std::vector<ExpertGroup>> expert_groups_;  // per layer: its experts' ranges, ascending
   RemoteFfnStats stats_;
   std::string body_;  // request buffer, reused
-  std::vector<float> part_x_, part_out_, expert_rows_;  // experts() scratch
+  std::vector<std::vector<float>> part_x_, part_out_;  // experts() scratch, per expert range
+  std::vector<float> expert_rows_;
   std::vector<uint8_t> row_written_;
   std::minstd_rand jitter_{std::random_device{}()};  // spreads the backoff of clients busy at the same time
   mutable std::mutex hedge_mutex_;         // guards Shard::client and idle, running_calls_ and every Race
