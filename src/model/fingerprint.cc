@@ -1,5 +1,7 @@
 #include "model/fingerprint.h"
 
+#include "model/weight_reader.h"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -20,10 +22,13 @@ void add_experts(NamedTensors& tensors, const LayerWeights& w, size_t first, siz
       tensors.emplace_back("expert" + std::to_string(e) + "." + role, m);
 }
 
-// 16 hex digits of SHA-256 over each tensor's name, dtype, shape and first and last 4 KiB.
-std::string fingerprint(const NamedTensors& tensors) {
+// 16 hex digits of SHA-256 over each tensor's name, dtype, shape and first and last 4 KiB,
+// read with pread (weight_reader.h): a shard fingerprints experts it does not own.
+std::string fingerprint(const Model& model, const NamedTensors& tensors) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  WeightReader reader(model);
+  std::vector<uint8_t> edge_bytes(4096);
   for (const auto& [name, m] : tensors) {
     const std::string header = name + ":" + std::string(dtype_name(m->dtype)) + ":" + std::to_string(m->rows) + "x" +
                                std::to_string(m->cols) + ";";
@@ -31,8 +36,10 @@ std::string fingerprint(const NamedTensors& tensors) {
     if (!m->data) continue;
     const auto* data = static_cast<const uint8_t*>(m->data);
     const size_t bytes = m->bytes(), edge = std::min<size_t>(bytes, 4096);
-    EVP_DigestUpdate(ctx, data, edge);
-    EVP_DigestUpdate(ctx, data + bytes - edge, edge);
+    for (const uint8_t* from : {data, data + bytes - edge}) {
+      reader.read(from, edge, edge_bytes.data());
+      EVP_DigestUpdate(ctx, edge_bytes.data(), edge);
+    }
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -52,13 +59,13 @@ std::string layer_fingerprint(const Model& model, size_t layer) {
   if (w.gate.data || w.experts.empty()) tensors = {{"gate", &w.gate}, {"up", &w.up}, {"down", &w.down}};
   if (!w.experts.empty()) tensors.emplace_back("router", &w.router);
   add_experts(tensors, w, 0, w.experts.size() - 1);
-  return fingerprint(tensors);
+  return fingerprint(model, tensors);
 }
 
 std::string expert_fingerprint(const Model& model, size_t layer, size_t first, size_t last) {
   NamedTensors tensors;
   add_experts(tensors, model.layers.at(layer), first, last);
-  return fingerprint(tensors);
+  return fingerprint(model, tensors);
 }
 
 }  // namespace larql

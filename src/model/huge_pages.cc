@@ -1,5 +1,7 @@
 #include "model/huge_pages.h"
 
+#include "model/weight_reader.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -41,30 +43,6 @@ std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
   }
   std::erase_if(out, [](const Matrix* m) { return m->data == nullptr || m->bytes() == 0; });
   return out;
-}
-
-// Copies `bytes` at `from` to `to`: with pread from the file mapped there, so that the
-// mapping's pages are never faulted in, or from memory for weights in no file (or a file
-// that is no longer the one mapped).
-void copy_weights(const Model& model, const uint8_t* from, size_t bytes, uint8_t* to, std::map<const MappedFile*, int>& fds) {
-  for (const auto& file : model.files) {
-    if (from < file->data() || from + bytes > file->data() + file->size()) continue;
-    auto [it, added] = fds.try_emplace(file.get(), -1);
-    if (added) {
-      it->second = ::open(file->path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (it->second >= 0 && !file->is(it->second)) ::close(std::exchange(it->second, -1));
-    }
-    size_t done = 0;
-    const off_t offset = off_t(from - file->data());
-    while (it->second >= 0 && done < bytes) {
-      const ssize_t n = ::pread(it->second, to + done, bytes - done, offset + off_t(done));
-      if (n <= 0) break;
-      done += size_t(n);
-    }
-    if (done == bytes) return;
-    break;
-  }
-  std::memcpy(to, from, bytes);
 }
 
 }  // namespace
@@ -122,10 +100,10 @@ Result<size_t> place_on_huge_pages(Model& model, const HugePagePlacement& placem
   if (!region) return region.error();
   uint8_t* base = (*region)->begin();
 
-  std::map<const MappedFile*, int> fds;
-  for (const auto& [from, place] : places) copy_weights(model, static_cast<const uint8_t*>(from), place.second, base + place.first, fds);
-  for (const auto& [file, fd] : fds)
-    if (fd >= 0) ::close(fd);
+  {
+    WeightReader reader(model);  // pread: the mapping's pages of the copied weights are never touched
+    for (const auto& [from, place] : places) reader.read(static_cast<const uint8_t*>(from), place.second, base + place.first);
+  }
   for (Matrix* m : matrices) m->data = base + places.at(m->data).first;
   (*region)->make_read_only();  // weights are read-only, as in their files
   model.huge_pages = std::move(*region);

@@ -1,9 +1,13 @@
 #include "net/ffn_service.h"
 
+#include <algorithm>
+
 #include "model/fingerprint.h"
 #include "wire/accept.h"
 #include "wire/codec.h"
+#include "kernels/ops.h"
 #include "wire/json_codec.h"
+#include "wire/reference_experts_codec.h"
 
 namespace larql {
 
@@ -296,6 +300,53 @@ HttpReply FfnService::walk_experts(std::string_view body, std::string_view conte
   reply.content_type = std::string(wire::content_type(enc->encoding));
   metrics_.count_bytes_out(enc->encoding, reply.body.size());
   return reply;
+}
+
+HttpReply FfnService::reference_layer_batch(std::string_view body, bool f16, const ClientGone& client_gone, Deadline deadline) {
+  metrics_.count_request();
+  if (body.size() > options_.max_body_bytes)
+    return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
+                                                          std::to_string(options_.max_body_bytes)));
+  const ModelConfig& c = model_.config;
+  const size_t H = c.hidden;
+  auto request = parse_reference_expert_request({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, f16, H);
+  if (!request) return fail(request.error());
+  if (auto s = check_layer(request->layer); !s) return fail(s.error());
+  if (!c.layer(request->layer).sparse)
+    return fail(make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(request->layer) + " has no routed experts"));
+  for (const ReferenceExpert& e : request->experts)
+    if (!options_.experts.contains(e.expert) || e.expert >= c.moe.experts)
+      return fail(make_error(ErrorCode::expert_not_owned, "expert " + std::to_string(e.expert) + " not owned by this shard (owns " +
+                                                              options_.experts.str() + ")"));
+  std::vector<float> sum(H, 0.0f);
+  double ms = 0;
+  if (!request->experts.empty()) {
+    // The shard applies the pre-experts norm here (Gemma 4's own expert norm; else the FFN's).
+    const LayerWeights& w = model_.layers[request->layer];
+    std::vector<float> x(H);
+    rmsnorm_rows(x.data(), request->residual.data(), 1, c.moe.beside_dense ? w.expert_norm : w.ffn_norm, H, c.norm_eps,
+                 c.norm_weight_offset);
+    // Each distinct expert once (as §12's assignments), then summed in the caller's order.
+    std::vector<ExpertAssignment> distinct;
+    for (const ReferenceExpert& e : request->experts) distinct.push_back({0, e.expert, 1.0f});
+    std::sort(distinct.begin(), distinct.end(), [](const auto& a, const auto& b) { return a.expert < b.expert; });
+    distinct.erase(std::unique(distinct.begin(), distinct.end(), [](const auto& a, const auto& b) { return a.expert == b.expert; }),
+                   distinct.end());
+    std::vector<float> rows(distinct.size() * H);
+    LayerWork work{request->layer, x.data(), 1, rows.data(), distinct};
+    auto computed = compute({&work, 1}, client_gone, deadline);
+    if (!computed) return computed.error().code == ErrorCode::cancelled ? error_reply(computed.error()) : fail(computed.error());
+    ms = *computed;
+    for (size_t i = 0; i < request->experts.size(); ++i) {
+      const ReferenceExpert& e = request->experts[i];
+      const size_t at = size_t(std::lower_bound(distinct.begin(), distinct.end(), e.expert,
+                                                [](const ExpertAssignment& a, uint32_t id) { return a.expert < id; }) - distinct.begin());
+      for (size_t k = 0; k < H; ++k) sum[k] = i == 0 ? e.weight * rows[at * H + k] : sum[k] + e.weight * rows[at * H + k];
+    }
+  }
+  auto encoded = encode_reference_expert_response(sum, float(ms), f16);
+  if (!encoded) return fail(encoded.error());
+  return {200, f16 ? "application/x-larql-experts-layer-f16" : "application/x-larql-experts-layer", std::move(*encoded)};
 }
 
 HttpReply FfnService::walk_ffn_json(std::string_view body, const ClientGone& client_gone, Deadline deadline) {

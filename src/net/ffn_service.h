@@ -51,6 +51,9 @@ class FfnService {
   // or per-expert rows.
   HttpReply walk_experts(std::string_view body, std::string_view content_type, std::string_view accept,
                          const ClientGone& client_gone = {}, Deadline deadline = {});
+  // POST /v1/experts/layer-batch(-f16): the reference implementation's one-position expert
+  // layout (wire/reference_experts_codec.h), for reference clients.
+  HttpReply reference_layer_batch(std::string_view body, bool f16, const ClientGone& client_gone = {}, Deadline deadline = {});
   nlohmann::json stats() const;
   nlohmann::json health() const;
   const Metrics& metrics() const { return metrics_; }

@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/byte_io.h"
+#include "base/f16.h"
 #include "infer/local_ffn.h"
+#include "kernels/ops.h"
 #include "model/loader.h"
 #include "net/ffn_service.h"
 #include "support/command.h"
@@ -137,6 +141,70 @@ TEST_F(ExpertService, ConcurrentRequestsForOneLayerAreMergedIntoOneProductWithTh
     clients.emplace_back([&, i] { answers[i] = service.walk_experts(request(2, a, true), f32_type(), f32_type()).body; });
   for (auto& t : clients) t.join();
   for (const std::string& answer : answers) EXPECT_EQ(answer.substr(12), alone.substr(12));  // past latency_ms
+}
+
+// The reference's layout, built byte by byte from §12's text: [layer][hidden][K]
+// [residual][K × (expert, weight)], answered [hidden][latency_ms][values].
+std::string reference_request(uint32_t layer, const std::vector<float>& residual,
+                              const std::vector<std::pair<uint32_t, float>>& experts, bool f16) {
+  std::string b(12, '\0');
+  store_u32(reinterpret_cast<uint8_t*>(b.data()), layer);
+  store_u32(reinterpret_cast<uint8_t*>(b.data()) + 4, uint32_t(residual.size()));
+  store_u32(reinterpret_cast<uint8_t*>(b.data()) + 8, uint32_t(experts.size()));
+  for (float v : residual) {
+    if (f16) {
+      const uint16_t h = f32_to_f16(v);
+      b.push_back(char(h & 0xff)), b.push_back(char(h >> 8));
+    } else {
+      b.append(reinterpret_cast<const char*>(&v), 4);
+    }
+  }
+  for (const auto& [id, weight] : experts) b.append(reinterpret_cast<const char*>(&id), 4).append(reinterpret_cast<const char*>(&weight), 4);
+  return b;
+}
+
+TEST_F(ExpertService, TheReferencesLayerBatchRoutesNormTheResidualAndSumInTheGivenOrder) {
+  ThreadPool pool(1);
+  LocalFfn ffn(*model_, pool);
+  FfnService service(*model_, ffn, {.layers = {0, 2}, .experts = {0, 2}});
+  const std::vector<float> residual(x_.begin(), x_.begin() + H_);
+  const std::vector<std::pair<uint32_t, float>> experts{{2, 0.6f}, {0, 0.4f}, {1, 0.0f}};  // top-k order, a zero weight
+  // What the answer must be: the layer's FFN norm, each expert alone, summed in the order given.
+  std::vector<float> normed(H_), rows(3 * H_), want(H_);
+  const LayerWeights& w = model_->layers[1];
+  rmsnorm_rows(normed.data(), residual.data(), 1, w.ffn_norm, H_, model_->config.norm_eps, model_->config.norm_weight_offset);
+  const std::vector<ExpertAssignment> each{{0, 0, 1}, {0, 1, 1}, {0, 2, 1}};
+  ASSERT_TRUE(ffn.expert_rows(1, normed, 1, each, rows).ok());
+  for (size_t k = 0; k < H_; ++k) want[k] = 0.6f * rows[2 * H_ + k] + 0.4f * rows[k] + 0.0f * rows[H_ + k];
+
+  const HttpReply r = service.reference_layer_batch(reference_request(1, residual, experts, false), false);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.body.size(), 8 + 4 * H_);
+  EXPECT_EQ(load_u32(reinterpret_cast<const uint8_t*>(r.body.data())), H_);
+  std::vector<float> got(H_);
+  std::memcpy(got.data(), r.body.data() + 8, 4 * H_);
+  EXPECT_EQ(got, want);
+
+  const HttpReply h = service.reference_layer_batch(reference_request(1, residual, experts, true), true);
+  ASSERT_EQ(h.status, 200) << h.body;
+  ASSERT_EQ(h.body.size(), 8 + 2 * H_);
+  for (size_t k = 0; k < H_; ++k) {
+    const auto* p = reinterpret_cast<const uint8_t*>(h.body.data()) + 8 + 2 * k;
+    EXPECT_NEAR(f16_to_f32(uint16_t(p[0] | p[1] << 8)), want[k], 2e-3f + 2e-3f * std::fabs(want[k]));
+  }
+  // No experts: zeros. The reference's errors.
+  const HttpReply none = service.reference_layer_batch(reference_request(1, residual, {}, false), false);
+  ASSERT_EQ(none.status, 200);
+  EXPECT_EQ(none.body.substr(8), std::string(4 * H_, '\0'));
+  const HttpReply not_owned = service.reference_layer_batch(reference_request(1, residual, {{3, 1.0f}}, false), false);
+  EXPECT_EQ(code_of(not_owned), "expert_not_owned");
+  EXPECT_NE(not_owned.body.find("expert 3 not owned by this shard (owns 0-2)"), std::string::npos) << not_owned.body;
+  const std::vector<float> wrong_hidden(H_ + 1, 0.1f);
+  EXPECT_EQ(code_of(service.reference_layer_batch(reference_request(1, wrong_hidden, {{0, 1.0f}}, false), false)), "bad_length");
+  EXPECT_EQ(code_of(service.reference_layer_batch(reference_request(1, residual, {{0, 1.0f}}, false).substr(0, 40), false)),
+            "truncated");
+  EXPECT_EQ(code_of(service.reference_layer_batch(reference_request(7, residual, {{0, 1.0f}}, false), false)),
+            "layer_out_of_range");
 }
 
 // ---- processes ---------------------------------------------------------------------------
