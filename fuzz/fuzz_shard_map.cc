@@ -18,15 +18,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     larql::fuzz::check(part.range.first <= part.range.last && !part.urls.empty());
     for (const auto& url : part.urls) larql::fuzz::check(url.starts_with("http://") || url.starts_with("https://"));
     if (part.part == larql::ShardPart::experts) larql::fuzz::check(part.experts.first <= part.experts.last);
+    // Written out again here (not parts_overlap, which the parser uses): parts of common
+    // layers hold experts beside the dense MLP, or disjoint expert ranges.
     for (size_t j = 0; j < i; ++j) {
       const auto& other = (*spec)[j];
       if (part.range.last < other.range.first || other.range.last < part.range.first) continue;
       using larql::ShardPart;
-      const bool apart = (part.part == ShardPart::experts && other.part == ShardPart::dense) ||
-                         (part.part == ShardPart::dense && other.part == ShardPart::experts) ||
-                         (part.part == ShardPart::experts && other.part == ShardPart::experts &&
-                          (part.experts.last < other.experts.first || other.experts.last < part.experts.first));
-      larql::fuzz::check(apart);
+      const bool experts_and_dense = (part.part == ShardPart::experts && other.part == ShardPart::dense) ||
+                                     (part.part == ShardPart::dense && other.part == ShardPart::experts);
+      const bool disjoint_experts = part.part == ShardPart::experts && other.part == ShardPart::experts &&
+                                    (part.experts.last < other.experts.first || other.experts.last < part.experts.first);
+      larql::fuzz::check(experts_and_dense || disjoint_experts);
     }
   }
   auto range = larql::parse_layer_range(text);

@@ -44,6 +44,11 @@ int run_router(Options o) {
          return r.walk_ffn(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization),
                            q.deadline);
        }},
+      {"POST", "/v1/walk-experts",
+       [&](Request q) {
+         return r.walk_experts(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization),
+                               q.deadline);
+       }},
       {"GET", "/v1/stats", [&](Request) { return json_reply(r.stats()); }},
       {"GET", "/v1/health", [&](Request) { return json_reply(r.health()); }, false},
       {"GET", "/metrics", [&](Request) { return metrics_reply(r.metrics()); }},
@@ -67,7 +72,7 @@ int run_router(Options o) {
 void add_router_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   o->http.port = 9090;
-  CLI::App* cmd = app.add_subcommand("router", "Route /v1/walk-ffn to layer-range shards, with replicas and failover");
+  CLI::App* cmd = app.add_subcommand("router", "Route /v1/walk-ffn and /v1/walk-experts to layer- and expert-range shards, with replicas and failover");
   cmd->add_option("--shards", o->router.spec, R"(layer map: "0-1=http://h:8081|http://h:8083,2-3=http://h:8082")")->required();
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();

@@ -12,102 +12,13 @@
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "net/range_attempts.h"
+#include "net/router_map.h"
 #include "net/shard_stats.h"
 
 namespace larql {
 
 using nlohmann::json;
 using namespace wire;
-
-struct Router::Replica {
-  std::string url;
-  LayerRange range;
-  std::atomic<bool> healthy{true};
-  std::atomic<bool> refused{false};    // fingerprints disagree with the other replicas
-  std::atomic<bool> needs_key{false};  // its /v1/stats answered 401 to the router's key (or to none)
-  std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
-  std::mutex mutex;                    // guards stats and idle
-  std::optional<ShardStats> stats;     // none until read
-  // Connections not in use, the most recently returned last. One idle for longer than
-  // kPooledIdleLifetime belonged to a burst that has ended: closing it gives the router's
-  // and the shard's descriptors back.
-  struct Pooled {
-    std::unique_ptr<HttpClient> client;
-    std::chrono::steady_clock::time_point returned;
-  };
-  static constexpr auto kPooledIdleLifetime = std::chrono::seconds(5);
-  static constexpr size_t kMaxIdle = 16;
-  std::vector<Pooled> idle;
-  HttpClientOptions client;  // timeout and CA for connections to this replica
-
-  // A pooled connection to this replica (callers in parallel each get their own).
-  std::unique_ptr<HttpClient> take() {
-    {
-      std::lock_guard lock(mutex);
-      if (!idle.empty()) {
-        auto c = std::move(idle.back().client);
-        idle.pop_back();
-        return c;
-      }
-    }
-    auto c = HttpClient::open(url, client);
-    return c ? std::move(*c) : nullptr;  // the URL was checked when the map was made
-  }
-  void give(std::unique_ptr<HttpClient> c) {
-    std::lock_guard lock(mutex);
-    if (idle.size() < kMaxIdle) idle.push_back({std::move(c), std::chrono::steady_clock::now()});
-  }
-  void close_stale(std::chrono::steady_clock::time_point now) {
-    std::vector<Pooled> stale;  // closed outside the lock
-    {
-      std::lock_guard lock(mutex);
-      auto fresh = std::find_if(idle.begin(), idle.end(), [&](const Pooled& p) { return now - p.returned < kPooledIdleLifetime; });
-      stale.assign(std::make_move_iterator(idle.begin()), std::make_move_iterator(fresh));
-      idle.erase(idle.begin(), fresh);
-    }
-  }
-  std::deque<double> recent_ms;  // the last kRecent round trips, for --hedge-after-ms auto (guarded by mutex)
-  static constexpr size_t kRecent = 64;
-
-  void observe(double ms) {
-    const double old = latency_ms.load();
-    latency_ms.store(old == 0 ? ms : 0.8 * old + 0.2 * ms);
-    std::lock_guard lock(mutex);
-    recent_ms.push_back(ms);
-    if (recent_ms.size() > kRecent) recent_ms.pop_front();
-  }
-  // The 95th percentile of the recent round trips; `fallback` until there are 20 of them.
-  double recent_p95(double fallback) {
-    std::vector<double> v;
-    {
-      std::lock_guard lock(mutex);
-      if (recent_ms.size() < 20) return fallback;
-      v.assign(recent_ms.begin(), recent_ms.end());
-    }
-    const size_t at = v.size() * 95 / 100;
-    std::nth_element(v.begin(), v.begin() + long(at), v.end());
-    return v[at];
-  }
-};
-
-struct Router::Map {
-  struct Entry {
-    LayerRange range;
-    std::vector<std::shared_ptr<Replica>> replicas;
-  };
-  std::vector<Entry> entries;  // sorted by first layer, never overlapping
-
-  int owner(uint32_t layer) const {
-    for (size_t i = 0; i < entries.size(); ++i)
-      if (entries[i].range.contains(layer)) return int(i);
-    return -1;
-  }
-  std::string covered() const {
-    std::string out;
-    for (const auto& e : entries) out += (out.empty() ? "" : ", ") + e.range.str();
-    return out.empty() ? "none" : out;
-  }
-};
 
 namespace {
 
@@ -117,16 +28,15 @@ HttpHeaders key_headers(const std::optional<std::string>& key) {
   return h;
 }
 
-// A shard's error passed on, its message naming the shard and its range.
-void name_shard_in_error(std::string& body, const std::string& url, const LayerRange& range) {
+}  // namespace
+
+void name_shard_in_error(std::string& body, const std::string& url, const std::string& part) {
   auto j = json::parse(body, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()) {
-    j["error"] = "shard " + url + " (layers " + range.str() + "): " + j["error"].get<std::string>();
+    j["error"] = "shard " + url + " (layers " + part + "): " + j["error"].get<std::string>();
     body = json_text(j);
   }
 }
-
-}  // namespace
 
 Router::Router(RouterOptions options) : options_(std::move(options)) {}
 
@@ -139,7 +49,8 @@ Router::~Router() {
   if (poller_.joinable()) poller_.join();
 }
 
-Status Router::load_stats(Replica& replica, const LayerRange& range) {
+Status Router::load_stats(Replica& replica, const ShardRange& part) {
+  const LayerRange& range = part.range;
   auto client = HttpClient::open(replica.url, replica.client);
   if (!client) return make_error(ErrorCode::invalid_argument, "shard " + replica.url + ": " + client.error().message);
   auto res = (*client)->get("/v1/stats", key_headers(options_.shard_key));
@@ -170,6 +81,23 @@ Status Router::load_stats(Replica& replica, const LayerRange& range) {
                                                        stats->ffn_arithmetic + " arithmetic; the other shards with " +
                                                        ffn_arithmetic_ + ": one grid computes one way, so it is refused");
   }
+  if (part.part == ShardPart::experts) {
+    if (!stats->experts)
+      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " is mapped to experts " + part.str() +
+                                                         " but lists no experts (not a shard of a mixture-of-experts model?)");
+    const LayerRange owned = stats->experts->owned;
+    const uint32_t last = std::min<uint32_t>(part.experts.last, uint32_t(stats->experts->count + stats->experts->shared - 1));
+    if (!owned.contains(part.experts.first) || !owned.contains(last))
+      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " owns experts " + owned.str() +
+                                                         " but is mapped to " + part.str());
+  }
+  if (stats->experts) {
+    const size_t all = stats->experts->count + stats->experts->shared;
+    if (experts_ == 0) experts_ = all, experts_used_ = stats->experts->used;
+    if (all != experts_)
+      return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " has " + std::to_string(all) +
+                                                         " experts per layer; the other shards " + std::to_string(experts_));
+  }
   if (stats->layers && (!stats->layers->contains(range.first) || !stats->layers->contains(range.last)))
     return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " serves layers " + stats->layers->str() +
                                                        " but is mapped to " + range.str());
@@ -187,19 +115,22 @@ Status Router::load_stats(Replica& replica, const LayerRange& range) {
   return Ok{};
 }
 
-Status Router::add_replica(Map& map, const LayerRange& range, const std::string& url) {
+Status Router::add_replica(Map& map, const ShardRange& part, const std::string& url) {
+  const LayerRange& range = part.range;
   for (const auto& e : map.entries) {
-    if (e.range.first == range.first && e.range.last == range.last) continue;
-    if (range.first <= e.range.last && e.range.first <= range.last)
-      return make_error(ErrorCode::invalid_argument, "layers " + range.str() + " overlap the mapped range " + e.range.str());
+    if (e.part.same_part(part)) continue;
+    if (parts_overlap(part, e.part))
+      return make_error(ErrorCode::invalid_argument, "layers " + part.str() + " overlap the mapped range " + e.part.str());
     for (const auto& r : e.replicas)
-      if (r->url == url) return make_error(ErrorCode::invalid_argument, url + " already serves layers " + e.range.str());
+      if (r->url == url && !(e.part.part != ShardPart::all && part.part != ShardPart::all))
+        return make_error(ErrorCode::invalid_argument, url + " already serves layers " + e.part.str());
   }
   auto replica = std::make_shared<Replica>();
   replica->url = url;
   replica->range = range;
+  replica->part = part;
   replica->client = {options_.timeout_ms, options_.shard_ca_cert};
-  if (auto s = load_stats(*replica, range); !s) {
+  if (auto s = load_stats(*replica, part); !s) {
     if (s.error().code == ErrorCode::unauthorized) {
       std::cerr << "larql router: " << s.error().message << "\n";
       replica->needs_key = true;
@@ -208,16 +139,18 @@ Status Router::add_replica(Map& map, const LayerRange& range, const std::string&
     }
     replica->healthy = false;  // down for now: the health poller reads its stats when it comes up
   }
-  auto it = std::find_if(map.entries.begin(), map.entries.end(),
-                         [&](const Map::Entry& e) { return e.range.first == range.first && e.range.last == range.last; });
+  auto it = std::find_if(map.entries.begin(), map.entries.end(), [&](const Map::Entry& e) { return e.part.same_part(part); });
   if (it == map.entries.end()) {
-    map.entries.push_back({range, {}});
-    std::sort(map.entries.begin(), map.entries.end(),
-              [](const Map::Entry& a, const Map::Entry& b) { return a.range.first < b.range.first; });
-    it = std::find_if(map.entries.begin(), map.entries.end(),
-                      [&](const Map::Entry& e) { return e.range.first == range.first && e.range.last == range.last; });
+    ShardRange key = part;
+    key.urls.clear();
+    map.entries.push_back({key, {}});
+    std::sort(map.entries.begin(), map.entries.end(), [](const Map::Entry& a, const Map::Entry& b) {
+      return a.part.range.first != b.part.range.first ? a.part.range.first < b.part.range.first
+                                                      : a.part.experts.first < b.part.experts.first;
+    });
+    it = std::find_if(map.entries.begin(), map.entries.end(), [&](const Map::Entry& e) { return e.part.same_part(part); });
   } else if (std::any_of(it->replicas.begin(), it->replicas.end(), [&](const auto& r) { return r->url == url; })) {
-    return make_error(ErrorCode::invalid_argument, url + " is already a replica of layers " + range.str());
+    return make_error(ErrorCode::invalid_argument, url + " is already a replica of layers " + part.str());
   }
   it->replicas.push_back(replica);
   std::lock_guard lock(map_mutex_);
@@ -233,13 +166,10 @@ Result<std::unique_ptr<Router>> Router::create(const RouterOptions& options) {
   for (const auto& part : *spec) {
     if (part.range.last == std::numeric_limits<uint32_t>::max())
       return make_error(ErrorCode::invalid_argument, "--shards needs layer ranges: RANGE=URL[|URL],...");
-    if (part.part != ShardPart::all)
-      return make_error(ErrorCode::invalid_argument, "--shards part " + part.str() +
-                                                         ": the router does not split layers by expert range yet; give the "
-                                                         "client the map itself (larql run --ffn '" + part.str() + "=URL,...')");
     for (const auto& url : part.urls)
-      if (auto s = router->add_replica(*map, part.range, url); !s) return s.error();
+      if (auto s = router->add_replica(*map, part, url); !s) return s.error();
   }
+  if (auto s = router->check_expert_coverage(*map); !s) return s.error();
   if (router->hidden_ == 0) {  // no replica has answered its stats: is a key the reason?
     std::string keyed;
     for (const auto& e : map->entries)
@@ -282,7 +212,7 @@ void Router::poll_health() {
         needs_stats = !r->stats;
       }
       if (up && needs_stats && !r->refused) {
-        auto s = load_stats(*r, r->range);
+        auto s = load_stats(*r, r->part);
         r->needs_key = !s && s.error().code == ErrorCode::unauthorized;
         if (!s) {
           up = false;
@@ -302,7 +232,7 @@ namespace {
 
 // One call to one replica: the HTTP exchange, the replica's health and latency, and what
 // it came to by §9's rules (range_attempts.h).
-CallResult call_replica(Router::Replica& r, const std::string& body, const std::string& content_type,
+CallResult call_replica(Router::Replica& r, const std::string& path, const std::string& body, const std::string& content_type,
                         const HttpHeaders& headers) {
   auto client = r.take();
   if (!client) {
@@ -311,7 +241,7 @@ CallResult call_replica(Router::Replica& r, const std::string& body, const std::
     return unusable;
   }
   const auto start = std::chrono::steady_clock::now();
-  auto res = client->post("/v1/walk-ffn", body, content_type, headers);
+  auto res = client->post(path, body, content_type, headers);
   const bool own_shortage = !res && descriptors_scarce(descriptor_use());
   if (res) {
     r.observe(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
@@ -326,10 +256,10 @@ CallResult call_replica(Router::Replica& r, const std::string& body, const std::
 // by the router's timeout) and only touches the race and its replica. The thread's OpenSSL
 // state is freed before it reports, not at its exit, which the process may not wait for
 // (as a connection thread does, http_server.cc).
-void start_call(const std::shared_ptr<HedgeRace>& race, size_t index, std::shared_ptr<Router::Replica> replica,
+void start_call(const std::shared_ptr<HedgeRace>& race, size_t index, std::shared_ptr<Router::Replica> replica, std::string path,
                 std::shared_ptr<const std::string> body, std::string content_type, HttpHeaders headers) {
   std::thread([=] {
-    CallResult result = call_replica(*replica, *body, content_type, headers);
+    CallResult result = call_replica(*replica, path, *body, content_type, headers);
     OPENSSL_thread_stop();
     race->finish(index, std::move(result));
   }).detach();
@@ -337,7 +267,7 @@ void start_call(const std::shared_ptr<HedgeRace>& race, size_t index, std::share
 
 }  // namespace
 
-Router::WalkOutcome Router::forward(const Map& map, const RangePart& part, const std::string& body,
+Router::WalkOutcome Router::forward(const Map& map, const RangePart& part, const std::string& path, const std::string& body,
                                    const std::string& content_type, const std::string& accept,
                                    const std::string& authorization, Deadline deadline) {
   // Healthy replicas first, the quickest of them first; the others as a last resort.
@@ -352,7 +282,7 @@ Router::WalkOutcome Router::forward(const Map& map, const RangePart& part, const
   if (!accept.empty()) headers.emplace_back("Accept", accept);
   if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
   headers.emplace_back(kDeadlineHeader, "");
-  RangeAttempts attempts(part.owner.extent.str());
+  RangeAttempts attempts(map.entries[part.owner.index].part.str());
   auto budget = [&] { return try_budget(options_.timeout_ms, deadline, std::chrono::steady_clock::now()); };
   auto url_of = [&](size_t i) { return order[i]->url; };
   // The range's result as the request's outcome.
@@ -378,7 +308,7 @@ Router::WalkOutcome Router::forward(const Map& map, const RangePart& part, const
     auto race = std::make_shared<HedgeRace>();
     auto shared_body = std::make_shared<const std::string>(body);
     RangeResult raced = race->run(
-        after_ms, [&](size_t i) { start_call(race, i, order[i], shared_body, content_type, headers); }, [&] { ++hedges_; },
+        after_ms, [&](size_t i) { start_call(race, i, order[i], path, shared_body, content_type, headers); }, [&] { ++hedges_; },
         attempts, url_of, real_race_clock());
     if (raced.answer) {
       if (*raced.replica == 1) ++hedge_wins_;
@@ -392,7 +322,7 @@ Router::WalkOutcome Router::forward(const Map& map, const RangePart& part, const
       next, order.size(), attempts, url_of, budget,
       [&](size_t i, int64_t budget_ms) {
         headers.back().second = std::to_string(budget_ms);
-        return call_replica(*order[i], body, content_type, headers);
+        return call_replica(*order[i], path, body, content_type, headers);
       },
       [&] { ++retries_; }));
 }
@@ -459,18 +389,18 @@ Router::WalkOutcome Router::walk(const std::string& body, const std::string& con
       [&](uint32_t layer) -> std::optional<LayerOwner> {
         const int e = map->owner(layer);
         if (e < 0) return std::nullopt;
-        return LayerOwner{size_t(e), map->entries[size_t(e)].range};
+        return LayerOwner{size_t(e), map->entries[size_t(e)].part.range};
       },
       map->covered());
   if (!parts) return fail(parts.error());
 
   if (parts->size() == 1)  // one range: the body goes through byte for byte
-    return forward(*map, parts->front(), body, content_type, accept, authorization, deadline);
+    return forward(*map, parts->front(), "/v1/walk-ffn", body, content_type, accept, authorization, deadline);
 
   std::vector<std::future<WalkOutcome>> pending;
   for (const RangePart& part : *parts)
     pending.push_back(std::async(std::launch::async, [&, body = part_body(*request, part)] {
-      return forward(*map, part, body, content_type, accept, authorization, deadline);
+      return forward(*map, part, "/v1/walk-ffn", body, content_type, accept, authorization, deadline);
     }));
   std::vector<WalkOutcome> outcomes;
   for (auto& f : pending) outcomes.push_back(f.get());
@@ -480,7 +410,7 @@ Router::WalkOutcome Router::walk(const std::string& body, const std::string& con
     WalkOutcome& o = outcomes[p];
     if (!o.answer) return std::move(o);  // the router's error names the range already
     if (o.answer->status != 200) {       // a shard's own error: name it
-      name_shard_in_error(o.answer->body, o.answer->shards, (*parts)[p].owner.extent);
+      name_shard_in_error(o.answer->body, o.answer->shards, (*parts)[p].owner.extent.str());
       return std::move(o);
     }
     shards += (shards.empty() ? "" : ",") + o.answer->shards;
@@ -517,17 +447,21 @@ json Router::stats() {
       const size_t limit = r->stats->max_body_bytes.value_or(size_t{64u << 20});
       max_body = max_body == 0 ? limit : std::min(max_body, limit);
     }
-    shards.push_back({{"layers", e.range.str()}, {"replicas", replicas}});
+    shards.push_back({{"layers", e.part.str()}, {"replicas", replicas}});
   }
   std::vector<std::string> formats;
   for (const auto& info : kEncodings)  // in this order, as shards list them
     if (wire && wire->count(std::string(info.name))) formats.push_back(std::string(info.name));
   json fps = json::object();
   for (const auto& [layer, fp] : fingerprints_)
-    if (map->owner(layer) >= 0) fps[std::to_string(layer)] = fp;
+    if (map->owner(layer) >= 0 || !map->expert_owners(layer).empty()) fps[std::to_string(layer)] = fp;
   json layers_json = nullptr;
-  if (!map->entries.empty()) layers_json = {{"start", map->entries.front().range.first}, {"end", map->entries.back().range.last}};
-  return json({{"ffn_arithmetic", ffn_arithmetic_},
+  if (!map->entries.empty()) {
+    uint32_t last = 0;
+    for (const auto& e : map->entries) last = std::max(last, e.part.range.last);
+    layers_json = {{"start", map->entries.front().part.range.first}, {"end", last}};
+  }
+  json doc({{"ffn_arithmetic", ffn_arithmetic_},
                      {"model", model_name_},
                      {"family", family_},
                      {"hidden_size", hidden_},
@@ -538,6 +472,9 @@ json Router::stats() {
                      {"wire", {{"request", formats}, {"response", formats}}},
                      {"layer_fingerprints", fps},
                      {"shards", shards}});
+  // The grid's experts: all of them through this router (check_expert_coverage).
+  if (experts_) doc["experts"] = {{"count", experts_}, {"shared", 0}, {"used", experts_used_}, {"start", 0}, {"end", experts_ - 1}};
+  return doc;
 }
 
 json Router::health() {
@@ -545,7 +482,7 @@ json Router::health() {
   json uncovered = json::array(), problems = json::array();
   for (const auto& e : map->entries) {
     if (std::none_of(e.replicas.begin(), e.replicas.end(), [](const auto& r) { return r->healthy && !r->refused; }))
-      uncovered.push_back(e.range.str());
+      uncovered.push_back(e.part.str());
     for (const auto& r : e.replicas)
       if (r->needs_key)
         problems.push_back("shard " + r->url + (options_.shard_key ? " refuses the router's --shard-key"
@@ -585,11 +522,13 @@ Result<json> Router::admin(const std::string& method, const std::string& body, c
     for (const auto& add : j.value("add", json::array())) {
       if (!add.is_object() || !add.contains("layers") || !add.contains("url") || !add["layers"].is_string() || !add["url"].is_string())
         return make_error(ErrorCode::invalid_json, R"(each of 'add' is {"layers": "A-B", "url": "http://..."})");
-      auto range = parse_layer_range(add["layers"].get<std::string>());
-      if (!range) return make_error(ErrorCode::invalid_json, range.error().message);
-      if (auto s = add_replica(*next, *range, add["url"].get<std::string>()); !s)
+      // "A-B", "A-B/C-D" (experts) or "A-B/dense", as in --shards.
+      auto part = parse_shard_spec(add["layers"].get<std::string>() + "=" + add["url"].get<std::string>());
+      if (!part || part->size() != 1) return make_error(ErrorCode::invalid_json, part ? "one part expected" : part.error().message);
+      if (auto s = add_replica(*next, part->front(), add["url"].get<std::string>()); !s)
         return make_error(ErrorCode::invalid_json, s.error().message);
     }
+    if (auto s = check_expert_coverage(*next); !s) return make_error(ErrorCode::invalid_json, s.error().message);
     std::lock_guard lock(map_mutex_);
     map_ = next;  // requests in flight keep the map they started with
     all_replicas_.clear();
@@ -599,7 +538,7 @@ Result<json> Router::admin(const std::string& method, const std::string& body, c
   for (const auto& e : current_map()->entries) {
     json urls = json::array();
     for (const auto& r : e.replicas) urls.push_back(r->url);
-    entries.push_back({{"layers", e.range.str()}, {"replicas", urls}});
+    entries.push_back({{"layers", e.part.str()}, {"replicas", urls}});
   }
   return json{{"shards", entries}};
 }

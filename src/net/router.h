@@ -48,6 +48,11 @@ class Router {
   // capped by --timeout-ms, goes on to the shard with each try.
   HttpReply walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
                      const std::string& authorization, Deadline deadline = {});
+  // PROTOCOL §12: forwarded byte for byte when one expert range owns every assigned expert;
+  // else split by range, each part asking for per-expert rows, and summed or spliced here
+  // (router_experts.cc).
+  HttpReply walk_experts(const std::string& body, const std::string& content_type, const std::string& accept,
+                         const std::string& authorization, Deadline deadline = {});
   nlohmann::json stats();
   nlohmann::json health();
   std::string metrics() const;  // Prometheus text
@@ -60,7 +65,10 @@ class Router {
 
  private:
   explicit Router(RouterOptions options);
-  Status add_replica(Map& map, const LayerRange& range, const std::string& url);
+  Status add_replica(Map& map, const ShardRange& part, const std::string& url);
+  // Once the shards have said how many experts a layer has: every layer that has expert
+  // ranges has all its experts covered, or the error names the gap.
+  Status check_expert_coverage(const Map& map) const;
   std::shared_ptr<const Map> current_map() const;
   void poll_health();
 
@@ -80,18 +88,22 @@ class Router {
   };
   WalkOutcome walk(const std::string& body, const std::string& content_type, const std::string& accept,
                    const std::string& authorization, Deadline deadline);
-  WalkOutcome forward(const Map& map, const RangePart& part, const std::string& body, const std::string& content_type,
-                      const std::string& accept, const std::string& authorization, Deadline deadline);
+  WalkOutcome forward(const Map& map, const RangePart& part, const std::string& path, const std::string& body,
+                      const std::string& content_type, const std::string& accept, const std::string& authorization,
+                      Deadline deadline);
+  WalkOutcome walk_experts_outcome(const std::string& body, const std::string& content_type, const std::string& accept,
+                                   const std::string& authorization, Deadline deadline);
   static HttpReply to_http(WalkOutcome outcome);
   void count_errors(const WalkOutcome& outcome);
 
   // Reads a replica's /v1/stats and checks it against what the router already knows.
-  Status load_stats(Replica& replica, const LayerRange& range);
+  Status load_stats(Replica& replica, const ShardRange& part);
 
   RouterOptions options_;
   std::map<uint32_t, std::string> fingerprints_;  // per layer, guarded by map_mutex_
   size_t hidden_ = 0;
   size_t num_layers_ = 0;
+  size_t experts_ = 0, experts_used_ = 0;  // per MoE layer, once a shard has said (guarded by map_mutex_)
   std::string model_name_, family_, ffn_arithmetic_;
   mutable std::mutex map_mutex_;
   std::shared_ptr<const Map> map_;

@@ -37,6 +37,15 @@ std::string ShardRange::str() const {
   return range.str();
 }
 
+bool parts_overlap(const ShardRange& a, const ShardRange& b) {
+  if (a.range.first > b.range.last || b.range.first > a.range.last) return false;
+  const bool apart = (a.part == ShardPart::experts && b.part == ShardPart::dense) ||
+                     (a.part == ShardPart::dense && b.part == ShardPart::experts) ||
+                     (a.part == ShardPart::experts && b.part == ShardPart::experts &&
+                      (a.experts.first > b.experts.last || b.experts.first > a.experts.last));
+  return !apart;
+}
+
 Result<std::vector<ShardRange>> parse_shard_spec(std::string_view spec) {
   std::vector<ShardRange> out;
   if (spec.empty()) return make_error(ErrorCode::invalid_argument, "the shard map is empty");
@@ -73,14 +82,9 @@ Result<std::vector<ShardRange>> parse_shard_spec(std::string_view spec) {
     auto urls = parse_urls(std::string_view(part).substr(eq + 1), part);
     if (!urls) return urls.error();
     entry.urls = *urls;
-    for (const auto& other : out) {
-      if (entry.range.first > other.range.last || other.range.first > entry.range.last) continue;
-      const bool apart = (entry.part == ShardPart::experts && other.part == ShardPart::dense) ||
-                         (entry.part == ShardPart::dense && other.part == ShardPart::experts) ||
-                         (entry.part == ShardPart::experts && other.part == ShardPart::experts &&
-                          (entry.experts.first > other.experts.last || other.experts.first > entry.experts.last));
-      if (!apart) return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' overlaps layers " + other.str());
-    }
+    for (const auto& other : out)
+      if (parts_overlap(entry, other))
+        return make_error(ErrorCode::invalid_argument, "shard map part '" + part + "' overlaps layers " + other.str());
     out.push_back(std::move(entry));
   }
   std::stable_sort(out.begin(), out.end(), [](const ShardRange& a, const ShardRange& b) {

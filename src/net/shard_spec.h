@@ -26,7 +26,15 @@ struct ShardRange {
   bool has_experts(uint32_t e) const { return part == ShardPart::all || (part == ShardPart::experts && experts.contains(e)); }
   bool has_dense() const { return part != ShardPart::experts; }
   std::string str() const;  // "0-7", "0-7/0-31", "0-7/dense"
+  bool same_part(const ShardRange& o) const {
+    return range.first == o.range.first && range.last == o.range.last && part == o.part &&
+           (part != ShardPart::experts || (experts.first == o.experts.first && experts.last == o.experts.last));
+  }
 };
+
+// Whether two parts would both serve something of a layer: their layers meet, and neither
+// holds only experts where the other holds only the dense MLP or other experts.
+bool parts_overlap(const ShardRange& a, const ShardRange& b);
 
 // A bare URL (or URL|URL) maps every layer: its range is [0, UINT32_MAX] until the caller
 // narrows it to the model. Overlapping or malformed parts are an error naming the part: two

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -263,6 +264,56 @@ INSTANTIATE_TEST_SUITE_P(Families, ExpertShards,
                          ::testing::Values(Split{"mixtral", "0-0", "1-3"}, Split{"qwen3moe", "0-4", "5-7"},
                                            Split{"gemma4moe", "0-3", "4-7"}),
                          [](const auto& info) { return info.param.family; });
+
+// The same split behind a router: it asks its parts for per-expert rows and sums them in
+// the one order, so even weighted sums are bit-identical to local, and a per-expert rows
+// request splices the parts' bytes back in assignment order.
+class RoutedExperts : public ::testing::TestWithParam<Split> {};
+
+// "0-L": a router maps whole layer ranges of the model, no further.
+std::string all_layers(const std::string& family) {
+  std::ifstream in(test::moe_fixture(family) / "config.json");
+  return "0-" + std::to_string(json::parse(in)["num_hidden_layers"].get<int>() - 1);
+}
+
+TEST_P(RoutedExperts, ARouterSplittingExpertRangesGivesLogitsBitIdenticalToLocal) {
+  const Split& s = GetParam();
+  const std::string model = test::moe_fixture(s.family).string();
+  const auto ref = test::reference_output(test::moe_fixture(s.family));
+  test::ChildProcess a({"serve", model, "--port", "0", "--experts", s.low, "--threads", "1"});
+  test::ChildProcess b({"serve", model, "--port", "0", "--experts", s.high, "--threads", "1"});
+  ASSERT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
+  const std::string L = all_layers(s.family);
+  test::ChildProcess router({"router", "--port", "0", "--shards",
+                             L + "/" + s.low + "=" + a.url() + "," + L + "/" + s.high + "=" + b.url() + "," + L + "/dense=" + a.url()});
+  ASSERT_TRUE(test::wait_healthy(router.url()));
+  std::string ids;
+  for (int id : ref.tokens) ids.append(" ").append(std::to_string(id));
+  for (const char* rows : {"", " --expert-rows"}) {
+    const auto r = test::run_command(std::string(LARQL_BINARY) + " bench " + model + " --ffn " + router.url() +
+                                     " --wire f32 --prompt-ids" + ids + " --steps 12 --local --json --threads 1" + rows);
+    ASSERT_EQ(r.status, 0) << r.output;
+    const json doc = json::parse(r.output);
+    EXPECT_TRUE(doc["remote_f32_exact"].get<bool>()) << "through the router" << rows;
+  }
+  const json stats = json::parse(test::run_command("curl -s " + router.url() + "/v1/stats").output);
+  EXPECT_EQ(stats["experts"]["end"].get<size_t>() + 1, stats["experts"]["count"].get<size_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, RoutedExperts,
+                         ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"gemma4moe", "0-3", "4-7"}),
+                         [](const auto& info) { return info.param.family; });
+
+TEST(ExpertShardMap, TheRouterRefusesAGapAmongExpertRangesNamingIt) {
+  const std::string model = test::moe_fixture("qwen3moe").string();
+  test::ChildProcess a({"serve", model, "--port", "0", "--experts", "0-2", "--threads", "1"});
+  test::ChildProcess b({"serve", model, "--port", "0", "--experts", "5-7", "--threads", "1"});
+  ASSERT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards '0-2/0-2=" + a.url() + ",0-2/5-7=" +
+                                   b.url() + "' 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("leaves experts 3-4 of layer 0 without a shard"), std::string::npos) << r.output;
+}
 
 TEST(ExpertShardMap, AGapAmongTheExpertRangesIsRefusedNamingIt) {
   const std::string model = test::moe_fixture("qwen3moe").string();
