@@ -12,7 +12,7 @@ SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
 SYNTH_G4_31B := build/models/synth-gemma4-31b-width-4l
 SYNTH_QWEN3_MOE := build/models/synth-qwen3-30b-a3b-width-12l
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model clean
+.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model clean
 
 all: build
 
@@ -122,6 +122,12 @@ demo: build
 train-demo-model:
 	@bash scripts/install-train-deps.sh
 	/usr/bin/python3 tools/train_demo_model.py --out models/demo
+
+# The mixture-of-experts demo: Mixtral's shape, 4 layers of 8 experts (top-2), the demo's tokenizer.
+train-demo-moe-model:
+	@bash scripts/install-train-deps.sh
+	/usr/bin/python3 tools/train_demo_model.py --out models/demo-moe --layers 4 --ffn 512 --experts 8 \
+	  --experts-per-token 2 --tokenizer models/demo/tokenizer.json --steps 1200
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -2,6 +2,7 @@
 """Trains larql's demo model: a small Llama on the King James Bible.
 
     make train-demo-model            # installs the packages, then runs this
+    make train-demo-moe-model        # the mixture-of-experts variant (models/demo-moe)
 
 Run with Debian's /usr/bin/python3 (python3-torch; libopenblas0-pthread so
 torch does not fall back to the reference BLAS). Writes a Hugging Face
@@ -36,6 +37,12 @@ def parse_args():
     p.add_argument("--eval-every", type=int, default=100, help="steps between validation runs")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--ffn", type=int, default=1024, help="FFN width (each expert's, with --experts)")
+    p.add_argument("--experts", type=int, default=0, help="Mixtral experts per layer (0: dense Llama)")
+    p.add_argument("--experts-per-token", type=int, default=2)
+    p.add_argument("--aux-loss", type=float, default=0.01, help="weight of the experts' load-balancing loss")
+    p.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one (e.g. models/demo's)")
     p.add_argument("--references-only", action="store_true",
                    help="do not train: rewrite OUT/reference.json from the model already in OUT")
     return p.parse_args()
@@ -73,6 +80,12 @@ def loss_of(model, batch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = model(batch[:, :-1])
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+
+
+def aux_loss_of(model):
+    """The experts' load-balancing losses of the last forward (0 for a dense model)."""
+    return sum((layer.block_sparse_moe.aux for layer in model.model.layers if hasattr(layer, "block_sparse_moe")),
+               torch.zeros(()))
 
 
 @torch.no_grad()
@@ -119,15 +132,17 @@ def main():
     if not text.isascii():
         sys.exit("the pre-tokenizer pattern is spelt for ASCII; the corpus is not")
     train_chapters, val_chapters = corpus.split_chapters(chapters)
-    tok = bpe.ByteLevelBPE.train(["\n".join(vs) for _, vs in train_chapters], vocab_size=4096)
+    tok = bpe.load(args.tokenizer) if args.tokenizer else \
+        bpe.ByteLevelBPE.train(["\n".join(vs) for _, vs in train_chapters], vocab_size=4096)
     bos, eos = tok.vocab[bpe.BOS], tok.vocab[bpe.EOS]
     train_stream, train_starts = tokenize_verses(tok, train_chapters)
     val_stream, _ = tokenize_verses(tok, val_chapters)
     print(f"corpus: {len(train_chapters)} train / {len(val_chapters)} validation chapters, "
           f"{len(train_stream)} / {len(val_stream)} tokens; tokenizer {time.time() - t0:.0f} s", flush=True)
 
-    cfg = llama.Config(vocab_size=len(tok.vocab), hidden_size=384, intermediate_size=1024, num_hidden_layers=6,
-                       num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512, dropout=0.1)
+    cfg = llama.Config(vocab_size=len(tok.vocab), hidden_size=384, intermediate_size=args.ffn, num_hidden_layers=args.layers,
+                       num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512, dropout=0.1,
+                       num_local_experts=args.experts, num_experts_per_tok=args.experts_per_token)
     model = llama.Llama(cfg)
     print(f"model: {sum(p.numel() for p in model.parameters())} parameters", flush=True)
     decay = [p for p in model.parameters() if p.dim() == 2]
@@ -145,7 +160,7 @@ def main():
                          torch.randint(len(train_starts), (args.batch,), generator=gen))
         loss = loss_of(model, batch)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + args.aux_loss * aux_loss_of(model)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:

@@ -1,7 +1,7 @@
-// `larql demo`: starts two shard servers (half the layers each, i8 enabled) and a router
-// as child processes on free loopback ports, generates from a prompt locally and through
-// the grid in every wire encoding (f32, f16, q8, i8), prints each text and a table, and
-// stops everything.
+// `larql demo`: starts two shard servers (half the layers each, i8 enabled; with --moe,
+// half the experts of every layer each) and a router as child processes on free loopback
+// ports, generates from a prompt locally and through the grid in every wire encoding (f32,
+// f16, q8, i8), prints each text and a table, and stops everything.
 #include "cli/demo_command.h"
 
 #include <signal.h>
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "cli/model_notes.h"
@@ -30,6 +31,7 @@ struct Options {
   size_t layers_per_shard = 0;  // 0: half the layers each
   size_t steps = 40;
   bool keep_running = false;
+  bool moe = false;  // a mixture-of-experts model, its experts split over the two shards
 };
 
 // Children are tracked here so a signal can stop them all.
@@ -84,30 +86,68 @@ std::string generate_text(const Model& m, const Tokenizer* tok, FfnBackend& ffn,
   return full.starts_with(head) ? full.substr(head.size()) : full;
 }
 
-// The committed demo model: models/demo under the current directory, else next to the
-// build directory this binary sits in (build/larql -> models/demo), so `larql demo` works
-// from the repository root and from anywhere else in a checkout.
-std::string default_model() {
+// A committed demo model (models/demo, or models/demo-moe): under the current directory,
+// else next to the build directory this binary sits in (build/larql -> models/demo), so
+// `larql demo` works from the repository root and from anywhere else in a checkout.
+std::string default_model(const std::string& name) {
   namespace fs = std::filesystem;
-  if (fs::exists("models/demo/config.json")) return "models/demo";
+  if (fs::exists(name + "/config.json")) return name;
   std::error_code ec;
-  const fs::path beside_build = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "models/demo";
+  const fs::path beside_build = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / name;
   if (!ec && fs::exists(beside_build / "config.json")) return beside_build.string();
-  return "models/demo";
+  return name;
+}
+
+// Two shards, each half the layers (or of the layers per shard asked for) or, for a
+// mixture-of-experts model, each half the experts of every layer (and one of them the dense
+// layers, if it has any). The map for the router.
+std::optional<std::string> start_shards(const std::string& model_path, const Model& model, const Options& o,
+                                        const std::function<void(const std::string&)>& say) {
+  const size_t layers = model.config.layers;
+  std::string spec;
+  if (o.moe) {
+    const size_t experts = model.config.moe.experts;
+    const std::string all = "0-" + std::to_string(layers - 1);
+    const std::string halves[] = {"0-" + std::to_string(experts / 2 - 1), std::to_string(experts / 2) + "-" + std::to_string(experts - 1)};
+    for (const std::string& half : halves) {
+      say("starting shard for experts " + half + " of layers " + all + " ...");
+      auto url = spawn({"serve", model_path, "--port", "0", "--experts", half, "--wire-i8", "--threads", "1"});
+      if (!url) return std::nullopt;
+      spec += (spec.empty() ? "" : ",") + all + "/" + half + "=" + *url;
+      if (&half == &halves[0]) {
+        bool dense_layers = model.config.moe.beside_dense;
+        for (size_t l = 0; l < layers; ++l) dense_layers = dense_layers || !model.config.layer(l).sparse;
+        if (dense_layers) spec += "," + all + "/dense=" + *url;
+      }
+    }
+    return spec;
+  }
+  const size_t per = o.layers_per_shard ? o.layers_per_shard : (layers + 1) / 2;
+  for (size_t first = 0; first < layers; first += per) {
+    const size_t last = std::min(layers, first + per) - 1;
+    const std::string range = std::to_string(first) + "-" + std::to_string(last);
+    say("starting shard for layers " + range + " ...");
+    auto url = spawn({"serve", model_path, "--port", "0", "--layers", range, "--wire-i8", "--threads", "1"});
+    if (!url) return std::nullopt;
+    spec += (spec.empty() ? "" : ",") + range + "=" + *url;
+  }
+  return spec;
 }
 
 int run_demo(const Options& o) {
   auto say = [](const std::string& s) { std::cerr << "larql demo: " << s << std::endl; };
-  const std::string model_path = o.model.value_or(default_model());
+  const std::string model_path = o.model.value_or(default_model(o.moe ? "models/demo-moe" : "models/demo"));
   if (!std::filesystem::exists(model_path)) {
     say("no model at " + model_path + ": pass MODEL (a Hugging Face directory or a llama2.c file), or run it from "
-        "the repository, whose models/demo is the default");
+        "the repository, whose models/demo (models/demo-moe with --moe) is the default");
     return 2;
   }
   say("loading " + model_path + " ...");
   auto model = load_model(model_path);
   if (!model) return say(model.error().message), 2;
   print_model_notes(*model, "larql demo");
+  if (o.moe && model->config.moe.experts < 2)
+    return say("--moe needs a mixture-of-experts model; " + model_path + " has no experts to split"), 2;
   auto tok = load_tokenizer_for(*model, model_path, o.tokenizer);
   if (!tok) return say(tok.error().message), 2;
   const std::vector<int> prompt = *tok ? (*tok)->encode(o.prompt) : std::vector<int>{1};
@@ -117,17 +157,9 @@ int run_demo(const Options& o) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  const size_t layers = model->config.layers;
-  const size_t per = o.layers_per_shard ? o.layers_per_shard : (layers + 1) / 2;
-  std::string spec;
-  for (size_t first = 0; first < layers; first += per) {
-    const size_t last = std::min(layers, first + per) - 1;
-    const std::string range = std::to_string(first) + "-" + std::to_string(last);
-    say("starting shard for layers " + range + " ...");
-    auto url = spawn({"serve", model_path, "--port", "0", "--layers", range, "--wire-i8", "--threads", "1"});
-    if (!url) return stop_children(), say("a shard did not start"), 1;
-    spec += (spec.empty() ? "" : ",") + range + "=" + *url;
-  }
+  const auto shards = start_shards(model_path, *model, o, say);
+  if (!shards) return stop_children(), say("a shard did not start"), 1;
+  const std::string& spec = *shards;
   say("starting the router ...");
   auto router = spawn({"router", "--shards", spec, "--port", "0"});
   if (!router) return stop_children(), say("the router did not start"), 1;
@@ -191,6 +223,8 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "tokens to generate")->capture_default_str();
   cmd->add_option("--layers-per-shard", o->layers_per_shard, "layers per shard (default: half each)");
   cmd->add_flag("--keep-running", o->keep_running, "leave the grid up and print a larql run command for it");
+  cmd->add_flag("--moe", o->moe,
+                "a mixture-of-experts model (default: models/demo-moe) with half the experts of every layer on each shard");
   cmd->callback([o] {
     if (int rc = run_demo(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -53,7 +53,8 @@ def load_model_dir(out_dir):
                        intermediate_size=c["intermediate_size"], num_hidden_layers=c["num_hidden_layers"],
                        num_attention_heads=c["num_attention_heads"], num_key_value_heads=c["num_key_value_heads"],
                        max_position_embeddings=c["max_position_embeddings"], rms_norm_eps=c["rms_norm_eps"],
-                       rope_theta=c["rope_theta"])
+                       rope_theta=c["rope_theta"], num_local_experts=c.get("num_local_experts", 0),
+                       num_experts_per_tok=c.get("num_experts_per_tok", 2))
     model = llama.Llama(cfg)
     model.load_state_dict(load_safetensors(os.path.join(out_dir, "model.safetensors")))
     model.eval()
@@ -84,6 +85,9 @@ def save_model_dir(model, tokenizer, out_dir):
         "eos_token_id": eos,
         "torch_dtype": "bfloat16",
     }
+    if cfg.num_local_experts:  # transformers' Mixtral: the FFNs are mixtures of experts
+        config.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                       "num_local_experts": cfg.num_local_experts, "num_experts_per_tok": cfg.num_experts_per_tok})
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:

@@ -1,6 +1,8 @@
 """A minimal Llama in PyTorch: RMSNorm, rotary embeddings in the Hugging Face
-(rotate-half) layout, grouped-query attention, SwiGLU, tied embeddings.
-Parameter names follow transformers' LlamaForCausalLM so export is a rename-free dump."""
+(rotate-half) layout, grouped-query attention, SwiGLU, tied embeddings; with
+num_local_experts > 0, each FFN is a Mixtral mixture of experts instead (softmax router,
+top-k, renormalised). Parameter names follow transformers' LlamaForCausalLM and
+MixtralForCausalLM so export is a rename-free dump."""
 import dataclasses
 import math
 
@@ -21,6 +23,8 @@ class Config:
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     dropout: float = 0.0  # training only; not part of the exported config
+    num_local_experts: int = 0  # 0: dense SwiGLU FFNs (Llama); else Mixtral's experts, each intermediate_size wide
+    num_experts_per_tok: int = 2
 
     @property
     def head_dim(self):
@@ -85,18 +89,63 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class Expert(nn.Module):
+    """Mixtral's names: w1 gate, w3 up, w2 down."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.w2 = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.w3 = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class SparseMoe(nn.Module):
+    """transformers' MixtralSparseMoeBlock: softmax over the router's logits, the top k,
+    renormalised; each expert runs over the positions routed to it. `aux` keeps the last
+    forward's load-balancing loss (Switch Transformer: E · Σ_e fraction_e · mean prob_e)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.k = cfg.num_experts_per_tok
+        self.gate = nn.Linear(cfg.hidden_size, cfg.num_local_experts, bias=False)
+        self.experts = nn.ModuleList(Expert(cfg) for _ in range(cfg.num_local_experts))
+        self.aux = torch.zeros(())
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        probs = F.softmax(self.gate(x).float(), dim=-1)
+        weights, chosen = probs.topk(self.k, dim=-1)
+        weights = (weights / weights.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if len(rows):
+                out.index_add_(0, rows, expert(x[rows]) * weights[rows, slot, None])
+        fraction = F.one_hot(chosen, len(self.experts)).float().sum((0, 1)) / chosen.numel()
+        self.aux = len(self.experts) * (fraction * probs.mean(0)).sum()
+        return out.reshape(shape)
+
+
 class Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = MLP(cfg)
+        if cfg.num_local_experts:
+            self.block_sparse_moe = SparseMoe(cfg)
+        else:
+            self.mlp = MLP(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x, cos, sin, mask):
         x = x + self.drop(self.self_attn(self.input_layernorm(x), cos, sin, mask))
-        return x + self.drop(self.mlp(self.post_attention_layernorm(x)))
+        ffn = self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp
+        return x + self.drop(ffn(self.post_attention_layernorm(x)))
 
 
 class Body(nn.Module):
@@ -119,7 +168,7 @@ class Llama(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, std=std)
-            if name.endswith(("o_proj.weight", "down_proj.weight")):
+            if name.endswith(("o_proj.weight", "down_proj.weight", ".w2.weight")):
                 # GPT-2's scaling: residual writes shrink with depth.
                 nn.init.normal_(p, std=std / math.sqrt(2 * self.cfg.num_hidden_layers))
 
