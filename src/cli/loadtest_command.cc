@@ -225,6 +225,8 @@ void add_loadtest_command(CLI::App& app) {
   cmd->add_option("--api-key", o->load.api_key, "bearer key the target requires");
   cmd->add_option("--timeout-ms", o->load.timeout_ms, "per-request timeout")->capture_default_str()->check(CLI::Range(1, 3'600'000));
   cmd->add_option("--seed", o->load.seed, "random seed of the traffic")->capture_default_str();
+  cmd->add_flag("--experts", o->load.experts,
+                "send /v1/walk-experts (PROTOCOL §12): each row to k random experts of the target's, sums or per-expert rows");
   cmd->add_flag("--allow-remote", o->allow_remote, "allow a target that is not a loopback address");
   cmd->add_flag("--json", o->json, "print the report as JSON");
   cmd->callback([o] {

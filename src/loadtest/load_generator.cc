@@ -10,6 +10,7 @@
 #include "net/http_client.h"
 #include "net/shard_stats.h"
 #include "wire/codec.h"
+#include "wire/expert_codec.h"
 
 namespace larql::loadtest {
 namespace {
@@ -35,10 +36,30 @@ wire::EncodingSet encodings_of(const std::optional<std::vector<std::string>>& na
 }
 
 struct PreparedRequest {
+  std::string path = "/v1/walk-ffn";
   std::string body;
   std::string content_type, accept;
   size_t rows = 0, layers = 0;
+  size_t assignments = 0;    // experts requests
+  bool expert_rows = false;  // answered per expert, not as weighted sums
 };
+
+// Each of `rows` rows routed to k distinct experts of [first, last] (at most all of them),
+// sorted as §12 wants, with positive weights.
+std::vector<wire::ExpertAssignment> random_assignments(size_t rows, size_t k, const LayerRange& ids, std::mt19937_64& rng) {
+  std::vector<uint32_t> all(ids.last - ids.first + 1);
+  std::iota(all.begin(), all.end(), ids.first);
+  k = std::clamp<size_t>(k, 1, all.size());
+  std::vector<wire::ExpertAssignment> out;
+  std::uniform_real_distribution<float> weight(0.05f, 1.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    std::shuffle(all.begin(), all.end(), rng);
+    std::vector<uint32_t> chosen(all.begin(), all.begin() + long(k));
+    std::sort(chosen.begin(), chosen.end());
+    for (uint32_t e : chosen) out.push_back({uint32_t(r), e, weight(rng)});
+  }
+  return out;
+}
 
 class RequestFactory {
  public:
@@ -64,6 +85,20 @@ class RequestFactory {
                       .accept = std::string(wire::content_type(response)),
                       .rows = rows,
                       .layers = n_layers};
+    if (options_.experts) {  // one layer with experts, its rows routed at random
+      const auto& candidates = target_.expert_layers;
+      const uint32_t layer = candidates[pick(0, candidates.size() - 1)];
+      const auto assignments = random_assignments(rows, target_.experts_used, *target_.experts, rng_);
+      p.path = "/v1/walk-experts";
+      p.layers = 1;
+      p.assignments = assignments.size();
+      p.expert_rows = pick(0, 1) == 1;
+      auto encoded = wire::encode_expert_request(request, layer, uint32_t(rows), p.expert_rows, assignments, target_.hidden,
+                                                 values, p.body);
+      if (!encoded) return encoded.error();
+      p.content_type = std::string(wire::content_type(encoded->encoding));
+      return p;
+    }
     wire::RequestHeader header{.batch = n_layers > 1, .layers = layers, .seq_len = uint32_t(rows)};
     auto encoded = wire::encode_request(request, header, target_.hidden, values, p.body);
     if (!encoded) return encoded.error();
@@ -89,6 +124,11 @@ bool well_formed(const HttpResponse& r, const PreparedRequest& p, size_t hidden)
   for (const auto& info : wire::kEncodings)
     if (type == info.content_type) encoding = info.encoding;
   if (!encoding) return false;
+  if (p.expert_rows) {
+    auto view = wire::parse_expert_rows_response(wire::as_bytes(r.body), *encoding, hidden);
+    std::vector<float> out(p.assignments * hidden);
+    return view && view->n == p.assignments && wire::decode_values(*encoding, view->values, p.assignments, hidden, out).ok();
+  }
   auto view = wire::parse_response(wire::as_bytes(r.body), *encoding, hidden);
   if (!view || view->records.size() != p.layers) return false;
   std::vector<float> out(p.rows * hidden);
@@ -141,7 +181,7 @@ void run_client(const LoadOptions& options, const Target& target, const std::vec
     HttpHeaders headers = auth;
     headers.emplace_back("Accept", p.accept);
     const auto sent = Clock::now();
-    auto r = (*client)->post("/v1/walk-ffn", p.body, p.content_type, headers);
+    auto r = (*client)->post(p.path, p.body, p.content_type, headers);
     tally.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
     LoadReport& t = tally.part;
     ++t.requests;
@@ -189,6 +229,14 @@ Result<Target> read_target(const std::string& url, const std::optional<std::stri
   t.last_layer = stats->layers->last;
   t.requests = encodings_of(stats->request_encodings);
   t.responses = encodings_of(stats->response_encodings);
+  if (stats->experts) {
+    t.experts = stats->experts->owned;
+    t.experts_used = stats->experts->used;
+    if (stats->expert_fingerprints)
+      for (const auto& [layer, fp] : *stats->expert_fingerprints) t.expert_layers.push_back(layer);
+    if (t.expert_layers.empty())
+      for (uint32_t l = t.first_layer; l <= t.last_layer; ++l) t.expert_layers.push_back(l);
+  }
   return t;
 }
 
@@ -217,9 +265,15 @@ namespace {
 Status post_one_row_on(HttpClient& client, const LoadOptions& options, const Target& target, uint32_t layer) {
   const std::vector<float> values(target.hidden, 0.5f);
   std::string body;
-  auto e = wire::encode_request(wire::Encoding::f32, {.layers = {layer}, .seq_len = 1}, target.hidden, values, body);
+  const bool experts = options.experts && std::count(target.expert_layers.begin(), target.expert_layers.end(), layer);
+  if (options.experts && !experts) return Ok{};  // a dense layer: not this traffic's
+  auto e = experts ? wire::encode_expert_request(wire::Encoding::f32, layer, 1, false,
+                                                 std::vector<wire::ExpertAssignment>{{0, target.experts->first, 1.0f}},
+                                                 target.hidden, values, body)
+                   : wire::encode_request(wire::Encoding::f32, {.layers = {layer}, .seq_len = 1}, target.hidden, values, body);
   if (!e) return e.error();
-  auto r = client.post("/v1/walk-ffn", body, wire::content_type(wire::Encoding::f32), auth_headers(options.api_key));
+  auto r = client.post(experts ? "/v1/walk-experts" : "/v1/walk-ffn", body, wire::content_type(wire::Encoding::f32),
+                       auth_headers(options.api_key));
   if (!r) return r.error();
   if (r->status != 200)
     return make_error(ErrorCode::invalid_argument,
@@ -244,6 +298,9 @@ Status warm_up(const LoadOptions& options, const Target& target) {
 }
 
 Result<LoadReport> run_load(const LoadOptions& options, const Target& target) {
+  if (options.experts && !target.experts)
+    return make_error(ErrorCode::invalid_argument, options.url + " lists no experts in /v1/stats: --experts needs a shard or "
+                                                                 "router of a mixture-of-experts model");
   auto mix = resolve_mix(options, target);
   if (!mix) return mix.error();
   std::vector<ClientTally> tallies(options.clients);

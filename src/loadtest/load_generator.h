@@ -1,7 +1,8 @@
 // `larql loadtest`'s traffic: N concurrent keep-alive clients POSTing /v1/walk-ffn to a
 // shard or router for a bounded time, each request with a random encoding from a mix, a
 // random number of rows and a random set of distinct layers (a batch across ranges, through
-// a router). Every answer is counted by status and error code, timed, and a 200's body is
+// a router); or, with `experts`, /v1/walk-experts (PROTOCOL §12): one layer, each row
+// routed to k random experts of the target's, weighted sums or per-expert rows at random. Every answer is counted by status and error code, timed, and a 200's body is
 // parsed: a malformed success counts as a failure too.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "net/layer_range.h"
 #include "wire/encoding.h"
 
 namespace larql::loadtest {
@@ -23,6 +25,11 @@ struct Target {
   size_t hidden = 0;
   uint32_t first_layer = 0, last_layer = 0;
   wire::EncodingSet requests, responses;
+  // A mixture-of-experts target: the expert ids it serves, how many a position uses, and
+  // its layers with experts (all of first-last where it does not list them).
+  std::optional<LayerRange> experts;
+  size_t experts_used = 0;
+  std::vector<uint32_t> expert_layers;
 };
 Result<Target> read_target(const std::string& url, const std::optional<std::string>& api_key, int timeout_ms);
 
@@ -40,6 +47,7 @@ struct LoadOptions {
   std::optional<std::string> api_key;
   int timeout_ms = 30000;
   uint64_t seed = 1;
+  bool experts = false;  // /v1/walk-experts traffic
 };
 
 struct LatencyMs {

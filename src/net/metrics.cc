@@ -21,7 +21,7 @@ void Metrics::observe_compute(uint32_t layer, double ms) {
 std::string Metrics::render() const {
   std::ostringstream o;
   const std::string& p = prefix_;
-  o << "# HELP " << p << "_requests_total Requests received on /v1/walk-ffn.\n# TYPE " << p << "_requests_total counter\n"
+  o << "# HELP " << p << "_requests_total Requests received on /v1/walk-ffn and /v1/walk-experts.\n# TYPE " << p << "_requests_total counter\n"
     << p << "_requests_total " << requests_ << "\n";
   o << "# HELP " << p << "_errors_total Error responses by protocol code.\n# TYPE " << p << "_errors_total counter\n";
   {

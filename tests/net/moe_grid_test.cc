@@ -20,6 +20,7 @@
 #include "model/loader.h"
 #include "net/ffn_service.h"
 #include "support/command.h"
+#include "support/prometheus.h"
 #include "support/process.h"
 #include "support/reference_fixtures.h"
 #include "wire/codec.h"
@@ -303,6 +304,51 @@ TEST_P(RoutedExperts, ARouterSplittingExpertRangesGivesLogitsBitIdenticalToLocal
 INSTANTIATE_TEST_SUITE_P(Families, RoutedExperts,
                          ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"gemma4moe", "0-3", "4-7"}),
                          [](const auto& info) { return info.param.family; });
+
+TEST(RoutedExpertsUnderLoad, KillingOneReplicaOfEachExpertRangeCostsNoClientErrorAndNoWrongId) {
+  const std::string model = test::moe_fixture("mixtral").string();
+  const auto ref = test::reference_output(test::moe_fixture("mixtral"));
+  std::vector<std::unique_ptr<test::ChildProcess>> shards;
+  for (const char* experts : {"0-1", "0-1", "2-3", "2-3"})
+    shards.push_back(std::make_unique<test::ChildProcess>(
+        std::vector<std::string>{"serve", model, "--port", "0", "--experts", experts, "--threads", "1"}));
+  for (const auto& s : shards) ASSERT_TRUE(test::wait_healthy(s->url()));
+  const std::string L = all_layers("mixtral");
+  test::ChildProcess router({"router", "--port", "0", "--shards",
+                             L + "/0-1=" + shards[0]->url() + "|" + shards[1]->url() + "," + L + "/2-3=" + shards[2]->url() +
+                                 "|" + shards[3]->url()});
+  ASSERT_TRUE(test::wait_healthy(router.url()));
+  std::string ids;
+  for (int id : ref.tokens) ids.append(" ").append(std::to_string(id));
+  const std::string run = std::string(LARQL_BINARY) + " run " + model + " --prompt-ids" + ids + " --steps 12 --json";
+  const json local = json::parse(test::run_command(run).output);
+
+  test::CommandResult load;
+  std::thread loader([&] {
+    load = test::run_command(std::string(LARQL_BINARY) + " loadtest " + router.url() +
+                             " --experts --clients 4 --seconds 3 --rows 1-8 --json");
+  });
+  // Once the router is carrying the load, one replica of each expert range dies.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (test::server_metric(router.url(), "larql_router_requests_total") < 50 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  for (size_t pair : {0, 2}) {  // the replica that has been doing the range's work dies
+    const double first = test::server_metric(shards[pair]->url(), "larql_shard_requests_total");
+    const double second = test::server_metric(shards[pair + 1]->url(), "larql_shard_requests_total");
+    EXPECT_GT(std::max(first, second), 0) << "the load reached experts " << (pair ? "2-3" : "0-1");
+    shards[first >= second ? pair : pair + 1]->kill_now();
+  }
+  loader.join();
+  ASSERT_EQ(load.status, 0) << load.output;
+  const json report = json::parse(load.output)["load"];
+  EXPECT_GT(report["ok"].get<double>(), 50);
+  EXPECT_EQ(report["answers"].size(), 1u) << report["answers"].dump();
+  EXPECT_EQ(report["answers"].value("200", 0.0), report["requests"].get<double>()) << "every request answered 200 across the kills";
+  std::printf("%s\n", report["answers"].dump().c_str());
+
+  const json remote = json::parse(test::run_command(run + " --ffn " + router.url() + " --wire f32").output);
+  EXPECT_EQ(remote["generated_ids"], local["generated_ids"]);
+}
 
 TEST(ExpertShardMap, TheRouterRefusesAGapAmongExpertRangesNamingIt) {
   const std::string model = test::moe_fixture("qwen3moe").string();
