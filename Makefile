@@ -127,7 +127,7 @@ train-demo-model:
 train-demo-moe-model:
 	@bash scripts/install-train-deps.sh
 	/usr/bin/python3 tools/train_demo_model.py --out models/demo-moe --layers 4 --ffn 512 --experts 8 \
-	  --experts-per-token 2 --tokenizer models/demo/tokenizer.json --steps 1200
+	  --experts-per-token 2 --tokenizer models/demo/tokenizer.json --steps 600
 
 clean:
 	rm -rf build build-asan build-fuzz

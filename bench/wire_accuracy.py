@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Accuracy of each wire format against f32, teacher-forced, on several models, in one run:
-for each model two local shards (half the layers each, every encoding offered) and
+for each model two local shards (half the layers each, every encoding offered; for a
+mixture-of-experts model, half the experts of every layer each, weighted sums) and
 `larql bench --local --json` over ten prompts; one table row per model and encoding.
 
   bench/wire_accuracy.py [--larql build/larql] [--steps 100] [--out build/wire_accuracy.json]
                          [--only MODEL] [--prompts FILE]
 
-Models: the committed demo model, ../shared/models' aidreams260K and stories260K (when
-present), and a synthetic model with massive activations written by `larql synth`."""
+Models: the committed demo model and MoE demo model (models/demo-moe, when present),
+../shared/models' aidreams260K and stories260K (when present), a synthetic model with
+massive activations written by `larql synth`, and the MoE test fixtures (random weights:
+Mixtral, Qwen3-MoE, Gemma 4 26B-A4B kind)."""
 import argparse
 import json
 import os
@@ -17,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start_shard  # noqa: E402
+from larql_procs import layer_count, start, start_shard  # noqa: E402
 
 PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the", "Hello world", "A quiet machine",
            "The dream of", "Once upon a time", "And it came to pass", "Thou shalt not", "The king of"]
@@ -31,7 +34,12 @@ def models(root, larql, work, hidden, massive):
                     "--massive-activations", str(massive)],
                    check=True, stdout=subprocess.DEVNULL)
     yield "demo", [str(root / "models" / "demo")], ["--prompts", "PROMPTS"], 6
+    if (root / "models" / "demo-moe" / "config.json").exists():
+        yield "demo-moe (trained Mixtral, 8 experts top-2)", [str(root / "models" / "demo-moe")], ["--prompts", "PROMPTS"], 4
     yield f"synth H={hidden}, {massive} massive coords", [str(synth)], ["--prompts", "PROMPTS"], 4
+    for family in ("mixtral", "qwen3moe", "gemma4moe"):
+        fixture = root / "tests" / "data" / "moe" / family
+        yield f"{family} fixture (random weights)", [str(fixture)], ["--prompts", "PROMPTS"], layer_count(str(fixture))
     if (shared / "aidreams260K.bin").exists():
         yield "aidreams260K", [str(shared / "aidreams260K.bin"), "--tokenizer", str(shared / "aidreams-tok512.bin")], \
             ["--prompts", "PROMPTS"], 4
@@ -39,11 +47,33 @@ def models(root, larql, work, hidden, massive):
         yield "stories260K", [str(shared / "stories260K.bin")], ["--prompt-ids", "IDS"], 5
 
 
+def expert_count(model):
+    """Experts per layer of a Hugging Face MoE directory (0: a dense model or another format)."""
+    config = pathlib.Path(model) / "config.json"
+    if not config.exists():
+        return 0
+    c = json.loads(config.read_text())
+    return c.get("num_local_experts") or c.get("num_experts") or 0
+
+
+def start_grid(larql, model, layers):
+    """Two shards and the --ffn map: half the layers each, or half the experts each (and the
+    dense MLPs on the first)."""
+    experts = expert_count(model)
+    if not experts:
+        half = layers // 2
+        shards = [start_shard(larql, model, r, 1) for r in (f"0-{half - 1}", f"{half}-{layers - 1}")]
+        return shards, f"0-{half - 1}={shards[0][1]},{half}-{layers - 1}={shards[1][1]}"
+    halves = (f"0-{experts // 2 - 1}", f"{experts // 2}-{experts - 1}")
+    shards = [start([larql, "serve", model, "--port", "0", "--experts", h, "--threads", "1", "--wire-i8"], f"shard {h}")
+              for h in halves]
+    every = f"0-{layers - 1}"
+    return shards, f"{every}/{halves[0]}={shards[0][1]},{every}/{halves[1]}={shards[1][1]},{every}/dense={shards[0][1]}"
+
+
 def run_bench(larql, model_args, prompt_args, layers, steps, prompts_file):
-    half = layers // 2
-    shards = [start_shard(larql, model_args[0], r, 1) for r in (f"0-{half - 1}", f"{half}-{layers - 1}")]
+    shards, spec = start_grid(larql, model_args[0], layers)
     try:
-        spec = f"0-{half - 1}={shards[0][1]},{half}-{layers - 1}={shards[1][1]}"
         runs = []
         id_prompts = [[1, 403 + i, 407, 261 + 3 * i, 378] for i in range(10)] if "IDS" in prompt_args else [None]
         for ids in id_prompts:

@@ -2,6 +2,7 @@
 #include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
 #include "cli/run_command.h"
+#include "cli/draft_option.h"
 
 #include <sys/resource.h>
 
@@ -34,6 +35,7 @@ struct RunOptions {
   uint64_t seed = 0;
   size_t threads = 0;
   bool ignore_eos = false;
+  std::optional<std::string> draft;  // --draft
   bool json = false;
   FfnOptions remote;
   std::optional<std::string> arithmetic;
@@ -81,6 +83,11 @@ int run(const RunOptions& o) {
     steps = std::min(steps, o.ctx - prompt.size());
   }
   GenerateOptions options{steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
+  if (o.draft) {
+    auto spec = parse_draft_option(*o.draft);
+    if (!spec) return fail(spec.error().message);
+    options.speculative = *spec;
+  }
 
   const Tokenizer* tok = tokenizer->get();
   std::optional<TextStream> stream;
@@ -116,6 +123,7 @@ int run(const RunOptions& o) {
                        {"tokens_per_second", tps},
                        {"prefill_tokens_per_second", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
                        {"load_seconds", load_seconds},
+                       {"passes", result->passes},
                        {"threads", pool.size()}};
     if (arrivals.size() > 1) {  // time between consecutive tokens: the tail a user feels
       std::vector<double> gaps;
@@ -124,6 +132,11 @@ int run(const RunOptions& o) {
       std::sort(gaps.begin(), gaps.end());
       auto at = [&](double q) { return gaps[std::min(gaps.size() - 1, size_t(q * double(gaps.size())))]; };
       out["token_ms"] = {{"p50", at(0.50)}, {"p99", at(0.99)}, {"max", gaps.back()}};
+    }
+    if (options.speculative) {
+      out["drafted"] = result->drafted;
+      out["accepted"] = result->accepted;
+      out["tokens_per_pass"] = result->passes ? double(result->generated.size() - 1) / double(result->passes) : 0.0;
     }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -168,6 +181,9 @@ void add_run_command(CLI::App& app) {
   add_arithmetic_option(cmd, o->arithmetic);
   add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
+  cmd->add_option("--draft", o->draft,
+                  "speculative decoding (greedy): lookup[:N] drafts the tokens that followed the longest earlier match "
+                  "(up to N tokens, 3) of the text's tail, verified several per pass (one round trip per layer)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   add_ffn_options(cmd, o->remote);
   cmd->callback([o, prompt, ids] {

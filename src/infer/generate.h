@@ -1,7 +1,11 @@
-// The generation loop: one prefill pass over the prompt, then one token at a time.
+// The generation loop: one prefill pass over the prompt, then one token at a time; or, with
+// speculative decoding, a few drafted tokens verified in one pass each sweep (greedy output
+// identical to one token at a time: each row's logits are what that position alone gives).
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -13,10 +17,22 @@ namespace larql {
 enum class StopReason { steps, eos, context };
 std::string_view stop_reason_name(StopReason r);
 
+// Speculative decoding with prompt-lookup drafts (lookup_draft.h). Greedy only for now.
+struct SpeculativeOptions {
+  size_t max_draft = 8;     // drafted tokens per sweep at most
+  size_t max_ngram = 3;     // the longest context tail the lookup matches
+  bool adaptive = true;     // the draft length follows the recent acceptance (down to 0, probing back)
+  size_t probe_every = 16;  // with a draft length of 0: try one drafted token every this many tokens
+  // Up to k tokens continuing the context; empty: prompt lookup (lookup_draft.h). Tests
+  // give drafts that are wrong by construction.
+  std::function<std::vector<int>(std::span<const int> context, size_t k)> draft = {};
+};
+
 struct GenerateOptions {
   size_t max_new_tokens = 256;
   bool ignore_eos = false;
   SamplerOptions sampler = {};
+  std::optional<SpeculativeOptions> speculative = {};
 };
 
 struct GenerateResult {
@@ -24,6 +40,8 @@ struct GenerateResult {
   StopReason stop = StopReason::steps;
   double prefill_seconds = 0;
   double decode_seconds = 0;   // from the first generated token to the last
+  size_t passes = 0;           // forward passes after the prefill (a sweep each, with speculation)
+  size_t drafted = 0, accepted = 0;  // speculative tokens proposed and kept
 };
 
 // Called with each generated token as soon as it is chosen.

@@ -42,11 +42,35 @@ std::string synth(const std::string& name, size_t hidden, size_t heads, uint64_t
   return dir.string();
 }
 
-// A mixture-of-experts model's layers on shards that route themselves (walk-ffn on a sparse
-// layer runs the router and the chosen experts; on Gemma 4's, the dense MLP, while the
-// client keeps the router and the experts): f32 gives the local ids; each shard's
-// per-layer fingerprint covers the router and experts, so another model's shard is refused.
-TEST(RunRemoteCli, MixtureOfExpertsLayersRouteOnTheShard) {
+// A mixture-of-experts model's layers on layer-range shards that own all their experts (the
+// client routes and sends each sparse layer's rows to /v1/walk-experts; Gemma 4's dense MLP
+// goes to /v1/walk-ffn beside them): f32 gives the local ids; each shard's per-layer
+// fingerprint covers the router and experts, so another model's shard is refused.
+// Speculative decoding through two shards: the drafts are verified several rows per call,
+// and the ids are plain greedy decoding's, in f32 and in f16 (each against its own wire).
+TEST(RunRemoteCli, SpeculativeDecodingGivesThePlainGreedyIdsInFewerRoundTrips) {
+  ChildProcess a({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1"});
+  ChildProcess b({"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1"});
+  auto run = [&](const std::string& extra) {
+    const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + kPrompt + "' --steps 96 " +
+                                     "--ignore-eos --json --ffn '0-2=" + a.url() + ",3-5=" + b.url() + "' " + extra);
+    EXPECT_EQ(r.status, 0) << r.output;
+    return json::parse(r.output, nullptr, false);
+  };
+  for (const char* wire : {"f32", "f16"}) {
+    const json plain = run(std::string("--wire ") + wire);
+    const json spec = run(std::string("--wire ") + wire + " --draft lookup");
+    EXPECT_EQ(spec["generated_ids"], plain["generated_ids"]) << wire;
+    EXPECT_GT(spec["accepted"].get<size_t>(), 0u) << wire;
+    EXPECT_LT(spec["remote_calls"].get<size_t>(), plain["remote_calls"].get<size_t>()) << wire;
+    std::printf("%s: %zu calls plain, %zu with --draft lookup (%zu of %zu drafts kept)\n", wire,
+                plain["remote_calls"].get<size_t>(), spec["remote_calls"].get<size_t>(), spec["accepted"].get<size_t>(),
+                spec["drafted"].get<size_t>());
+  }
+  EXPECT_NE(larql("run " + kDemo + " --prompt-ids 1,2 --draft nope").output.find("expected lookup or lookup:N"), std::string::npos);
+}
+
+TEST(RunRemoteCli, MixtureOfExpertsLayersOnLayerRangeShards) {
   for (auto [family, rest] : {std::pair{"mixtral", "2"}, {"qwen3moe", "2"}, {"gemma4moe", "2-3"}}) {
     SCOPED_TRACE(family);
     const std::string model = std::string(LARQL_SOURCE_DIR) + "/tests/data/moe/" + family;
