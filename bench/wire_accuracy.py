@@ -78,10 +78,13 @@ def run_bench(larql, model_args, prompt_args, layers, steps, prompts_file):
         id_prompts = [[1, 403 + i, 407, 261 + 3 * i, 378] for i in range(10)] if "IDS" in prompt_args else [None]
         for ids in id_prompts:
             args = [a.replace("PROMPTS", prompts_file).replace("IDS", ",".join(map(str, ids or []))) for a in prompt_args]
-            out = subprocess.run([larql, "bench", *model_args, *args, "--ffn", spec, "--steps", str(steps), "--local",
-                                  "--threads", "1", "--wire", "f32,f16,q8,i8", "--json"],
-                                 check=True, capture_output=True, text=True).stdout
-            runs.append(json.loads(out))
+            done = subprocess.run([larql, "bench", *model_args, *args, "--ffn", spec, "--steps", str(steps), "--local",
+                                   "--threads", "1", "--wire", "f32,f16,q8,i8", "--json"], capture_output=True, text=True)
+            # Exit 1 with a report: remote f32 not bit-identical to local (a MoE layer's weighted
+            # sums added per expert range); the f32 row then shows by how much.
+            if done.returncode not in (0, 1) or not done.stdout.startswith("{"):
+                sys.exit(f"larql bench failed ({done.returncode}): {done.stderr}")
+            runs.append(json.loads(done.stdout))
         return runs
     finally:
         for proc, _ in shards:

@@ -48,7 +48,7 @@ Result<Trajectory> decode(const Model& m, FfnBackend& ffn, ThreadPool& pool, con
     timing->bytes_received_per_token += double(after.bytes_received - before.bytes_received) / n;
     timing->head_bytes_sent_per_token += double(after.head_bytes_sent - before.head_bytes_sent) / n;
     timing->head_bytes_received_per_token += double(after.head_bytes_received - before.head_bytes_received) / n;
-    timing->round_trips_per_token += double(after.calls - before.calls) / n;
+    timing->round_trips_per_token += double(after.round_trips - before.round_trips) / n;
     timing->ms_per_token += wall_ms / n;
     timing->server_ms_per_token += (after.server_ms - before.server_ms) / n;
     timing->transport_ms_per_token += (after.remote_ms - before.remote_ms - (after.server_ms - before.server_ms)) / n;

@@ -133,6 +133,23 @@ std::string describe_error(const Result<HttpResponse>& res) {
   return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
 }
 
+// Calls that ran side by side counted as the client waited for them: remote_ms as the wall
+// time since they started, server_ms as the slowest one's (the stats would otherwise add
+// overlapping times, and larql bench would project more waiting than there is).
+class ParallelTime {
+ public:
+  ParallelTime(const RemoteFfnStats& stats, std::chrono::steady_clock::time_point start)
+      : start_(start), remote_ms_(stats.remote_ms), server_ms_(stats.server_ms) {}
+  void settle(RemoteFfnStats& stats, double slowest_server_ms) const {
+    stats.remote_ms = remote_ms_ + std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    stats.server_ms = server_ms_ + slowest_server_ms;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  double remote_ms_, server_ms_;
+};
+
 // A call that failed this way may succeed on another replica, or later.
 bool worth_retrying(ErrorCode code) {
   return code == ErrorCode::overloaded || code == ErrorCode::shard_unavailable || code == ErrorCode::shard_timeout;
@@ -399,6 +416,7 @@ Status RemoteFfn::accept(Shard& shard, const Request& req, const Result<HttpResp
 
 Status RemoteFfn::call(Shard& shard, const Request& req, std::chrono::steady_clock::time_point deadline) {
   const auto start = std::chrono::steady_clock::now();
+  ++stats_.round_trips;
   auto res = exchange(shard, req, deadline, body_);
   stats_.remote_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return accept(shard, req, res, body_.size());
@@ -408,6 +426,7 @@ std::optional<Status> RemoteFfn::hedged_call(Shard& first, Shard& second, const 
                                              std::chrono::steady_clock::time_point deadline) {
   auto race = std::make_shared<Race>();
   Shard* shards[2] = {&first, &second};
+  ++stats_.round_trips;  // the two race side by side
   const auto start = std::chrono::steady_clock::now();
   auto launch = [&](size_t i) {
     ++running_calls_;
@@ -534,8 +553,11 @@ Status RemoteFfn::experts(uint32_t layer, std::span<const float> x, size_t rows,
       started[g] = start_call(shard, requests[g], deadline);
   }
   std::optional<Error> error;
+  const ParallelTime overlap(stats_, start);
+  double slowest_server_ms = 0;  // the parts compute side by side: the client waits for the slowest
   for (size_t g = first; g < groups.size(); ++g) {
     if (requests[g].rows == 0) continue;
+    const double server_before = stats_.server_ms;
     Status s = Ok{};
     if (started[g]) {
       s = finish_call(*groups[g].replicas[0], requests[g], started[g], start);
@@ -544,7 +566,9 @@ Status RemoteFfn::experts(uint32_t layer, std::span<const float> x, size_t rows,
       s = send(groups[g].replicas, requests[g]);
     }
     if (!s && !error) error = s.error();  // the other started calls are still waited for
+    slowest_server_ms = std::max(slowest_server_ms, stats_.server_ms - server_before);
   }
+  overlap.settle(stats_, slowest_server_ms);
   if (error) return *error;
 
   // Per-expert rows go back into assignment order and are summed here (the one order,
@@ -585,8 +609,12 @@ Status RemoteFfn::forward_with_experts(uint32_t layer, std::span<const float> x,
     if (auto s = send(layer_shards_[layer], dense); !s) return s;
     return experts(layer, expert_x, rows, assignments, expert_out);
   }
+  const ParallelTime overlap(stats_, start);
+  const double server_before = stats_.server_ms;
   Status experts_status = experts(layer, expert_x, rows, assignments, expert_out);
+  const double experts_server_ms = stats_.server_ms - server_before;
   Status dense_status = finish_call(shard, dense, started, start);  // waited for whatever the experts did
+  overlap.settle(stats_, std::max(experts_server_ms, stats_.server_ms - server_before - experts_server_ms));
   if (!dense_status) {
     if (!worth_retrying(dense_status.error().code)) return dense_status;
     if (auto s = send(layer_shards_[layer], dense); !s) return s;

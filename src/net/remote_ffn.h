@@ -40,6 +40,7 @@ struct RemoteFfnOptions {
 
 struct RemoteFfnStats {
   size_t calls = 0;
+  size_t round_trips = 0;     // calls waited for one after another (a layer's parallel calls count once)
   size_t bytes_sent = 0;      // message bodies
   size_t bytes_received = 0;
   size_t head_bytes_sent = 0;  // HTTP heads

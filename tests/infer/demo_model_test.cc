@@ -15,9 +15,12 @@
 namespace larql {
 namespace {
 
-constexpr const char* kDemoDir = LARQL_SOURCE_DIR "/models/demo";
+// The committed demo models: the Llama, and the Mixtral-shaped mixture of experts.
+class DemoModel : public ::testing::TestWithParam<std::string> {};
 
-TEST(DemoModel, TokenizerAndGreedyIdsMatchPyTorch) {
+TEST_P(DemoModel, TokenizerAndGreedyIdsMatchPyTorch) {
+  const std::string dir = std::string(LARQL_SOURCE_DIR "/models/") + GetParam();
+  const char* kDemoDir = dir.c_str();
   ASSERT_TRUE(std::filesystem::exists(std::string(kDemoDir) + "/reference.json"))
       << kDemoDir << "/reference.json is missing (tools/train_demo_model.py writes it)";
   auto model = load_model(kDemoDir);
@@ -49,6 +52,9 @@ TEST(DemoModel, TokenizerAndGreedyIdsMatchPyTorch) {
     std::printf("%s -> %s\n", prompt.c_str(), (*tok)->decode(ours).c_str());
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Committed, DemoModel, ::testing::Values("demo", "demo-moe"),
+                         [](const auto& info) { return info.param == "demo" ? std::string("llama") : std::string("mixtral"); });
 
 }  // namespace
 }  // namespace larql
