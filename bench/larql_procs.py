@@ -41,6 +41,20 @@ def start_shard(larql, model, layers, threads, extra=("--wire-i8",)):
     return start([larql, "serve", model, "--port", "0", "--layers", layers, "--threads", str(threads), *extra], f"shard {layers}")
 
 
+def start_proxies(proxy, urls, link):
+    """A bench/link_proxy in front of each URL, emulating `link` (e.g. 100Mbit/20ms)."""
+    return [start([proxy, "--to", url.removeprefix("http://"), "--link", link], "link_proxy", health=None) for url in urls]
+
+
+def rss_mb(pid):
+    """Resident memory of a process, MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def stop(procs):
     """SIGTERM each (process, URL) and wait for it; the servers finish what is in flight."""
     for proc, _ in procs:

@@ -20,16 +20,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import kill, layer_count, start, start_shard, stop  # noqa: E402
+from larql_procs import kill, layer_count, start_proxies, start_shard, stop  # noqa: E402
 
 DEFAULT_LINKS = ",".join(f"{rate}/{rtt}ms" for rtt in ("0.2", "2", "20") for rate in ("1Gbit", "100Mbit", "10Mbit"))
 
-
-def start_proxies(proxy, shards, link):
-    procs = []
-    for _, url in shards:
-        procs.append(start([proxy, "--to", url.removeprefix("http://"), "--link", link], "link_proxy", health=None))
-    return procs
 
 
 def health_rtt_ms(url, n=20):
@@ -66,7 +60,7 @@ def effective_rtts(proxy, shards, links):
     direct = health_rtt_ms(shards[0][1], 50)
     out = {}
     for rtt in sorted({link.split("/")[1] for link in links}, key=lambda r: float(r[:-2])):
-        procs = start_proxies(proxy, shards[:1], f"1000Gbit/{rtt}")
+        procs = start_proxies(proxy, [shards[0][1]], f"1000Gbit/{rtt}")
         out[rtt] = max(0.0, health_rtt_ms(procs[0][1], 50) - direct)
         stop(procs)
     return direct, out
@@ -109,7 +103,7 @@ def main():
                   "link the proxy really emulated (its effective RTT); ratio = measured / projected(effective)")
             print(f"{'link':>14s} " + " ".join(f"{w + ' meas':>9s} {'nominal':>8s} {'eff':>8s} {'ratio':>5s}" for w in projected))
             for link in links:
-                proxies = start_proxies(a.proxy, shards, link)
+                proxies = start_proxies(a.proxy, [url for _, url in shards], link)
                 spec = f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}"
                 cells = []
                 for wire, f in projected.items():

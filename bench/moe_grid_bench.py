@@ -20,15 +20,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import start, stop  # noqa: E402
+from larql_procs import rss_mb, start, start_proxies, stop  # noqa: E402
 
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def run(larql, model, steps, extra):
@@ -84,8 +77,7 @@ def main():
                              check=True, capture_output=True, text=True).stdout
         projected = json.loads(out)["formats"][0]["projected_tokens_per_second"]
         for link in a.links.split(","):
-            proxies = [start([a.proxy, "--to", url.removeprefix("http://"), "--link", link], "link_proxy", health=None)
-                       for _, url in shards]
+            proxies = start_proxies(a.proxy, [url for _, url in shards], link)
             try:
                 via = f"0-999/0-{half - 1}={proxies[0][1]},0-999/{half}-{a.experts - 1}={proxies[1][1]}"
                 steps = max(4, a.steps // 4) if float(link.split("/")[1][:-2]) >= 10 else a.steps

@@ -14,15 +14,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import layer_count, start_shard, stop  # noqa: E402
+from larql_procs import layer_count, rss_mb, start_shard, stop  # noqa: E402
 
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def run(larql, model, steps, threads, extra):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import layer_count, start, start_shard, stop  # noqa: E402
+from larql_procs import layer_count, start_proxies, start_shard, stop  # noqa: E402
 
 
 def decode(larql, model, spec, wire, prompt, steps, extra):
@@ -49,8 +49,7 @@ def main():
         print(f"{'link':>14s} {'plain tok/s':>11s} {'lookup tok/s':>12s} {'ratio':>6s} {'kept/drafted':>13s} "
               f"{'tokens/pass':>11s} {'same ids':>8s}")
         for link in a.links.split(","):
-            proxies = [start([a.proxy, "--to", url.removeprefix("http://"), "--link", link], "link_proxy", health=None)
-                       for _, url in shards]
+            proxies = start_proxies(a.proxy, [url for _, url in shards], link)
             try:
                 spec = f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}"
                 plain_s = spec_s = 0.0

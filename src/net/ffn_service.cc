@@ -37,6 +37,13 @@ HttpReply FfnService::fail(const Error& e) {
   return error_reply(e);
 }
 
+Status FfnService::check_body_size(size_t bytes) const {
+  if (bytes > options_.max_body_bytes)
+    return make_error(ErrorCode::body_too_large, "body has " + std::to_string(bytes) + " bytes; the limit is " +
+                                                     std::to_string(options_.max_body_bytes));
+  return Ok{};
+}
+
 Status FfnService::check_layer(uint32_t l) const {
   if (l >= model_.config.layers)
     return make_error(ErrorCode::layer_out_of_range, "layer " + std::to_string(l) + " is out of range: the model has " +
@@ -205,9 +212,7 @@ Error FfnService::refuse_content_type(std::string_view content_type, std::option
 HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_type, std::string_view accept,
                                const ClientGone& client_gone, Deadline deadline) {
   metrics_.count_request();
-  if (body.size() > options_.max_body_bytes)
-    return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
-                                                          std::to_string(options_.max_body_bytes)));
+  if (auto s = check_body_size(body.size()); !s) return fail(s.error());
   const BodyType body_type = body_type_from_content_type(content_type);
   if (body_type.json) return walk_ffn_json(body, client_gone, deadline);
   const auto encoding = body_type.binary;
@@ -241,9 +246,7 @@ HttpReply FfnService::walk_ffn(std::string_view body, std::string_view content_t
 HttpReply FfnService::walk_experts(std::string_view body, std::string_view content_type, std::string_view accept,
                                    const ClientGone& client_gone, Deadline deadline) {
   metrics_.count_request();
-  if (body.size() > options_.max_body_bytes)
-    return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
-                                                          std::to_string(options_.max_body_bytes)));
+  if (auto s = check_body_size(body.size()); !s) return fail(s.error());
   const BodyType body_type = body_type_from_content_type(content_type);
   if (body_type.json)
     return fail(make_error(ErrorCode::unsupported_media_type,
@@ -304,9 +307,7 @@ HttpReply FfnService::walk_experts(std::string_view body, std::string_view conte
 
 HttpReply FfnService::reference_layer_batch(std::string_view body, bool f16, const ClientGone& client_gone, Deadline deadline) {
   metrics_.count_request();
-  if (body.size() > options_.max_body_bytes)
-    return fail(make_error(ErrorCode::body_too_large, "body has " + std::to_string(body.size()) + " bytes; the limit is " +
-                                                          std::to_string(options_.max_body_bytes)));
+  if (auto s = check_body_size(body.size()); !s) return fail(s.error());
   const ModelConfig& c = model_.config;
   const size_t H = c.hidden;
   auto request = parse_reference_expert_request({reinterpret_cast<const uint8_t*>(body.data()), body.size()}, f16, H);

@@ -68,6 +68,7 @@ class FfnService {
   // Owned, distinct layers, and no more work than max_work.
   Status check_work(const std::vector<uint32_t>& layers, size_t rows) const;
   Status check_layer(uint32_t layer) const;  // in range and owned
+  Status check_body_size(size_t bytes) const;  // within max_body_bytes
   bool owns_all_experts() const;
   // A layer's work waiting for its turn. The first request of several for the same layer
   // (and kind) to get the turn computes them all in one matmul (rows are independent, so
