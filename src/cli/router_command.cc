@@ -15,6 +15,7 @@ struct Options {
   RouterOptions router;
   HttpServerOptions http;
   std::string hedge_after = "0";
+  std::string shard_wire = "f32";
 };
 
 int run_router(Options o) {
@@ -29,6 +30,7 @@ int run_router(Options o) {
       return 2;
     }
   }
+  o.router.shard_wire = o.shard_wire == "f16" ? wire::Encoding::f16 : wire::Encoding::f32;
   if (!o.router.shard_key)
     if (const char* key = std::getenv("LARQL_SHARD_KEY"); key && *key) o.router.shard_key = key;
   auto router = Router::create(o.router);
@@ -84,6 +86,10 @@ void add_router_command(CLI::App& app) {
   cmd->add_option("--health-interval-ms", o->router.health_interval_ms, "how often each shard's /v1/health is polled")
       ->capture_default_str();
   cmd->add_option("--admin-key", o->router.admin_key, "enables /admin/shards, which then needs this bearer key");
+  cmd->add_option("--shard-wire", o->shard_wire,
+                  "what a /v1/walk-experts split across expert ranges asks its parts in: f32 (exact) or f16")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
   cmd->add_option("--shard-key", o->router.shard_key, "bearer key for the router's own calls to shards (also LARQL_SHARD_KEY)");
   cmd->add_option("--shard-ca-cert", o->router.shard_ca_cert,
                   "CA certificate (PEM) for https:// shards with a private CA (default: the system's CAs)")

@@ -35,6 +35,9 @@ struct RouterOptions {
   // recent 95th-percentile round trip.
   double hedge_after_ms = 0;
   bool hedge_auto = false;
+  // What a split /v1/walk-experts asks its parts in: f32 (exact), or f16 (half the bytes;
+  // never q8 or i8, which would quantise twice).
+  wire::Encoding shard_wire = wire::Encoding::f32;
 };
 
 class Router {

@@ -1,7 +1,8 @@
 // The router's expert ranges (PROTOCOL §12): /v1/walk-experts forwarded whole to the one
 // range that owns every assigned expert, else split by range, each part asking its shards
-// for per-expert rows in f32, and answered from here: weighted sums in the one summation
-// order (bit-identical for any split), or the parts' rows spliced into assignment order.
+// for per-expert rows in f32 (or f16, --shard-wire), and answered from here: weighted sums
+// in the one summation order (bit-identical for any split), or the parts' rows spliced
+// into assignment order (re-encoded as f32 when the parts answered in different encodings).
 #include <algorithm>
 #include <future>
 #include <set>
@@ -107,7 +108,7 @@ Router::WalkOutcome Router::walk_experts_outcome(const std::string& body, const 
   struct Part {
     size_t entry;
     ExpertPart share;
-    std::string body;
+    std::string body, content_type;
   };
   std::vector<Part> parts;
   for (size_t entry : owners) {
@@ -118,10 +119,10 @@ Router::WalkOutcome Router::walk_experts_outcome(const std::string& body, const 
     for (size_t i = 0; i < share.rows.size(); ++i)
       std::copy_n(x.data() + size_t{share.rows[i]} * hidden, hidden, rows.data() + i * hidden);
     std::string part_body;
-    auto enc = encode_expert_request(Encoding::f32, view->layer, uint32_t(share.rows.size()), true, share.assignments, hidden,
-                                     rows, part_body);
+    auto enc = encode_expert_request(options_.shard_wire, view->layer, uint32_t(share.rows.size()), true, share.assignments,
+                                     hidden, rows, part_body);
     if (!enc) return fail(enc.error());
-    parts.push_back({entry, std::move(share), std::move(part_body)});
+    parts.push_back({entry, std::move(share), std::move(part_body), std::string(wire::content_type(enc->encoding))});
   }
   size_t covered = 0;
   for (const Part& p : parts) covered += p.share.sources.size();
@@ -131,48 +132,71 @@ Router::WalkOutcome Router::walk_experts_outcome(const std::string& body, const 
         return fail(make_error(ErrorCode::no_owning_shard, "no shard serves expert " + std::to_string(a.expert) + " of layer " +
                                                                std::to_string(view->layer) + "; mapped: " + map->covered()));
   }
-  const std::string f32_type(wire::content_type(Encoding::f32));
+  const std::string asked(wire::content_type(options_.shard_wire));
   std::vector<std::future<WalkOutcome>> pending;
   for (const Part& p : parts)
     pending.push_back(std::async(std::launch::async, [&, &p = p] {
-      return forward(*map, part_of(p.entry), "/v1/walk-experts", p.body, f32_type, f32_type, authorization, deadline);
+      return forward(*map, part_of(p.entry), "/v1/walk-experts", p.body, p.content_type, asked, authorization, deadline);
     }));
   std::vector<WalkOutcome> outcomes;
   for (auto& f : pending) outcomes.push_back(f.get());
 
-  // Every part's rows back into assignment order, as f32 bytes and as floats.
-  const size_t n = view->assignments.size(), row_bytes = hidden * sizeof(float);
-  std::string spliced(n * row_bytes, '\0');
+  // Every part's rows back into assignment order: their bytes, spliced, while every part
+  // answered in one encoding; and as floats.
+  const size_t n = view->assignments.size();
+  std::vector<float> expert_rows(n * hidden);
+  std::string spliced;
+  std::optional<Encoding> answered_in;
+  bool one_encoding = true;
   std::string shards;
   float latency_ms = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
     WalkOutcome& o = outcomes[p];
     if (!o.answer) return std::move(o);
+    const std::string part_name = map->entries[parts[p].entry].part.str();
     if (o.answer->status != 200) {
-      name_shard_in_error(o.answer->body, o.answer->shards, map->entries[parts[p].entry].part.str());
+      name_shard_in_error(o.answer->body, o.answer->shards, part_name);
       return std::move(o);
     }
     const auto answered = body_type_from_content_type(o.answer->content_type).binary;
+    const size_t m = parts[p].share.sources.size();
     auto rows = answered ? parse_expert_rows_response(as_bytes(o.answer->body), *answered, hidden)
                          : Result<ExpertRowsView>(make_error(ErrorCode::shard_unavailable, "not a binary answer"));
-    if (!rows || *answered != Encoding::f32 || rows->n != parts[p].share.sources.size() || rows->layer != view->layer)
-      return fail(make_error(ErrorCode::shard_unavailable, "shard " + o.answer->shards + " (layers " +
-                                                               map->entries[parts[p].entry].part.str() +
-                                                               ") did not answer the f32 per-expert rows it was asked for" +
-                                                               (rows ? std::string() : ": " + rows.error().message)));
+    std::vector<float> values(m * hidden);
+    Status decoded = rows ? decode_values(*answered, rows->values, m, hidden, values) : Status(rows.error());
+    if (!rows || rows->n != m || rows->layer != view->layer || !decoded)
+      return fail(make_error(ErrorCode::shard_unavailable,
+                             "shard " + o.answer->shards + " (layers " + part_name +
+                                 ") did not answer the per-expert rows it was asked for" +
+                                 (!rows ? ": " + rows.error().message : !decoded ? ": " + decoded.error().message : "")));
+    if (!answered_in) {
+      answered_in = *answered;
+      spliced.resize(n * *values_byte_size(*answered, 1, hidden));
+    }
+    one_encoding = one_encoding && *answered == *answered_in;
+    const size_t row_bytes = *values_byte_size(*answered, 1, hidden);
     latency_ms = std::max(latency_ms, rows->latency_ms);
-    for (size_t i = 0; i < rows->n; ++i)
-      std::copy_n(rows->values.data() + i * row_bytes, row_bytes, spliced.data() + size_t{parts[p].share.sources[i]} * row_bytes);
+    for (size_t i = 0; i < m; ++i) {
+      const size_t at = parts[p].share.sources[i];
+      std::copy_n(values.data() + i * hidden, hidden, expert_rows.data() + at * hidden);
+      if (one_encoding) std::copy_n(rows->values.data() + i * row_bytes, row_bytes, spliced.data() + at * row_bytes);
+    }
     shards += (shards.empty() ? "" : ",") + o.answer->shards;
   }
-  Answer answer{200, f32_type, {}, shards};
-  if (view->expert_rows()) {  // spliced byte for byte: every part answered f32
-    write_expert_rows_response(view->layer, uint32_t(n), latency_ms, as_bytes(spliced), answer.body);
+  Answer answer{200, {}, {}, shards};
+  if (view->expert_rows()) {
+    if (one_encoding) {  // the parts' bytes, untouched
+      write_expert_rows_response(view->layer, uint32_t(n), latency_ms, as_bytes(spliced), answer.body);
+      answer.content_type = std::string(wire::content_type(*answered_in));
+      return {std::move(answer), {}, 0};
+    }
+    auto enc = encode_expert_rows_response(Encoding::f32, view->layer, uint32_t(n), hidden, expert_rows, latency_ms, answer.body);
+    if (!enc) return fail(enc.error());
+    answer.content_type = std::string(wire::content_type(Encoding::f32));
+    answer.reencoded_f32 = true;
     return {std::move(answer), {}, 0};
   }
-  std::vector<float> expert_rows(n * hidden), sums(size_t{view->rows} * hidden);
-  if (auto s = decode_values(Encoding::f32, as_bytes(spliced), n, hidden, expert_rows); !s)
-    return fail(make_error(ErrorCode::shard_unavailable, "a shard's expert rows are not finite: " + s.error().message));
+  std::vector<float> sums(size_t{view->rows} * hidden);
   sum_expert_rows(view->assignments, expert_rows.data(), hidden, sums.data());
   EncodingSet offered{Encoding::f32, Encoding::f16, Encoding::i8};
   if (encoding_fits_hidden(Encoding::q8, hidden)) offered.insert(Encoding::q8);

@@ -301,6 +301,28 @@ TEST_P(RoutedExperts, ARouterSplittingExpertRangesGivesLogitsBitIdenticalToLocal
   EXPECT_EQ(stats["experts"]["end"].get<size_t>() + 1, stats["experts"]["count"].get<size_t>());
 }
 
+TEST(RoutedExpertsInF16, ARouterAskingItsPartsInF16StaysCloseToLocal) {
+  const std::string model = test::moe_fixture("qwen3moe").string();
+  const auto ref = test::reference_output(test::moe_fixture("qwen3moe"));
+  test::ChildProcess a({"serve", model, "--port", "0", "--experts", "0-4", "--threads", "1"});
+  test::ChildProcess b({"serve", model, "--port", "0", "--experts", "5-7", "--threads", "1"});
+  ASSERT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
+  const std::string L = all_layers("qwen3moe");
+  test::ChildProcess router({"router", "--port", "0", "--shard-wire", "f16", "--shards",
+                             L + "/0-4=" + a.url() + "," + L + "/5-7=" + b.url() + "," + L + "/dense=" + a.url()});
+  ASSERT_TRUE(test::wait_healthy(router.url()));
+  std::string ids;
+  for (int id : ref.tokens) ids.append(" ").append(std::to_string(id));
+  // Exit 1: remote f32 is no longer bit-identical (the parts' rows went as f16).
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " bench " + model + " --ffn " + router.url() +
+                                   " --wire f32 --prompt-ids" + ids + " --steps 12 --local --json --threads 1 --expert-rows");
+  ASSERT_EQ(r.status, 1) << r.output;
+  const json f32 = json::parse(r.output)["formats"][0];
+  EXPECT_GT(f32["max_abs_logit_diff"].get<double>(), 0.0) << "the parts answered in f16";
+  EXPECT_LT(f32["max_abs_logit_diff"].get<double>(), 0.05);
+  EXPECT_EQ(f32["top1_agreement"].get<double>(), 1.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, RoutedExperts,
                          ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"gemma4moe", "0-3", "4-7"}),
                          [](const auto& info) { return info.param.family; });
