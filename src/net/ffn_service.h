@@ -1,6 +1,7 @@
-// What a shard server does, without sockets: POST /v1/walk-ffn decoded, computed with the
-// same LocalFfn the client uses, and encoded as negotiated (PROTOCOL §3–§7); /v1/stats and
-// /v1/health documents. The HTTP layer (shard_server.cc) only moves bytes in and out.
+// What a shard server does, without sockets: POST /v1/walk-ffn and /v1/walk-experts decoded,
+// computed with the same LocalFfn the client uses, and encoded as negotiated (PROTOCOL
+// §3–§7, §12); the reference's expert layouts; /v1/stats and /v1/health documents. The
+// HTTP layer (serve_command.cc's routes) only moves bytes in and out.
 #pragma once
 
 #include <atomic>
