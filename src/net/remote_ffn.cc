@@ -242,20 +242,19 @@ Status RemoteFfn::check_coverage() const {
                                                         (sparse ? "'s dense MLP (a plain or a '/dense' part serves it)"
                                                          : c.moe.experts ? " (a dense layer: a plain or a '/dense' part serves it)" : ""));
     if (!sparse) continue;
-    uint32_t next = 0;  // the experts are covered up to here
-    for (const ExpertGroup& g : expert_groups_[l]) {
-      if (g.experts.first > next) break;
-      next = std::max(next, g.experts.last + 1);
-    }
-    if (next < c.moe.experts) {
-      uint32_t gap_end = uint32_t(c.moe.experts - 1);
-      for (const ExpertGroup& g : expert_groups_[l])
-        if (g.experts.first > next) gap_end = std::min(gap_end, g.experts.first - 1);
-      return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for experts " + std::to_string(next) + "-" +
-                                                        std::to_string(gap_end) + " of layer " + std::to_string(l));
-    }
+    std::vector<LayerRange> ranges;
+    for (const ExpertGroup& g : expert_groups_[l]) ranges.push_back(g.experts);
+    if (const auto gap = first_uncovered(ranges, uint32_t(c.moe.experts)))
+      return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for experts " + gap->str() + " of layer " +
+                                                        std::to_string(l));
   }
   return Ok{};
+}
+
+const std::string& RemoteFfn::local_fingerprint(uint32_t layer) {
+  auto [it, added] = local_fingerprints_.try_emplace(layer);
+  if (added) it->second = layer_fingerprint(model_, layer);
+  return it->second;
 }
 
 EncodingSet RemoteFfn::request_encodings() const {
@@ -296,7 +295,7 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   }
   if (stats->fingerprints) {
     for (uint32_t l = range.first; l <= range.last; ++l) {
-      const std::string local = layer_fingerprint(model_, l);
+      const std::string& local = local_fingerprint(l);
       const auto theirs = stats->fingerprints->find(l);
       if (theirs == stats->fingerprints->end() || theirs->second != local)
         return shard_error(ErrorCode::invalid_argument, url, "layer " + std::to_string(l) + " fingerprint " +
@@ -426,40 +425,16 @@ std::optional<Status> RemoteFfn::hedged_call(Shard& first, Shard& second, const 
                                              std::chrono::steady_clock::time_point deadline) {
   auto race = std::make_shared<Race>();
   Shard* shards[2] = {&first, &second};
-  ++stats_.round_trips;  // the two race side by side
   const auto start = std::chrono::steady_clock::now();
-  auto launch = [&](size_t i) {
-    ++running_calls_;
-    // The loser may outlive this call: it sends its own copy of the input.
-    call_threads_->run([this, race, i, shard = shards[i], deadline, request = req,
-                        input = std::vector<float>(req.x, req.x + req.rows * model_.config.hidden)]() mutable {
-      request.x = input.data();
-      std::string body;
-      auto res = exchange(*shard, request, deadline, body);
-      std::lock_guard lock(hedge_mutex_);
-      race->bodies[i] = std::move(body);
-      race->responses[i] = std::move(res);
-      ++race->finished;
-      --running_calls_;
-      hedge_done_.notify_all();
-    });
-  };
   std::unique_lock lock(hedge_mutex_);
-  try {
-    launch(0);
-  } catch (const std::system_error&) {  // no thread to be had: the caller tries in turn
-    --running_calls_;
-    return std::nullopt;
-  }
+  if (!launch(race, 0, first, req, deadline)) return std::nullopt;  // no thread to be had: the caller tries in turn
+  ++stats_.round_trips;  // the two race side by side
   size_t started = 1;
   if (!hedge_done_.wait_for(lock, std::chrono::duration<double, std::milli>(options_.hedge_after_ms),
                             [&] { return race->finished > 0; })) {
-    try {
-      launch(1);
+    if (launch(race, 1, second, req, deadline)) {
       ++stats_.hedges;
       started = 2;
-    } catch (const std::system_error&) {
-      --running_calls_;
     }
   }
   // The first call to succeed wins; a failure waits for the other (each ends by the deadline).
@@ -632,30 +607,36 @@ size_t RemoteFfn::chunk_rows(const Shard& shard, const Request& req) const {
   return std::max<size_t>(1, std::min({req.rows, fit, work}));
 }
 
-std::shared_ptr<RemoteFfn::Race> RemoteFfn::start_call(Shard& shard, const Request& req,
-                                                       std::chrono::steady_clock::time_point deadline) {
-  auto race = std::make_shared<Race>();
-  std::lock_guard lock(hedge_mutex_);
+bool RemoteFfn::launch(const std::shared_ptr<Race>& race, size_t slot, Shard& shard, const Request& req,
+                       std::chrono::steady_clock::time_point deadline) {
   ++running_calls_;
   try {
-    // The input is copied: the call may outlive its caller's buffers when that returns early.
-    call_threads_->run([this, race, shard = &shard, deadline, request = req,
+    // The input is copied: the call may outlive its caller (a hedge's loser, or a caller
+    // that returns early).
+    call_threads_->run([this, race, slot, shard = &shard, deadline, request = req,
                         input = std::vector<float>(req.x, req.x + req.rows * model_.config.hidden)]() mutable {
       request.x = input.data();
       std::string body;
       auto res = exchange(*shard, request, deadline, body);
       std::lock_guard lock(hedge_mutex_);
-      race->bodies[0] = std::move(body);
-      race->responses[0] = std::move(res);
+      race->bodies[slot] = std::move(body);
+      race->responses[slot] = std::move(res);
       ++race->finished;
       --running_calls_;
       hedge_done_.notify_all();
     });
-  } catch (const std::system_error&) {  // no thread to be had: the caller calls in turn
+  } catch (const std::system_error&) {
     --running_calls_;
-    return nullptr;
+    return false;
   }
-  return race;
+  return true;
+}
+
+std::shared_ptr<RemoteFfn::Race> RemoteFfn::start_call(Shard& shard, const Request& req,
+                                                       std::chrono::steady_clock::time_point deadline) {
+  auto race = std::make_shared<Race>();
+  std::lock_guard lock(hedge_mutex_);
+  return launch(race, 0, shard, req, deadline) ? race : nullptr;  // none: the caller calls in turn
 }
 
 Status RemoteFfn::finish_call(Shard& shard, const Request& req, const std::shared_ptr<Race>& race,

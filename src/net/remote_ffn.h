@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <map>
 #include <memory>
 #include <random>
 #include <optional>
@@ -104,6 +105,10 @@ class RemoteFfn : public FfnBackend {
                                     std::chrono::steady_clock::time_point deadline);
   // The most rows of `request` one call to `shard` may carry (its body and work limits).
   size_t chunk_rows(const Shard& shard, const Request& request) const;
+  // Runs `request`'s exchange with `shard` on a kept thread into race slot `slot` (under
+  // hedge_mutex_); false when no thread could be started.
+  bool launch(const std::shared_ptr<Race>& race, size_t slot, Shard& shard, const Request& request,
+              std::chrono::steady_clock::time_point deadline);
   // A call on a kept thread (nullptr when none could be started), and its end, accepted.
   std::shared_ptr<Race> start_call(Shard& shard, const Request& request, std::chrono::steady_clock::time_point deadline);
   Status finish_call(Shard& shard, const Request& request, const std::shared_ptr<Race>& race,
@@ -113,6 +118,9 @@ class RemoteFfn : public FfnBackend {
   void give_connection(Shard& shard, std::unique_ptr<HttpClient> connection) const;
   // Checks a shard's /v1/stats against the local model and learns its wire and body limit.
   Status check_shard(Shard& shard, const std::string& stats_body, std::vector<std::string>* warnings);
+  // The local model's fingerprint of a layer, computed once however many parts and
+  // replicas cover it.
+  const std::string& local_fingerprint(uint32_t layer);
   // Every layer has its dense MLP's shards and its experts' ranges covered without a gap.
   Status check_coverage() const;
 
@@ -121,6 +129,7 @@ class RemoteFfn : public FfnBackend {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::vector<Shard*>> layer_shards_;  // per layer: its dense MLP's replicas, in the order given
   std::vector<std::vector<ExpertGroup>> expert_groups_;  // per layer: its experts' ranges, ascending
+  std::map<uint32_t, std::string> local_fingerprints_;
   RemoteFfnStats stats_;
   std::string body_;  // request buffer, reused
   std::vector<std::vector<float>> part_x_, part_out_;  // experts() scratch, per expert range

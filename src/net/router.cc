@@ -356,23 +356,30 @@ void Router::count_errors(const WalkOutcome& outcome) {
     if (code == error_code_name(c)) metrics_.count_error(c);
 }
 
-HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
-                           const std::string& authorization, Deadline deadline) {
+HttpReply Router::answer(const std::function<WalkOutcome()>& walk) {
   metrics_.count_request();
-  WalkOutcome outcome = walk(body, content_type, accept, authorization, deadline);
+  WalkOutcome outcome;
+  // Shed while the descriptors that calls to the shards need are running out (each takes
+  // one, a hedge two): a 503 the client retries, not a 500 "Too many open files".
+  if (const DescriptorUse use = descriptor_use(); descriptors_scarce(use))
+    outcome = {std::nullopt,
+               make_error(ErrorCode::overloaded, "router busy: " + std::to_string(use.lowest_free) + " or more of its " +
+                                                     std::to_string(use.limit) + " file descriptors are open; retry shortly"),
+               1};
+  else
+    outcome = walk();
   count_errors(outcome);
   return to_http(std::move(outcome));
+}
+
+HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
+                           const std::string& authorization, Deadline deadline) {
+  return answer([&] { return walk(body, content_type, accept, authorization, deadline); });
 }
 
 Router::WalkOutcome Router::walk(const std::string& body, const std::string& content_type, const std::string& accept,
                                  const std::string& authorization, Deadline deadline) {
   auto fail = [](Error e, int retry_after_s = 0) { return WalkOutcome{std::nullopt, std::move(e), retry_after_s}; };
-  // Shed while the descriptors that calls to the shards need are running out (each takes
-  // one, a hedge two): a 503 the client retries, not a 500 "Too many open files".
-  if (const DescriptorUse use = descriptor_use(); descriptors_scarce(use))
-    return fail(make_error(ErrorCode::overloaded, "router busy: " + std::to_string(use.lowest_free) + " or more of its " +
-                                                      std::to_string(use.limit) + " file descriptors are open; retry shortly"),
-                1);
   const auto map = current_map();
   size_t hidden;
   {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,9 @@ class Router {
   WalkOutcome walk_experts_outcome(const std::string& body, const std::string& content_type, const std::string& accept,
                                    const std::string& authorization, Deadline deadline);
   static HttpReply to_http(WalkOutcome outcome);
+  // A data-path request: counted, shed with 503 while descriptors run out, else `walk`'s
+  // outcome, its errors counted, as HTTP.
+  HttpReply answer(const std::function<WalkOutcome()>& walk);
   void count_errors(const WalkOutcome& outcome);
 
   // Reads a replica's /v1/stats and checks it against what the router already knows.

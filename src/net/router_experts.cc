@@ -7,7 +7,6 @@
 #include <future>
 #include <set>
 
-#include "net/descriptors.h"
 #include "net/router_map.h"
 #include "wire/accept.h"
 #include "wire/expert_codec.h"
@@ -31,41 +30,27 @@ Status Router::check_expert_coverage(const Map& map) const {
   for (uint32_t layer : starts) {
     const std::vector<size_t> owners = map.expert_owners(layer);
     if (owners.empty()) continue;
-    uint32_t next = 0;  // covered up to here
+    std::vector<LayerRange> ranges;
     for (size_t i : owners) {
       const ShardRange& p = map.entries[i].part;
-      const LayerRange ids = p.part == ShardPart::all ? LayerRange{0, uint32_t(experts - 1)} : p.experts;
-      if (ids.first > next) break;
-      next = std::max(next, std::min(ids.last, uint32_t(experts - 1)) + 1);
+      ranges.push_back(p.part == ShardPart::all ? LayerRange{0, uint32_t(experts - 1)} : p.experts);
     }
-    if (next < experts) {
-      uint32_t gap_end = uint32_t(experts - 1);
-      for (size_t i : owners)
-        if (map.entries[i].part.experts.first > next) gap_end = std::min(gap_end, map.entries[i].part.experts.first - 1);
-      return make_error(ErrorCode::invalid_argument, "--shards leaves experts " + std::to_string(next) + "-" +
-                                                         std::to_string(gap_end) + " of layer " + std::to_string(layer) +
-                                                         " without a shard");
-    }
+    if (const auto gap = first_uncovered(ranges, uint32_t(experts)))
+      return make_error(ErrorCode::invalid_argument, "--shards leaves experts " + gap->str() + " of layer " +
+                                                         std::to_string(layer) + " without a shard");
   }
   return Ok{};
 }
 
 HttpReply Router::walk_experts(const std::string& body, const std::string& content_type, const std::string& accept,
                                const std::string& authorization, Deadline deadline) {
-  metrics_.count_request();
-  WalkOutcome outcome = walk_experts_outcome(body, content_type, accept, authorization, deadline);
-  count_errors(outcome);
-  return to_http(std::move(outcome));
+  return answer([&] { return walk_experts_outcome(body, content_type, accept, authorization, deadline); });
 }
 
 Router::WalkOutcome Router::walk_experts_outcome(const std::string& body, const std::string& content_type,
                                                  const std::string& accept, const std::string& authorization,
                                                  Deadline deadline) {
   auto fail = [](Error e, int retry_after_s = 0) { return WalkOutcome{std::nullopt, std::move(e), retry_after_s}; };
-  if (const DescriptorUse use = descriptor_use(); descriptors_scarce(use))
-    return fail(make_error(ErrorCode::overloaded, "router busy: " + std::to_string(use.lowest_free) + " or more of its " +
-                                                      std::to_string(use.limit) + " file descriptors are open; retry shortly"),
-                1);
   const auto map = current_map();
   size_t hidden, experts, layers;
   {

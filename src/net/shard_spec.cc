@@ -37,6 +37,18 @@ std::string ShardRange::str() const {
   return range.str();
 }
 
+std::optional<LayerRange> first_uncovered(std::vector<LayerRange> ranges, uint32_t count) {
+  std::sort(ranges.begin(), ranges.end(), [](const LayerRange& a, const LayerRange& b) { return a.first < b.first; });
+  uint32_t next = 0;  // covered below this id
+  for (const LayerRange& r : ranges) {
+    if (r.first > next) return LayerRange{next, std::min(r.first, count) - 1};
+    if (r.last >= count - 1) return std::nullopt;
+    next = std::max(next, r.last + 1);
+  }
+  if (next < count) return LayerRange{next, count - 1};
+  return std::nullopt;
+}
+
 bool parts_overlap(const ShardRange& a, const ShardRange& b) {
   if (a.range.first > b.range.last || b.range.first > a.range.last) return false;
   const bool apart = (a.part == ShardPart::experts && b.part == ShardPart::dense) ||

@@ -4,6 +4,7 @@
 // Gemma 4 keeps beside them, "0-7/dense=URL" (PROTOCOL §12); a plain part owns both.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,10 @@ struct ShardRange {
            (part != ShardPart::experts || (experts.first == o.experts.first && experts.last == o.experts.last));
   }
 };
+
+// The first ids of [0, count) that none of `ranges` (inclusive, any order) covers: a
+// layer's experts left without a shard. None when they are all covered.
+std::optional<LayerRange> first_uncovered(std::vector<LayerRange> ranges, uint32_t count);
 
 // Whether two parts would both serve something of a layer: their layers meet, and neither
 // holds only experts where the other holds only the dense MLP or other experts.

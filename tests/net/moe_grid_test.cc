@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "model/loader.h"
 #include "net/ffn_service.h"
+#include "net/shard_spec.h"
 #include "support/command.h"
 #include "support/prometheus.h"
 #include "support/process.h"
@@ -207,6 +208,18 @@ TEST_F(ExpertService, TheReferencesLayerBatchRoutesNormTheResidualAndSumInTheGiv
             "truncated");
   EXPECT_EQ(code_of(service.reference_layer_batch(reference_request(7, residual, {{0, 1.0f}}, false), false)),
             "layer_out_of_range");
+}
+
+TEST(ExpertCoverage, TheFirstUncoveredIdsAreNamedWhateverTheOrderOfTheRanges) {
+  EXPECT_FALSE(first_uncovered({{4, 7}, {0, 3}}, 8));
+  EXPECT_FALSE(first_uncovered({{0, UINT32_MAX}}, 8));
+  EXPECT_FALSE(first_uncovered({{0, 5}, {2, 7}}, 8));  // overlapping ranges cover too
+  const auto gap = first_uncovered({{5, 7}, {0, 2}}, 8);
+  ASSERT_TRUE(gap);
+  EXPECT_EQ(gap->str(), "3-4");
+  EXPECT_EQ(first_uncovered({{0, 2}}, 8)->str(), "3-7");
+  EXPECT_EQ(first_uncovered({{1, 7}}, 8)->str(), "0-0");
+  EXPECT_EQ(first_uncovered({}, 4)->str(), "0-3");
 }
 
 // ---- processes ---------------------------------------------------------------------------
