@@ -1,7 +1,7 @@
 # larql: the one entry point for building, testing and benchmarking (see README).
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 15
 FUZZ_TARGETS := fuzz_request fuzz_expert_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_splice fuzz_openai_request fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize_text fuzz_gguf fuzz_hf_config
 
 SYNTH_085B := build/models/synth-0.85b-bf16
@@ -25,14 +25,20 @@ build: deps
 
 # Everything CI runs: the normal build and all its tests, all tests again under ASan+UBSan
 # (the integration tests then start sanitized servers and routers), each fuzz target for
-# FUZZ_SECONDS, and last one line counting every test of both builds. A skipped test fails
+# FUZZ_SECONDS, and last one line counting every test of both builds; each phase prints
+# its wall time ("== phase NAME: N s"). A skipped test fails
 # `make test` (scripts/test_summary.py) unless LARQL_ALLOW_SKIPS=1 is set on purpose.
-test: build
+test:
+	@bash scripts/timed.sh build $(MAKE) --no-print-directory build
 	@bash scripts/install-js-tokenizers.sh
-	$(call run_tests,build)
-	$(MAKE) --no-print-directory test-asan
-	$(MAKE) --no-print-directory fuzz
+	@bash scripts/timed.sh tests $(MAKE) --no-print-directory test-unit
+	@bash scripts/timed.sh asan $(MAKE) --no-print-directory test-asan
+	@bash scripts/timed.sh fuzz $(MAKE) --no-print-directory fuzz
 	@python3 scripts/test_summary.py build/test-results build-asan/test-results
+
+# The release build's tests alone.
+test-unit: build
+	$(call run_tests,build)
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON -DLARQL_BENCH=OFF
