@@ -1,7 +1,7 @@
 // AVX2 tiles for block-format weights (block_dot.h's contract): a block's 32 stored
 // integers (unsigned, qw + z) times the activations' 32 by vpmaddubsw and vpmaddwd, which
 // leaves the eight group sums in order (exact: a 16-bit pair sum of w ≤ 63 and |x| ≤ 127
-// cannot saturate; q8_0, signed, goes in as |w| and x with w's sign, |w| ≤ 128), z · Σqx
+// cannot saturate; q8_0 and mxfp4, signed, go in as |w| and x with w's sign, |w| ≤ 128), z · Σqx
 // subtracted, then the float steps per lane with each group's scale (q6_k has two per
 // block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators: decode
 // holds both halves of an output, prefill one per pass (grid_tile).
@@ -84,7 +84,7 @@ LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
   } else {
     __m256 mw = _mm256_setzero_ps();
     if constexpr (blocks::has_min(T)) mw = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::layout<T>().m)));
-    return {block_raw_integers<T>(ch.p), _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), mw};
+    return {block_raw_integers<T>(ch.p), _mm256_set1_ps(block_scale_f16c<T>(ch.p)), mw};
   }
 }
 
@@ -100,7 +100,7 @@ constexpr int stored_offset() {
 template <DType T>
 LARQL_AVX2 inline __m256i group_dots(__m256i w, __m256i x) {
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (T == DType::q8_0) return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones);
+  if constexpr (blocks::has_signed_integers(T)) return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones);
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
 }
 

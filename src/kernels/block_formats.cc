@@ -37,6 +37,32 @@ uint32_t high_bits(const int* q) {
   return qh;
 }
 
+// GGML's quantize_row_mxfp4_ref: the scale from the largest magnitude's binary exponent
+// (its value 2^(e−128)·12 is then at least amax·1.5), each value the code nearest it
+// (the lower code on ties). GGML casts the exponent to uint8_t unchecked; here a block
+// whose largest magnitude is below 2^-125 takes e = 0 rather than wrapping.
+void quantize_mxfp4_block(const float* x, uint8_t* out) {
+  float amax = 0;
+  for (size_t j = 0; j < kValues; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float exponent = amax > 0 ? std::floor(std::log2(amax)) - 2 + 127 : 0;
+  const uint8_t e = uint8_t(std::clamp(exponent, 0.0f, 254.0f));
+  const float d = e8m0_half(e);
+  auto nearest = [&](float v) {
+    int best = 0;
+    float best_err = std::fabs(kMxfp4Values[0] * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(kMxfp4Values[i] * d - v);
+      if (err < best_err) {
+        best = i;
+        best_err = err;
+      }
+    }
+    return best;
+  };
+  out[0] = e;
+  for (size_t j = 0; j < 16; ++j) out[1 + j] = uint8_t(nearest(x[j]) | nearest(x[j + 16]) << 4);
+}
+
 }  // namespace
 
 UnpackedBlock unpack_block(DType t, const uint8_t* row, size_t b) {
@@ -61,7 +87,7 @@ UnpackedBlock unpack_block(DType t, const uint8_t* row, size_t b) {
     } else {
       const uint8_t* block = row + b * dtype_traits(T).block_bytes;
       for (size_t j = 0; j < kValues; ++j) u.q[j] = int8_t(block_integer<T>(block, j));
-      const float scale = half_at(block), min = block_min<T>(block);
+      const float scale = block_scale<T>(block), min = block_min<T>(block);
       for (size_t g = 0; g < 8; ++g) {
         u.scale[g] = scale;
         u.min[g] = min;
@@ -117,6 +143,7 @@ void quantize_block(DType t, const float* x, uint8_t* out) {
       pack_nibbles(q, out + (five ? 8 : 4));
       return;
     }
+    case DType::mxfp4: quantize_mxfp4_block(x, out); return;
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k: quantize_kquant_block(t, x, out); return;
@@ -148,7 +175,8 @@ void quantize_row(DType t, const float* x, size_t n, uint8_t* out) {
     case DType::q5_1:
     case DType::q4_k:
     case DType::q5_k:
-    case DType::q6_k: {
+    case DType::q6_k:
+    case DType::mxfp4: {
       const auto& traits = dtype_traits(t);
       for (size_t b = 0; b < n / traits.block_values; ++b)
         quantize_block(t, x + b * traits.block_values, out + b * traits.block_bytes);

@@ -7,8 +7,13 @@
 //   q5_0  f16 d, u32 qh, u8 qs[16]            value j = d * ((n_j | h_j << 4) - 16)
 //   q5_1  f16 d, f16 m, u32 qh, u8 qs[16]     value j = d * (n_j | h_j << 4) + m
 //
+//   mxfp4 u8 e, u8 qs[16]                     value j = 2^(e−128) · kMxfp4Values[n_j]
+//
 // n_j is the low nibble of qs[j] for j < 16 and the high nibble of qs[j - 16] otherwise;
-// h_j is bit j of qh (little-endian).
+// h_j is bit j of qh (little-endian). mxfp4's nibbles are E2M1 codes (sign, two exponent
+// bits, one mantissa bit) read through GGML's table of their doubled values, which is why
+// its E8M0 scale byte e stands for 2^(e−128), half the OCP format's 2^(e−127); e = 0xFF
+// (NaN in OCP's E8M0) reads as 2^127, as GGML reads it.
 //
 // K-quants: super-blocks of 256 values, read here as eight blocks of 32 (k = 0..7):
 //
@@ -43,15 +48,16 @@ using larql::load_u16;
 using larql::load_u32;
 inline float half_at(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
 
-// Where the parts of a 32-value 4- or 5-bit block are (byte offsets; 0 = absent; d is at
-// 0), and the integer subtracted from each quantised value.
+// Where the parts of a 32-value 4- or 5-bit block are (byte offsets; 0 = absent; the scale
+// is at 0), and the integer subtracted from each quantised value.
 struct Layout {
   size_t qs, qh, m;
   int zero;
 };
 template <DType T>
 constexpr Layout layout() {
-  static_assert(T == DType::q4_0 || T == DType::q4_1 || T == DType::q5_0 || T == DType::q5_1);
+  static_assert(T == DType::q4_0 || T == DType::q4_1 || T == DType::q5_0 || T == DType::q5_1 || T == DType::mxfp4);
+  if constexpr (T == DType::mxfp4) return {1, 0, 0, 0};  // its nibbles are codes (kMxfp4Values), not offset integers
   if constexpr (T == DType::q4_0) return {2, 0, 0, 8};
   if constexpr (T == DType::q4_1) return {4, 0, 2, 0};
   if constexpr (T == DType::q5_0) return {6, 2, 0, 16};
@@ -71,6 +77,7 @@ void with_block_format(DType t, Fn&& fn) {
     case DType::q4_k: return fn.template operator()<DType::q4_k>();
     case DType::q5_k: return fn.template operator()<DType::q5_k>();
     case DType::q6_k: return fn.template operator()<DType::q6_k>();
+    case DType::mxfp4: return fn.template operator()<DType::mxfp4>();
     case DType::f32:
     case DType::f16:
     case DType::bf16: return;
@@ -81,6 +88,19 @@ constexpr bool is_kquant(DType t) { return t == DType::q4_k || t == DType::q5_k 
 
 // Whether the format adds a minimum to each scaled integer (value = scale · q + min).
 constexpr bool has_min(DType t) { return t == DType::q4_1 || t == DType::q5_1 || t == DType::q4_k || t == DType::q5_k; }
+
+// Formats whose integers are signed as the tiles read them (no zero point to take off).
+constexpr bool has_signed_integers(DType t) { return t == DType::q8_0 || t == DType::mxfp4; }
+
+// mxfp4: the E2M1 codes' values, doubled (GGML's kvalues_mxfp4), and its scale byte's
+// 2^(e−128) (GGML's e8m0_to_fp32_half; subnormal for e < 2). Both exact.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // Where the parts of a q4_k or q5_k super-block are (d at 0, dmin at 2; qh 0 = absent).
 struct KLayout {
@@ -130,6 +150,8 @@ template <DType T>
 inline int block_integer(const uint8_t* b, size_t j) {
   if constexpr (T == DType::q8_0) {
     return int8_t(b[2 + j]);
+  } else if constexpr (T == DType::mxfp4) {
+    return kMxfp4Values[j < 16 ? b[1 + j] & 0x0F : b[1 + j - 16] >> 4];
   } else {
     constexpr Layout L = layout<T>();
     const uint8_t* qs = b + L.qs;
@@ -137,6 +159,13 @@ inline int block_integer(const uint8_t* b, size_t j) {
     if constexpr (L.qh != 0) q |= int((load_u32(b + L.qh) >> j) & 1) << 4;
     return q - L.zero;
   }
+}
+
+// The block's scale d: an f16 at its start, or mxfp4's scale byte.
+template <DType T>
+inline float block_scale(const uint8_t* b) {
+  if constexpr (T == DType::mxfp4) return e8m0_half(b[0]);
+  return half_at(b);
 }
 
 // The block's minimum m (0 for the formats without one).

@@ -19,7 +19,8 @@ LARQL_AVX2 inline __m256i bytes_from_bits(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
 }
 
-// The 32 low parts of one block: q8_0's signed bytes, or the 4- and 5-bit formats' nibbles.
+// The 32 low parts of one block: q8_0's signed bytes, the 4- and 5-bit formats' nibbles, or
+// mxfp4's values (signed, through its table).
 template <DType T>
 LARQL_AVX2 inline __m256i block_low_integers(const uint8_t* b) {
   if constexpr (T == DType::q8_0) {
@@ -27,12 +28,22 @@ LARQL_AVX2 inline __m256i block_low_integers(const uint8_t* b) {
   } else {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + blocks::layout<T>().qs));
     const __m128i low = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+    if constexpr (T != DType::mxfp4) return nibbles;
+    const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks::kMxfp4Values));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(values, values), nibbles);  // the codes' signed values
   }
 }
 
+// A block's scale d (block_formats.h's block_scale), by F16C where it is an f16.
+template <DType T>
+LARQL_AVX2 inline float block_scale_f16c(const uint8_t* b) {
+  if constexpr (T == DType::mxfp4) return blocks::e8m0_half(b[0]);
+  else return _cvtsh_ss(blocks::load_u16(b));
+}
+
 // The 32 stored integers of one block, before the format's zero point is subtracted:
-// q8_0's signed bytes, or the 4- and 5-bit formats' unsigned values (0..15, 0..31).
+// q8_0's and mxfp4's signed values, or the 4- and 5-bit formats' unsigned ones (0..15, 0..31).
 template <DType T>
 LARQL_AVX2 inline __m256i block_raw_integers(const uint8_t* b) {
   __m256i q = block_low_integers<T>(b);

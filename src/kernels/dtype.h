@@ -1,7 +1,8 @@
 // Stored weight formats. Weights stay in their stored format (mmap'd), and the kernels
 // convert on the fly. A format is either one element per value (f32, f16, bf16), one of
 // GGML's blocks of 32 values sharing an f16 scale (q8_0, q4_0, q4_1, q5_0, q5_1), or one
-// of GGML's K-quant super-blocks of 256 (q4_k, q5_k, q6_k); layouts in
+// of GGML's K-quant super-blocks of 256 (q4_k, q5_k, q6_k), or MXFP4 (OCP microscaling
+// FP4: blocks of 32 four-bit values sharing a power-of-two scale byte); layouts in
 // kernels/block_formats.h. Everything a format is lives in kDTypes, one row each.
 #pragma once
 
@@ -16,7 +17,7 @@
 
 namespace larql {
 
-enum class DType { f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k };
+enum class DType { f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, mxfp4 };
 
 struct DTypeTraits {
   DType type;
@@ -31,6 +32,7 @@ inline constexpr DTypeTraits kDTypes[] = {
     {DType::q8_0, "q8_0", 8, 32, 34}, {DType::q4_0, "q4_0", 2, 32, 18}, {DType::q4_1, "q4_1", 3, 32, 20},
     {DType::q5_0, "q5_0", 6, 32, 22}, {DType::q5_1, "q5_1", 7, 32, 24},  {DType::q4_k, "q4_k", 12, 256, 144},
     {DType::q5_k, "q5_k", 13, 256, 176}, {DType::q6_k, "q6_k", 14, 256, 210},
+    {DType::mxfp4, "mxfp4", 39, 32, 17},
 };
 
 inline constexpr const DTypeTraits& dtype_traits(DType t) { return kDTypes[static_cast<size_t>(t)]; }
@@ -88,7 +90,8 @@ inline float load_as_f32(DType t, const void* base, size_t i) {
     case DType::q5_1:
     case DType::q4_k:
     case DType::q5_k:
-    case DType::q6_k: break;
+    case DType::q6_k:
+    case DType::mxfp4: break;
   }
   return block_load_as_f32(t, base, i);
 }

@@ -152,7 +152,8 @@ void tile_avx2(const Tile& t) {
     case DType::q5_1:
     case DType::q4_k:
     case DType::q5_k:
-    case DType::q6_k: break;  // block formats have their own tiles (block_dot.h)
+    case DType::q6_k:
+    case DType::mxfp4: break;  // block formats have their own tiles (block_dot.h)
   }
 }
 

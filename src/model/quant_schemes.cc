@@ -18,7 +18,8 @@ DType fallback(DType t, size_t cols) {
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
-    case DType::q5_1: break;
+    case DType::q5_1:
+    case DType::mxfp4: break;
   }
   return fits(t, cols) ? t : DType::f16;
 }

@@ -29,7 +29,8 @@ const char* safetensors_dtype(DType t) {
     case DType::q5_1:
     case DType::q4_k:
     case DType::q5_k:
-    case DType::q6_k: break;  // GGML block formats have no safetensors name
+    case DType::q6_k:
+    case DType::mxfp4: break;  // GGML block formats have no safetensors name
   }
   return nullptr;
 }

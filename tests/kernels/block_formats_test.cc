@@ -53,6 +53,55 @@ TEST(BlockFormats, TableMatchesGgml) {
   EXPECT_EQ(dtype_bytes(DType::q5_k, 512), 352u);  // 2 + 2 + 12 + 32 + 128, twice
   EXPECT_EQ(dtype_bytes(DType::q6_k, 256), 210u);  // 128 + 64 + 16 + 2
   EXPECT_FALSE(dtype_from_ggml(10).has_value());  // Q2_K: not supported
+  EXPECT_EQ(dtype_traits(DType::mxfp4).ggml_type, 39u);
+  EXPECT_EQ(dtype_bytes(DType::mxfp4, 64), 34u);  // 1 + 16, twice
+}
+
+// MXFP4: the nibbles are E2M1 codes (ggml-common.h's kvalues_mxfp4, the values doubled),
+// paired j with j + 16 as q4_0's are, and the scale byte e is 2^(e−128), subnormal below 2.
+TEST(BlockFormats, Mxfp4IsPowerOfTwoScaleTimesE2M1Code) {
+  const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};  // the OCP format's magnitudes
+  for (int code = 0; code < 16; ++code)
+    EXPECT_EQ(blocks::kMxfp4Values[code], (code & 8 ? -2 : 2) * e2m1[code & 7]) << code;
+  const auto qs = counting_nibbles();
+  std::vector<uint8_t> b(17);
+  std::memcpy(&b[1], qs.data(), 16);
+  for (int e : {0, 1, 2, 100, 128, 130, 254, 255}) {
+    b[0] = uint8_t(e);
+    const float scale = std::ldexp(1.0f, e - 128);
+    for (size_t j = 0; j < 32; ++j)
+      ASSERT_EQ(load_as_f32(DType::mxfp4, b.data(), j), scale * float(blocks::kMxfp4Values[nibble_of(j)])) << e << " " << j;
+  }
+}
+
+// GGML's quantize_row_mxfp4_ref: e from the largest magnitude's exponent, then each value
+// the nearest code, the first one on ties.
+TEST(BlockFormats, Mxfp4QuantiserChoosesGgmlsScaleAndNearestCodes) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.0f;     // amax: floor(log2 6) = 2, e = 127, scale 2^-1
+  x[1] = -3.0f;    // -6 · 0.5: code 13
+  x[2] = 0.5f;     // code 1
+  x[3] = 0.25f;    // between codes 0 and 1: the first
+  x[16] = 5.0f;    // between 8 and 12 (·0.5): 4 and 6 are 1 away each, the first: code 6
+  x[17] = -100.0f / 64;  // nearest -3 · 0.5: code 11
+  std::vector<uint8_t> b(17);
+  blocks::quantize_block(DType::mxfp4, x.data(), b.data());
+  EXPECT_EQ(b[0], 127);
+  EXPECT_EQ(b[1], 7 | 6 << 4);
+  EXPECT_EQ(b[2], 13 | 11 << 4);
+  EXPECT_EQ(b[3], 1);
+  EXPECT_EQ(b[4], 0);
+  // A block below the smallest scale's reach: e clamps at 0 instead of wrapping.
+  std::vector<float> tiny(32, 1e-40f);
+  blocks::quantize_block(DType::mxfp4, tiny.data(), b.data());
+  EXPECT_EQ(b[0], 0);
+  // Every value within half a step of its scale's grid (the coarsest step, 8 to 12, is 4 · 2^(e−128)).
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 1);
+  for (float& v : x) v = normal(rng);
+  blocks::quantize_block(DType::mxfp4, x.data(), b.data());
+  const float scale = blocks::e8m0_half(b[0]);
+  for (size_t j = 0; j < 32; ++j) EXPECT_LE(std::fabs(load_as_f32(DType::mxfp4, b.data(), j) - x[j]), scale * 4 * 0.5f + 1e-6f) << j;
 }
 
 TEST(BlockFormats, Q8_0IsScaleTimesSignedByte) {
@@ -133,7 +182,7 @@ TEST(BlockFormats, ReferenceQuantiserChoosesGgmlScales) {
 
 TEST(BlockFormats, AllZeroBlockStaysZero) {
   const std::vector<float> zeros(32, 0.0f);
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1}) {
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::mxfp4}) {
     std::vector<uint8_t> out(dtype_bytes(t, 32));
     blocks::quantize_block(t, zeros.data(), out.data());
     for (size_t j = 0; j < 32; ++j) EXPECT_EQ(load_as_f32(t, out.data(), j), 0.0f) << dtype_name(t);
@@ -239,6 +288,9 @@ TEST(KQuants, QuantisationErrorIsInEachFormatsRangeAndBelowTheSimplerFormats) {
   EXPECT_LT(e["q5_k"], e["q5_1"]);
   EXPECT_LT(e["q6_k"], e["q5_k"]);
   EXPECT_GT(e["q6_k"], e["q8_0"]);
+  // Four bits of floating point with a power-of-two scale: coarser than q4_0's integers.
+  EXPECT_GT(e["mxfp4"], e["q4_0"]);
+  EXPECT_LT(e["mxfp4"], 0.2);
 }
 
 TEST(KQuants, ZeroSuperBlocksAndScalesStayZero) {

@@ -29,10 +29,16 @@ Stored random_matrix(DType t, size_t rows, size_t cols, uint32_t seed) {
   s.bytes.resize(rows * dtype_bytes(t, cols));
   if (dtype_is_blocked(t)) {
     // Random bytes, then finite f16 scales (and minimums) in every block: at 0 (and 2),
-    // or at the end for q6_k.
+    // or at the end for q6_k; mxfp4's scale bytes 2^-12 .. 2^-1, the whole range below.
     std::uniform_int_distribution<int> byte(0, 255);
     for (auto& b : s.bytes) b = uint8_t(byte(rng));
     const size_t block = dtype_traits(t).block_bytes;
+    if (t == DType::mxfp4) {
+      std::uniform_int_distribution<int> exponent(116, 127);
+      for (size_t at = 0; at < s.bytes.size(); at += block) s.bytes[at] = uint8_t(exponent(rng));
+      s.m = Matrix{t, rows, cols, s.bytes.data()};
+      return s;
+    }
     std::vector<size_t> halves{t == DType::q6_k ? blocks::Q6Layout::d : 0};
     if (blocks::has_min(t)) halves.push_back(2);
     const float magnitude = blocks::is_kquant(t) ? 0.002f : 0.05f;  // times 6- or 8-bit sub-block scales
@@ -229,7 +235,7 @@ TEST(Matmul, ActivationQuantisationIsTheSameOnEveryIsa) {
 // (Tile::unpacked_rows); 261 tokens of 2048 or 2080 columns cross from one block to the
 // next, and 2080 columns end each row in a single block, which is not kept.
 TEST(Matmul, UnpackedRowsServeEveryTokenBlock) {
-  for (DType t : {DType::q8_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+  for (DType t : {DType::q8_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4}) {
     const size_t rows = 9, cols = blocks::is_kquant(t) ? 2048 : 2080, n = 261;
     auto w = random_matrix(t, rows, cols, 3);
     auto x = random_vector(n * cols, 4);
@@ -242,7 +248,7 @@ TEST(Matmul, UnpackedRowsServeEveryTokenBlock) {
 }
 
 TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
-  for (DType t : {DType::f32, DType::bf16, DType::q8_0, DType::q5_1, DType::q4_k, DType::q6_k}) {
+  for (DType t : {DType::f32, DType::bf16, DType::q8_0, DType::q5_1, DType::q4_k, DType::q6_k, DType::mxfp4}) {
     const size_t cols = blocks::is_kquant(t) ? 512 : dtype_is_blocked(t) ? 288 : 257;
     auto w = random_matrix(t, 300, cols, 1);
     const size_t n = 5;
