@@ -28,9 +28,18 @@ tokens=2,5,6,7,40,41,42,43,100,7,8,9
     --global-kv-heads 1 --vocab 256 --context 64 --dtype f32 --sliding-window 4 --ffn 64 --layers 4 --final-softcap 3 \
     --expert-ffn 32 --experts 8 --experts-used 2 --seed 18
 
-for m in mixtral qwen3moe gemma4moe; do
+# GPT-OSS: 4 experts of 64 (top-2) with biases and the clamped SwiGLU, the router's bias,
+# attention sinks and biases, sliding layers 0 and 2 (window 4), YaRN RoPE; f32, and the
+# same shape with MXFP4 experts as transformers stores them (*_blocks, *_scales).
+gpt_oss=(--family gpt-oss --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 256 --context 64 --sliding-window 4 \
+    --layers 3 --ffn 64 --expert-ffn 64 --experts 4 --experts-used 2)
+"$larql" synth --out "$out/gptoss" "${gpt_oss[@]}" --dtype f32 --seed 21
+"$larql" synth --out "$out/gptoss-mxfp4" "${gpt_oss[@]}" --dtype mxfp4 --seed 21
+
+for m in mixtral qwen3moe gemma4moe gptoss gptoss-mxfp4; do
   reference=tools/moe_reference.py
   [ "$m" = gemma4moe ] && reference=tools/gemma_reference.py
+  [ "${m%-mxfp4}" = gptoss ] && reference=tools/gpt_oss_reference.py
   /usr/bin/python3 "$reference" "$out/$m" --tokens "$tokens" --greedy 8 > "$out/$m/reference.json"
   python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['router_margin']; print(sys.argv[1], 'router margin', m); sys.exit(m < 1e-3)" "$out/$m/reference.json"
 done

@@ -1,4 +1,4 @@
-"""What the PyTorch references (gemma_reference.py, moe_reference.py) share: reading a
+"""What the PyTorch references (gemma_reference.py, moe_reference.py, gpt_oss_reference.py) share: reading a
 safetensors file into torch tensors, rotate-half RoPE's rotation, and the command line that
 prints a checkpoint's logits and greedy continuation as JSON."""
 import argparse
@@ -7,7 +7,7 @@ import struct
 
 import torch
 
-DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "U8": torch.uint8}
 
 
 def read_safetensors(path):

@@ -13,8 +13,8 @@ void add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "Write a synthetic (random-weight) Hugging Face checkpoint for speed tests");
   cmd->add_option("--out", *out, "output directory")->required();
   cmd->add_option("--family", spec->family,
-                  "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), gemma4moe (26B-A4B kind), mixtral or qwen3moe")
-      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "gemma4moe", "mixtral", "qwen3moe"}))
+                  "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), gemma4moe (26B-A4B kind), mixtral, qwen3moe or gpt-oss")
+      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "gemma4moe", "mixtral", "qwen3moe", "gpt-oss"}))
       ->capture_default_str();
   cmd->add_option("--hidden", spec->hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--layers", spec->layers, "number of layers")->capture_default_str()->check(CLI::PositiveNumber);
@@ -26,7 +26,7 @@ void add_synth_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--global-kv-heads", spec->global_kv_heads, "Gemma 4: KV heads of full layers (default: kv-heads / 4)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--sliding-window", spec->sliding_window, "Gemma: keys a sliding layer sees (default: 4096 / 1024)")
+  cmd->add_option("--sliding-window", spec->sliding_window, "Gemma, gpt-oss: keys a sliding layer sees (default: 4096 / 1024 / 128)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--attention-softcap", spec->attention_softcap, "Gemma: cap on attention scores, 0 for none (default: 50 / none)")
       ->check(CLI::NonNegativeNumber);
@@ -34,18 +34,19 @@ void add_synth_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab", spec->vocab, "vocabulary size (at least 256)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--context", spec->context, "maximum positions")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--dtype", spec->dtype, "weight type")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, DType>{{"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32}}))
+  cmd->add_option("--dtype", spec->dtype, "weight type; mxfp4 (gpt-oss): MXFP4 experts as *_blocks/*_scales, the rest BF16")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, DType>{
+          {"bf16", DType::bf16}, {"f16", DType::f16}, {"f32", DType::f32}, {"mxfp4", DType::mxfp4}}))
       ->capture_default_str();
   cmd->add_option("--seed", spec->seed, "random seed")->capture_default_str();
   cmd->add_option("--massive-activations", spec->massive_activations,
                   "hidden coordinates whose FFN outputs are scaled x100..x1000, like real models' massive activations")
       ->capture_default_str();
-  cmd->add_option("--experts", spec->experts, "mixtral, qwen3moe, gemma4moe: experts per layer")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--experts-used", spec->experts_used, "mixtral, qwen3moe, gemma4moe: experts each position uses (top-k)")
+  cmd->add_option("--experts", spec->experts, "mixtral, qwen3moe, gemma4moe, gpt-oss: experts per layer")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--experts-used", spec->experts_used, "mixtral, qwen3moe, gemma4moe, gpt-oss: experts each position uses (top-k)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe, gemma4moe: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
+  cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe, gemma4moe, gpt-oss: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
   cmd->add_flag("--stacked-experts", spec->stacked_experts,
                 "mixtral, qwen3moe, gemma4moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
   cmd->add_option("--dense-layers", spec->dense_layers, "qwen3moe: layers with a dense MLP of --ffn (mlp_only_layers)")->delimiter(',');

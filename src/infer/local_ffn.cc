@@ -25,7 +25,7 @@ Status LocalFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, 
   const Product gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
   matmul_shared_input(gate_up, x.data(), rows, pool_);
   pool_.parallel_rows(rows, c.ffn, [&](size_t begin, size_t end) {
-    gated_activation(gate_.data() + begin * c.ffn, up_.data() + begin * c.ffn, (end - begin) * c.ffn, c.activation);
+    gated_activation(gate_.data() + begin * c.ffn, up_.data() + begin * c.ffn, (end - begin) * c.ffn, c.activation, c.swiglu_limit);
   });
   matmul(w.down, gate_.data(), rows, out.data(), pool_);
   return Ok{};

@@ -1,5 +1,6 @@
 #include "infer/moe_ffn.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/matvec.h"
@@ -18,6 +19,9 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
   const size_t E = c.moe.experts, K = c.moe.experts_used;
   logits_.resize(rows * E);
   matmul(w.router, router_input, rows, logits_.data(), pool_);
+  if (w.router_bias.data)
+    for (size_t t = 0; t < rows; ++t)
+      for (size_t e = 0; e < E; ++e) logits_[t * E + e] += load_as_f32(w.router_bias.dtype, w.router_bias.data, e);
   choices_.resize(K);
   out.clear();
   for (size_t t = 0; t < rows; ++t) {
@@ -30,6 +34,17 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
     }
   }
   return Ok{};
+}
+
+void MoeFfn::add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, size_t width) {
+  const size_t n = row_expert_.size();
+  pool_.parallel_rows(n, width, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const Matrix& b = w.experts[row_expert_[i]].*bias;
+      if (b.data)
+        for (size_t k = 0; k < width; ++k) rows[i * width + k] += load_as_f32(b.dtype, b.data, k);
+    }
+  });
 }
 
 void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<const ExpertAssignment> assignments,
@@ -47,6 +62,8 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
   // assignments are then in row order); the others read their rows gathered.
   offsets_.assign(E + 1, 0);
   for (size_t e = 0; e < E; ++e) offsets_[e + 1] = offsets_[e] + members_[e].size();
+  row_expert_.resize(n);
+  for (size_t e = 0; e < E; ++e) std::fill(row_expert_.begin() + offsets_[e], row_expert_.begin() + offsets_[e + 1], uint32_t(e));
   inputs_.resize(n * H);
   gate_.resize(n * I);
   up_.resize(n * I);
@@ -65,8 +82,10 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
     products_.push_back({&ex.up, input, m, &up_[first * I]});
   }
   matmul_each(products_, pool_);
+  add_expert_biases(w, &ExpertWeights::gate_bias, gate_.data(), I);
+  add_expert_biases(w, &ExpertWeights::up_bias, up_.data(), I);
   pool_.parallel_rows(n, I, [&](size_t begin, size_t end) {
-    gated_activation(gate_.data() + begin * I, up_.data() + begin * I, (end - begin) * I, c.activation);
+    gated_activation(gate_.data() + begin * I, up_.data() + begin * I, (end - begin) * I, c.activation, c.swiglu_limit);
   });
   // Per-expert rows go straight to `out` when the experts' order is the assignments' (one
   // expert, or one row); otherwise through outputs_.
@@ -82,6 +101,7 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
     if (m) products_.push_back({&w.experts[e].down, &gate_[first * I], m, &expert_rows[first * H]});
   }
   matmul_each(products_, pool_);
+  add_expert_biases(w, &ExpertWeights::down_bias, expert_rows, H);
 
   if (kind == ExpertOutput::expert_rows) {
     if (expert_rows != out)

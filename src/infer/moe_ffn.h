@@ -36,6 +36,9 @@ class MoeFfn {
                    ExpertOutput kind = ExpertOutput::weighted_sums);
 
  private:
+  // Row i of gate_/up_ (width I) or of the experts' outputs (width H) += its expert's bias, where it has one.
+  void add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, size_t width);
+
   const Model& model_;
   ThreadPool& pool_;
   std::vector<float> logits_, inputs_, gate_, up_, outputs_;
@@ -43,6 +46,7 @@ class MoeFfn {
   std::vector<ExpertAssignment> assignments_;
   std::vector<std::vector<uint32_t>> members_;  // per expert: the assignments routed to it
   std::vector<size_t> offsets_;                 // per expert: its first row in inputs_, gate_, up_, outputs_
+  std::vector<uint32_t> row_expert_;            // per row of those: its expert
   std::vector<size_t> output_row_;              // per assignment: its row in outputs_
   std::vector<size_t> row_first_;               // per row: its first assignment (and one past the last row's)
   std::vector<InputProduct> products_;

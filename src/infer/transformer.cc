@@ -1,5 +1,6 @@
 #include "infer/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -22,6 +23,25 @@ float scale_llama3(float inv_freq, const Llama3RopeScaling& s) {
   return (1 - smooth) * inv_freq / s.factor + smooth * inv_freq;
 }
 
+// YaRN's frequency for pair i of a head of `dim` (transformers' _compute_yarn_parameters):
+// the original frequency for the fast pairs, the interpolated one (÷ factor) for the slow,
+// a linear ramp over the pair index between them, whose ends come from beta_fast and
+// beta_slow rotations over the original context.
+float yarn_inv_freq(size_t i, size_t dim, float theta, const YarnRopeScaling& y) {
+  auto correction_dim = [&](double rotations) {
+    return double(dim) * std::log(double(y.original_max_position) / (rotations * 2 * M_PI)) / (2 * std::log(double(theta)));
+  };
+  double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
+  if (y.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0), high = std::min(high, double(dim - 1));
+  if (low == high) high += 0.001;  // as the reference: no division by zero
+  const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
+  const float extrapolation_share = 1 - ramp;
+  const float base = std::pow(theta, float(2 * i) / float(dim));
+  const float extrapolated = 1.0f / base, interpolated = 1.0f / (y.factor * base);
+  return interpolated * (1 - extrapolation_share) + extrapolated * extrapolation_share;
+}
+
 void add_bias(float* rows, size_t n, const Matrix& bias) {
   if (!bias.data) return;
   for (size_t t = 0; t < n; ++t)
@@ -37,8 +57,13 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool)
   // full head size in the exponent and leaves the pairs past rotated_pairs unturned.
   for (const LayerConfig& layer : c.layer_configs) {
     std::vector<float>& inv_freq = inv_freq_.emplace_back();
+    float magnitude = 1;
+    if (const auto& yarn = layer.rope.yarn)
+      magnitude = yarn->attention_factor > 0 ? yarn->attention_factor : yarn->factor > 1 ? float(0.1 * std::log(double(yarn->factor)) + 1) : 1.0f;
+    rope_magnitude_.push_back(magnitude);
     for (size_t i = 0; i < layer.head_dim / 2; ++i) {
-      float f = 1.0f / std::pow(layer.rope.theta, float(2 * i) / float(layer.head_dim));
+      float f = layer.rope.yarn ? yarn_inv_freq(i, layer.head_dim, layer.rope.theta, *layer.rope.yarn)
+                                : 1.0f / std::pow(layer.rope.theta, float(2 * i) / float(layer.head_dim));
       if (layer.rope.llama3) f = scale_llama3(f, *layer.rope.llama3);
       f /= layer.rope.linear_factor;
       if (layer.rope.rotated_pairs && i >= layer.rope.rotated_pairs) f = 0;
@@ -88,6 +113,7 @@ void Transformer::rope(float* v, size_t heads, const float* cosines, const float
 void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks) {
   const ModelConfig& c = model_.config;
   const LayerConfig& lc = c.layer(layer);
+  const LayerWeights& w = model_.layers[layer];
   const size_t hd = lc.head_dim, q_dim = c.q_dim(layer), group = c.heads / lc.kv_heads;
   const size_t rows = row_chunk_.size();
   size_t span = 0;  // the longest history any of these rows sees
@@ -121,7 +147,15 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[layer][kvh].data(), hd, first, end_pos, scale, att, span);
       if (c.attention_softcap > 0)
         for (size_t h = 0; h < shared; ++h) softcap(att + h * span, seen, c.attention_softcap);
-      softmax_rows(att, shared, span, seen);
+      // GPT-OSS: each head's sink logit, one more column of its softmax.
+      thread_local std::vector<float> sinks;
+      const float* head_sinks = nullptr;
+      if (w.sinks.data) {
+        sinks.resize(shared);
+        for (size_t h = 0; h < shared; ++h) sinks[h] = load_as_f32(w.sinks.dtype, w.sinks.data, h0 + h);
+        head_sinks = sinks.data();
+      }
+      softmax_rows(att, shared, span, seen, head_sinks);
       weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
     }
   });
@@ -225,12 +259,14 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
       // A position's angles, once for its query and key heads.
       const std::vector<float>& inv_freq = inv_freq_[l];
       const size_t half = inv_freq.size();
+      const float magnitude = rope_magnitude_[l];
       thread_local std::vector<float> cosines, sines;
       cosines.resize(half), sines.resize(half);
       for (size_t t = begin; t < end; ++t) {
         for (size_t i = 0; i < half; ++i) {
           const float angle = float(row_pos_[t]) * inv_freq[i];
           cosines[i] = std::cos(angle), sines[i] = std::sin(angle);
+          if (magnitude != 1) cosines[i] *= magnitude, sines[i] *= magnitude;
         }
         rope(&q_[t * Q], c.heads, cosines.data(), sines.data(), half);
         rope(&k_[t * KV], lc.kv_heads, cosines.data(), sines.data(), half);
@@ -260,6 +296,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     });
     attention(l, chunks);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
+    add_bias(proj_.data(), n, w.bo);
     if (w.attn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.attn_out_norm, D);
     add_rows(x_.data(), proj_.data(), n, D);
 

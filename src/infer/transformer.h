@@ -62,6 +62,7 @@ class Transformer {
   FfnBackend& ffn_;
   ThreadPool& pool_;
   std::vector<std::vector<float>> inv_freq_;  // [layer][rotated pair of a head]
+  std::vector<float> rope_magnitude_;          // [layer]: cos and sin × this (YaRN's attention factor; else 1)
   KvCache cache_;  // forward's and forward_logits' sequence
   std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
   // Scratch, sized for the largest chunk seen.

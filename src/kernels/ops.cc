@@ -152,21 +152,44 @@ void divide(float* x, size_t n, float by) {
 
 void softmax(float* x, size_t n) { softmax_rows(x, 1, n, n); }
 
-void softmax_rows(float* x, size_t rows, size_t stride, size_t n) {
+void softmax_rows(float* x, size_t rows, size_t stride, size_t n, const float* sinks) {
   if (n == 0) return;
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = x + r * stride;
-    exp_shifted_in_place(row, n, row_max(row, n));
-  }
+  float sink_terms[4];
   for (size_t r0 = 0; r0 < rows; r0 += 4) {
     const size_t group = std::min<size_t>(4, rows - r0);
+    for (size_t r = 0; r < group; ++r) {
+      float* row = x + (r0 + r) * stride;
+      float max = row_max(row, n);
+      if (sinks) {
+        const float sink = sinks[r0 + r];
+        if (max < sink) max = sink;  // a NaN maximum stays
+        sink_terms[r] = sink;
+        exp_shifted_in_place(&sink_terms[r], 1, max);
+      }
+      exp_shifted_in_place(row, n, max);
+    }
     float sums[4];
     sums_side_by_side(x + r0 * stride, group, stride, n, sums, [](float v) { return v; });
-    for (size_t r = 0; r < group; ++r) divide(x + (r0 + r) * stride, n, sums[r]);
+    for (size_t r = 0; r < group; ++r) divide(x + (r0 + r) * stride, n, sinks ? sums[r] + sink_terms[r] : sums[r]);
   }
 }
 
-void gated_activation(float* gate, const float* up, size_t n, Activation act) {
+void gated_activation(float* gate, const float* up, size_t n, Activation act, float limit) {
+  if (act == Activation::swiglu_clamped) {  // the exponentials a block at a time, as silu's
+    constexpr float kAlpha = 1.702f;
+    constexpr size_t kBlock = 256;
+    float e[kBlock];
+    for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+      const size_t m = std::min(kBlock, n - i0);
+      for (size_t i = 0; i < m; ++i) e[i] = -(std::min(gate[i0 + i], limit) * kAlpha);
+      exp_in_place(e, m);
+      for (size_t i = 0; i < m; ++i) {
+        const float g = std::min(gate[i0 + i], limit), u = std::clamp(up[i0 + i], -limit, limit);
+        gate[i0 + i] = (u + 1.0f) * (g * (1.0f / (1.0f + e[i])));
+      }
+    }
+    return;
+  }
   if (act == Activation::silu) {  // gate / (1 + e^-gate) · up, the exponentials a block at a time
     constexpr size_t kBlock = 256;
     float e[kBlock];

@@ -27,11 +27,15 @@ void softmax(float* x, size_t n);
 
 // The same softmax over `rows` rows of n values, row r at x + r · stride (attention's
 // query heads that share keys): each row's bits as softmax() gives them, the rows' sums
-// run side by side (one row's is a chain of dependent adds).
-void softmax_rows(float* x, size_t rows, size_t stride, size_t n);
+// run side by side (one row's is a chain of dependent adds). With sinks, row r has one
+// more logit, sinks[r], in its maximum and its sum (added last), and no place in x
+// (GPT-OSS's attention sinks).
+void softmax_rows(float* x, size_t rows, size_t stride, size_t n, const float* sinks = nullptr);
 
-// gate[i] = act(gate[i]) * up[i], for the gated FFN activations we support.
-enum class Activation { silu, gelu_tanh };
-void gated_activation(float* gate, const float* up, size_t n, Activation act);
+// gate[i] = act(gate[i]) * up[i], for the gated FFN activations we support. swiglu_clamped
+// is GPT-OSS's: g = min(gate, limit), u = clamp(up, −limit, limit),
+// gate[i] = (u + 1) · (g · σ(1.702 · g)), as transformers' GptOssExperts orders it.
+enum class Activation { silu, gelu_tanh, swiglu_clamped };
+void gated_activation(float* gate, const float* up, size_t n, Activation act, float limit = 0);
 
 }  // namespace larql

@@ -1,5 +1,7 @@
 #include "model/expert_tensors.h"
 
+#include "model/gpt_oss_experts.h"
+
 namespace larql {
 namespace {
 
@@ -58,7 +60,30 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
     if (!router) return router.error();
     if (!*router) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + router_name + "' (the router) is missing");
     w.router = Matrix{*(*router)->dtype, E, H, (*router)->data};
+    // GPT-OSS's router bias (required where the family names one) and, in GGUF, its experts' biases.
+    const std::string router_bias_name = hf ? (names->hf_router_bias.empty() ? "" : hf_layer(l) + std::string(names->hf_router_bias))
+                                            : blk(l) + "ffn_gate_inp.bias";
+    if (!router_bias_name.empty()) {
+      auto bias = take(router_bias_name, {E});
+      if (!bias) return bias.error();
+      if (*bias) w.router_bias = Matrix{*(*bias)->dtype, 1, E, (*bias)->data};
+      else if (hf) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + router_bias_name + "' (the router's bias) is missing");
+    }
+    if (hf && names->gpt_oss_layout) {
+      if (auto s = assemble_gpt_oss_experts(m, l, source, find); !s) return s;
+      continue;
+    }
     w.experts.assign(E, ExpertWeights{});
+    if (!hf)
+      for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+        const size_t width = role == ExpertRole::down ? H : I;
+        auto bias = take(blk(l) + "ffn_" + gguf_role(role) + "_exps.bias", {E, width});
+        if (!bias) return bias.error();
+        if (!*bias) continue;
+        const auto rows = slices(**bias, E, 1, width);
+        for (size_t e = 0; e < E; ++e)
+          (role == ExpertRole::gate ? w.experts[e].gate_bias : role == ExpertRole::up ? w.experts[e].up_bias : w.experts[e].down_bias) = rows[e];
+      }
 
     // Stacked by role (GGUF), gate and up stacked together (GGUF, transformers v5), or per expert.
     const std::string gate_up_name = hf ? hf_stacked_gate_up_name(*names, l) : gguf_stacked_gate_up_name(l);
@@ -85,8 +110,10 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
       const auto gate_ups = *gate_up ? slices(**gate_up, 2 * E, I, H) : std::vector<Matrix>();
       const auto gates = gate ? slices(*gate, E, I, H) : std::vector<Matrix>();
       const auto ups = up ? slices(*up, E, I, H) : std::vector<Matrix>();
-      for (size_t e = 0; e < E; ++e)
-        w.experts[e] = {*gate_up ? gate_ups[2 * e] : gates[e], *gate_up ? gate_ups[2 * e + 1] : ups[e], downs[e]};
+      for (size_t e = 0; e < E; ++e) {
+        ExpertWeights& ex = w.experts[e];
+        ex.gate = *gate_up ? gate_ups[2 * e] : gates[e], ex.up = *gate_up ? gate_ups[2 * e + 1] : ups[e], ex.down = downs[e];
+      }
       continue;
     }
     for (size_t e = 0; e < E; ++e) {

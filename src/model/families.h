@@ -26,6 +26,11 @@ struct MoeNames {
   // the residual through a norm without weight, × router.scale × hidden^-½, and each chosen
   // weight is × per_expert_scale. Such a family's models may be dense (enable_moe_block).
   bool beside_dense = false;
+  // GPT-OSS: experts with biases, stored as transformers keeps them (gate_up_proj
+  // [E][H][2·I] with gate and up interleaved, down_proj [E][I][H], or MXFP4 *_blocks and
+  // *_scales [E][rows][...]), converted at load (gpt_oss_experts.h); the router's bias.
+  bool gpt_oss_layout = false;
+  std::string_view hf_router_bias = {};
 };
 inline constexpr MoeNames kMixtralMoe{"block_sparse_moe.gate.weight", "block_sparse_moe.experts.", "w1", "w3", "w2",
                                       "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised};
@@ -34,6 +39,10 @@ inline constexpr MoeNames kQwenMoe{"mlp.gate.weight", "mlp.experts.", "gate_proj
 inline constexpr MoeNames kGemma4Moe{"router.proj.weight", "experts.", "gate_proj", "up_proj", "down_proj",
                                      "num_experts", "top_k_experts", "moe_intermediate_size",
                                      RouterWeights::softmax_top_k_renormalised, true};
+
+inline constexpr MoeNames kGptOssMoe{"mlp.router.weight", "mlp.experts.", "", "", "",
+                                     "num_local_experts", "num_experts_per_tok", "", RouterWeights::top_k_softmax,
+                                     false, true, "mlp.router.bias"};
 
 struct Family {
   std::string_view name;
@@ -52,6 +61,8 @@ struct Family {
   // layer on its output; its GGUF files list the sliding layers as a bool array.
   bool gemma4_attention = false;
   const MoeNames* moe = nullptr;  // mixture-of-experts families
+  // GPT-OSS: attention sinks and a bias on attention's output (ModelConfig::attention_sinks).
+  bool attention_sinks = false;
 };
 
 inline constexpr Family kFamilies[] = {
@@ -65,6 +76,7 @@ inline constexpr Family kFamilies[] = {
     // GGUF writes Mixtral as arch "llama" with expert_count (gguf_model_config picks this row then).
     {"mixtral", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kMixtralMoe},
     {"qwen3_moe", "qwen3moe", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kQwenMoe},
+    {"gpt_oss", "gpt-oss", true, false, false, NormPlacement::pre, Activation::swiglu_clamped, 0, false, 2, false, &kGptOssMoe, true},
 };
 
 inline const Family* find_family(std::string_view name) {

@@ -103,12 +103,15 @@ constexpr TypedField kConfigFields[] = {
     {"num_experts_per_tok", JsonKind::number}, {"moe_intermediate_size", JsonKind::number},
     {"norm_topk_prob", JsonKind::boolean},     {"decoder_sparse_step", JsonKind::number},
     {"mlp_only_layers", JsonKind::array},     {"top_k_experts", JsonKind::number},
+    {"swiglu_limit", JsonKind::number},
 };
 constexpr TypedField kRopeFields[] = {
     {"rope_type", JsonKind::string}, {"type", JsonKind::string}, {"rope_theta", JsonKind::number},
     {"factor", JsonKind::number}, {"low_freq_factor", JsonKind::number}, {"high_freq_factor", JsonKind::number},
     {"original_max_position_embeddings", JsonKind::number}, {"partial_rotary_factor", JsonKind::number},
     {"full_attention", JsonKind::object}, {"sliding_attention", JsonKind::object},
+    {"beta_fast", JsonKind::number}, {"beta_slow", JsonKind::number}, {"truncate", JsonKind::boolean},
+    {"attention_factor", JsonKind::number},
 };
 
 // Refuses a field of `j` of the wrong type, naming it; drops the null ones.
@@ -255,7 +258,7 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
     if (auto s = need("sliding_window", window); !s) return s.error();
 
   // RoPE per layer kind: rope_parameters per kind (transformers v5), or rope_theta and
-  // rope_scaling for full layers with rope_local_base_freq for sliding ones.
+  // rope_scaling (for sliding layers too, unless rope_local_base_freq gives theirs).
   // Gemma 4's "proportional" RoPE turns partial_rotary_factor of each head's pairs; which
   // pairs is known once the layer's head size is (proportional_fraction, resolved below).
   float full_fraction = 0, sliding_fraction = 0;
@@ -272,7 +275,22 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
       rope.llama3 = Llama3RopeScaling{optional_float(params, "factor", 8.0f), optional_float(params, "low_freq_factor", 1.0f),
                                       optional_float(params, "high_freq_factor", 4.0f),
                                       optional_float(params, "original_max_position_embeddings", 8192.0f)};
-    else if (type != "default") return fail("rope type '" + type + "' is not supported; expected default, linear, proportional or llama3");
+    else if (type == "yarn") {
+      for (const char* key : {"mscale", "mscale_all_dim"})
+        if (params.contains(key) && !params[key].is_null())
+          return fail(std::string("yarn rope with '") + key + "' (DeepSeek's attention factor) is not supported");
+      YarnRopeScaling yarn;
+      yarn.factor = optional_float(params, "factor", 1.0f);
+      yarn.original_max_position = optional_float(params, "original_max_position_embeddings", float(c.context));
+      yarn.beta_fast = optional_float(params, "beta_fast", 32.0f);
+      yarn.beta_slow = optional_float(params, "beta_slow", 1.0f);
+      yarn.truncate = params.value("truncate", true);
+      yarn.attention_factor = optional_float(params, "attention_factor", 0.0f);
+      if (!(yarn.factor >= 1) || !(yarn.original_max_position > 0) || !(yarn.beta_fast > 0) || !(yarn.beta_slow > 0))
+        return fail("yarn rope needs factor ≥ 1 and positive original_max_position_embeddings, beta_fast and beta_slow");
+      rope.yarn = yarn;
+    }
+    else if (type != "default") return fail("rope type '" + type + "' is not supported; expected default, linear, proportional, llama3 or yarn");
     return rope;
   };
   const float theta = optional_float(j, "rope_theta", 10000.0f);
@@ -282,7 +300,10 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   const json& scaling = j.contains("rope_scaling") && j["rope_scaling"].is_object() ? j["rope_scaling"] : params;
   auto full_rope = parse_rope(per_kind ? params.value("full_attention", no_scaling) : scaling, theta, full_fraction);
   if (!full_rope) return full_rope.error();
-  auto sliding_rope = parse_rope(per_kind ? params.value("sliding_attention", no_scaling) : no_scaling,
+  // Gemma 3's sliding layers have their own base (rope_local_base_freq) and no scaling;
+  // other families' sliding layers (GPT-OSS) turn as the full ones do.
+  const bool local_base = j.contains("rope_local_base_freq");
+  auto sliding_rope = parse_rope(per_kind ? params.value("sliding_attention", no_scaling) : local_base ? no_scaling : scaling,
                                  optional_float(j, "rope_local_base_freq", theta), sliding_fraction);
   if (!sliding_rope) return sliding_rope.error();
 
@@ -311,11 +332,16 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
     if (auto s = read_moe_config(j, *family, c, path.string() + ": "); !s) return s.error();
 
   const std::string act = j.value("hidden_activation", j.value("hidden_act", std::string(family->activation == Activation::silu ? "silu" : "gelu_pytorch_tanh")));
-  if (act == "silu") c.activation = Activation::silu;
+  if (family->activation == Activation::swiglu_clamped) {  // GPT-OSS's config says "silu"; its experts clamp
+    c.activation = Activation::swiglu_clamped;
+    c.swiglu_limit = optional_float(j, "swiglu_limit", 7.0f);
+    if (!(c.swiglu_limit > 0)) return fail("swiglu_limit must be positive");
+  } else if (act == "silu") c.activation = Activation::silu;
   else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") c.activation = Activation::gelu_tanh;
   else return fail("hidden_act '" + act + "' is not supported; expected silu or gelu_pytorch_tanh");
   c.attention_bias = j.value("attention_bias", family->attention_bias);
   c.qk_norm = family->qk_norm;
+  c.attention_sinks = family->attention_sinks;
   if (j.contains("query_pre_attn_scalar") && j["query_pre_attn_scalar"].is_number()) {
     const double scalar = j["query_pre_attn_scalar"].get<double>();
     if (!(scalar > 0)) return fail("query_pre_attn_scalar must be positive");
@@ -400,7 +426,9 @@ Result<Model> load_hf_directory(const std::string& dir) {
   auto status = assemble_model(m, CheckpointFormat::hf, dir, [&](const std::string& name) -> std::optional<FoundTensor> {
     auto it = tensors.find(stored_name(name));
     if (it == tensors.end()) return std::nullopt;
-    return FoundTensor{it->second.first.dtype, {}, it->second.first.shape, it->second.first.data, it->second.second};
+    const TensorInfo& t = it->second.first;
+    if (t.raw_bytes) return FoundTensor{std::nullopt, "U8", t.shape, t.data, it->second.second};
+    return FoundTensor{t.dtype, {}, t.shape, t.data, it->second.second};
   });
   if (!status) return status.error();
   return m;

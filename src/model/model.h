@@ -45,10 +45,22 @@ enum class AttentionKind {
   sliding,  // the last `window` positions, the query's own included
 };
 
+// YaRN (rope_type "yarn", GPT-OSS): frequencies between the original and the interpolated
+// ones by a linear ramp over the pair index, and cos/sin × attention_factor (transformers'
+// _compute_yarn_parameters; `truncate` floors and ceils the ramp's ends, as llama.cpp does).
+struct YarnRopeScaling {
+  float factor = 32;
+  float original_max_position = 4096;
+  float beta_fast = 32, beta_slow = 1;
+  bool truncate = true;
+  float attention_factor = 0;  // 0: 0.1 · ln(factor) + 1
+};
+
 struct RopeSpec {
   float theta = 10000.0f;
   float linear_factor = 1.0f;  // rope_type "linear": positions divided by it
   std::optional<Llama3RopeScaling> llama3;
+  std::optional<YarnRopeScaling> yarn;
   // rope_type "proportional" (Gemma 4's full layers): only the first `rotated_pairs` pairs
   // turn, with frequencies of the full head size; the rest stay put. 0: every pair turns.
   size_t rotated_pairs = 0;
@@ -60,6 +72,7 @@ struct RopeSpec {
 enum class RouterWeights {
   softmax_top_k_renormalised,  // softmax over all experts, top-k, divided by their sum (Mixtral, Qwen3-MoE)
   softmax_top_k,               // softmax over all experts, top-k as they are (Qwen3-MoE without norm_topk_prob)
+  top_k_softmax,               // top-k of the logits, softmax over those k (GPT-OSS)
 };
 
 // A model's mixture-of-experts layers: how many experts each has and uses, their width.
@@ -114,6 +127,10 @@ struct ModelConfig {
   bool layer_scalar = false;       // Gemma 4: each layer's output × its layer_scalar
   bool qk_norm = false;            // Qwen3: RMSNorm on each head of q and k
   bool attention_bias = false;     // Qwen2: biases on q, k, v
+  // GPT-OSS: a learned logit per query head as one more softmax column (then dropped), and
+  // a bias on attention's output projection.
+  bool attention_sinks = false;
+  float swiglu_limit = 0;          // Activation::swiglu_clamped's clamp (GPT-OSS: 7)
   MoeSpec moe;                     // mixture of experts (Mixtral, Qwen3-MoE); experts 0: dense
   int bos_id = -1;                 // -1: none
   std::vector<int> eos_ids;        // generation stops at any of these
@@ -139,12 +156,15 @@ struct ModelConfig {
 // into the checkpoint's per-expert or stacked tensors.
 struct ExpertWeights {
   Matrix gate, up, down;  // gate/up: [expert_ffn][hidden], down: [hidden][expert_ffn]
+  Matrix gate_bias, up_bias, down_bias;  // GPT-OSS: added to each product; empty elsewhere
 };
 
 struct LayerWeights {
   Matrix attn_norm;          // before attention
   Matrix wq, wk, wv, wo;
   Matrix bq, bk, bv;         // empty unless attention_bias
+  Matrix bo;                 // attention_sinks: the output projection's bias
+  Matrix sinks;              // attention_sinks: [heads], each head's sink logit
   Matrix q_norm, k_norm;     // empty unless qk_norm
   Matrix attn_out_norm;      // sandwich: on attention's output, before the residual add
   Matrix ffn_norm;           // before the FFN (the client applies it, never the shard)
@@ -152,6 +172,7 @@ struct LayerWeights {
   Matrix ffn_out_norm;       // sandwich: on the FFN's output (client side too)
   Matrix output_scale;       // Gemma 4 layer_scalar: one value multiplying the layer's output
   Matrix router;             // sparse layers: [experts][hidden], the router's logits
+  Matrix router_bias;        // GPT-OSS: [experts], added to those logits
   Matrix router_scale;       // beside_dense: [hidden], on the router's normed input
   Matrix expert_scale;       // beside_dense: [experts], on each chosen weight
   Matrix expert_norm;        // beside_dense: the experts' input norm (pre_feedforward_layernorm_2)
@@ -162,13 +183,14 @@ struct LayerWeights {
   // The FFN's matrices: what a shard computes with (a sparse layer's router and experts;
   // a dense layer's gate, up and down).
   std::vector<Matrix*> ffn() {
-    std::vector<Matrix*> out{&gate, &up, &down, &router};
-    for (ExpertWeights& e : experts) out.insert(out.end(), {&e.gate, &e.up, &e.down});
+    std::vector<Matrix*> out{&gate, &up, &down, &router, &router_bias};
+    for (ExpertWeights& e : experts) out.insert(out.end(), {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias});
     return out;
   }
   std::vector<const Matrix*> ffn() const {
-    std::vector<const Matrix*> out{&gate, &up, &down, &router};
-    for (const ExpertWeights& e : experts) out.insert(out.end(), {&e.gate, &e.up, &e.down});
+    std::vector<const Matrix*> out{&gate, &up, &down, &router, &router_bias};
+    for (const ExpertWeights& e : experts)
+      out.insert(out.end(), {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias});
     return out;
   }
 };
@@ -181,6 +203,9 @@ struct Model {
   Matrix classifier;         // [vocab][hidden]; the embedding itself when tied
   Matrix rope_freqs;         // [max head_dim / 2] GGUF's frequency divisors (Llama 3, Gemma 4); empty otherwise
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
+  // Weights a loader had to convert rather than view in place (GPT-OSS's Hugging Face
+  // experts: their layout is not one the kernels read).
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> converted;
   std::shared_ptr<HugePageRegion> huge_pages;      // the used weights, when copied there (huge_pages.h)
   std::vector<std::string> notes;  // what the loader skipped or assumed, for the commands to print
 
@@ -189,13 +214,13 @@ struct Model {
   void for_each_matrix(F&& f) {
     for (Matrix* m : {&embed, &final_norm, &classifier, &rope_freqs}) f(*m);
     for (LayerWeights& l : layers) {
-      for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+      for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.sinks, &l.q_norm, &l.k_norm,
                         &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale,
-                        &l.router, &l.router_scale, &l.expert_scale, &l.expert_norm, &l.dense_out_norm,
+                        &l.router, &l.router_bias, &l.router_scale, &l.expert_scale, &l.expert_norm, &l.dense_out_norm,
                         &l.expert_out_norm})
         f(*m);
       for (ExpertWeights& e : l.experts)
-        for (Matrix* m : {&e.gate, &e.up, &e.down}) f(*m);
+        for (Matrix* m : {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) f(*m);
     }
   }
 

@@ -60,9 +60,11 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
       return tensor_fail("needs dtype, shape and data_offsets");
     if (!info["dtype"].is_string()) return tensor_fail("dtype is not a string");
-    auto dtype = dtype_from_safetensors(info["dtype"].get<std::string>());
-    if (!dtype) return tensor_fail("dtype " + info["dtype"].get<std::string>() + " is not supported; expected F32, F16 or BF16");
-    TensorInfo t{*dtype, {}, nullptr, 0};
+    const bool raw = info["dtype"].get<std::string>() == "U8";
+    auto dtype = raw ? std::optional<DType>(DType::f32) : dtype_from_safetensors(info["dtype"].get<std::string>());
+    if (!dtype) return tensor_fail("dtype " + info["dtype"].get<std::string>() + " is not supported; expected F32, F16, BF16 or U8");
+    TensorInfo t{*dtype, {}, nullptr, 0, raw};
+    const size_t element_bytes = raw ? 1 : dtype_bytes(*dtype, 1);
     size_t count = 1;
     for (const auto& d : info["shape"]) {
       if (!d.is_number_unsigned()) return tensor_fail("shape holds a non-integer");
@@ -74,7 +76,7 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
       return tensor_fail("data_offsets must be two integers");
     const size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
     size_t expected = 0;
-    if (__builtin_mul_overflow(count, dtype_bytes(*dtype, 1), &expected) || end < begin || end > data_size ||
+    if (__builtin_mul_overflow(count, element_bytes, &expected) || end < begin || end > data_size ||
         end - begin != expected)
       return tensor_fail("byte range [" + std::to_string(begin) + ", " + std::to_string(end) + ") does not fit the " +
                          std::to_string(data_size) + "-byte data section or the shape's " + std::to_string(expected) + " bytes");
@@ -88,7 +90,7 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
 size_t TensorSpec::bytes() const {
   size_t n = 1;
   for (size_t d : shape) n *= d;
-  return dtype_bytes(dtype, n);
+  return raw_bytes ? n : dtype_bytes(dtype, n);
 }
 
 Status write_safetensors(const std::string& path, const std::vector<TensorSpec>& specs,
@@ -96,10 +98,11 @@ Status write_safetensors(const std::string& path, const std::vector<TensorSpec>&
   nlohmann::json header = nlohmann::json::object();
   size_t offset = 0;
   for (const auto& t : specs) {
-    if (!safetensors_dtype(t.dtype))
+    if (!t.raw_bytes && !safetensors_dtype(t.dtype))
       return make_error(ErrorCode::invalid_argument, "tensor '" + t.name + "': safetensors cannot hold " +
                                                          std::string(dtype_name(t.dtype)) + " (GGUF can)");
-    header[t.name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes()}}};
+    header[t.name] = {{"dtype", t.raw_bytes ? "U8" : safetensors_dtype(t.dtype)}, {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes()}}};
     offset += t.bytes();
   }
   std::string text = header.dump();

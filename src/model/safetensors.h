@@ -19,6 +19,9 @@ struct TensorInfo {
   std::vector<size_t> shape;
   const uint8_t* data;
   size_t bytes;
+  // "U8": bytes with no number format of their own (GPT-OSS's MXFP4 blocks and scales,
+  // which only their loader reads); `dtype` means nothing then.
+  bool raw_bytes = false;
 };
 
 struct SafetensorsFile {
@@ -27,13 +30,14 @@ struct SafetensorsFile {
 };
 
 // Fails with a message naming the file and the tensor for a bad header, an unsupported
-// dtype (we take F32, F16, BF16) or a byte range outside the file or of the wrong size.
+// dtype (we take F32, F16, BF16 and U8) or a byte range outside the file or of the wrong size.
 Result<SafetensorsFile> read_safetensors(const std::string& path);
 
 struct TensorSpec {
   std::string name;
   DType dtype;
   std::vector<size_t> shape;
+  bool raw_bytes = false;  // written as "U8", one byte per element (dtype ignored)
   size_t bytes() const;
 };
 

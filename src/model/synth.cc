@@ -2,14 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/expert_tensors.h"
 #include "model/families.h"
+#include "model/gpt_oss_experts.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
+#include "kernels/block_formats.h"
 
 namespace larql {
 namespace {
@@ -88,10 +92,14 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   const bool gemma4_moe = s.family == "gemma4moe";  // the 26B-A4B kind: experts beside the dense MLP
   const bool gemma4 = s.family == "gemma4" || gemma4_moe;
   const Family* family = find_family(s.family == "gemma3" || gemma4 ? (gemma4 ? "gemma4" : s.family) + std::string("_text")
-                                     : s.family == "qwen3moe" ? "qwen3_moe" : s.family);
+                                     : s.family == "qwen3moe" ? "qwen3_moe" : s.family == "gpt-oss" ? "gpt_oss" : s.family);
   if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3" && !gemma4 && !family->moe))
     return make_error(ErrorCode::invalid_argument,
-                      "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, gemma4moe, mixtral, qwen3moe");
+                      "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, gemma4moe, mixtral, qwen3moe, gpt-oss");
+  if (s.dtype == DType::mxfp4 && s.family != "gpt-oss")
+    return make_error(ErrorCode::invalid_argument, "synth: --dtype mxfp4 is gpt-oss's (its experts); other families take f32, f16 or bf16");
+  if (s.dtype != DType::f32 && s.dtype != DType::f16 && s.dtype != DType::bf16 && s.dtype != DType::mxfp4)
+    return make_error(ErrorCode::invalid_argument, "synth: --dtype must be f32, f16, bf16 or (gpt-oss) mxfp4");
   if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
     return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
   const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
@@ -118,6 +126,36 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   if (s.family == "llama") {
     config.update({{"architectures", {"LlamaForCausalLM"}}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
                    {"hidden_act", "silu"}, {"tie_word_embeddings", false}});
+    return std::pair{config, c};
+  }
+  if (family->moe && family->moe->gpt_oss_layout) {
+    const size_t window = s.sliding_window ? s.sliding_window : 128;
+    if (s.dtype == DType::mxfp4 && (s.hidden % 32 != 0 || expert_ffn % 32 != 0))
+      return make_error(ErrorCode::invalid_argument, "synth: MXFP4 experts need --hidden and --expert-ffn multiples of 32");
+    const YarnRopeScaling yarn{32, 4096, 32, 1, false, 0};
+    nlohmann::json layer_types = nlohmann::json::array();
+    for (size_t l = 0; l < s.layers; ++l) {
+      const bool full = periodic_attention_kind(l, family->sliding_period) == AttentionKind::full;
+      layer_types.push_back(full ? "full_attention" : "sliding_attention");
+      c.layer_configs.push_back(LayerConfig{full ? AttentionKind::full : AttentionKind::sliding, full ? 0 : window,
+                                            RopeSpec{.theta = 150000, .yarn = yarn}, head_dim, s.kv_heads, false, true});
+    }
+    c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::top_k_softmax};
+    c.ffn = expert_ffn;
+    c.attention_bias = c.attention_sinks = true;
+    c.activation = Activation::swiglu_clamped;
+    c.swiglu_limit = 7;
+    config.update({{"architectures", {"GptOssForCausalLM"}}, {"num_local_experts", s.experts}, {"num_experts_per_tok", s.experts_used},
+                   {"experts_per_token", s.experts_used}, {"intermediate_size", expert_ffn}, {"rms_norm_eps", 1e-5},
+                   {"rope_theta", 150000.0}, {"sliding_window", window}, {"layer_types", layer_types}, {"attention_bias", true},
+                   {"swiglu_limit", 7.0}, {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"initial_context_length", 4096},
+                   {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                                     {"original_max_position_embeddings", 4096}, {"truncate", false}}}});
+    if (s.dtype == DType::mxfp4) {
+      config["torch_dtype"] = "bfloat16";
+      config["quantization_config"] = {{"quant_method", "mxfp4"},
+                                       {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
+    }
     return std::pair{config, c};
   }
   if (family->moe && !gemma4) {
@@ -212,7 +250,10 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", config["eos_token_id"]}}.dump(2) << "\n";
   std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
 
-  enum class Fill { ones, around_zero, around_one, fan_in };
+  // gpt-oss's MXFP4 experts: random values of fan_in quantised to GGML's blocks, written as
+  // transformers' separate values and scale bytes (each tensor regenerates its values).
+  enum class Fill { ones, around_zero, around_one, fan_in, mxfp4_values, mxfp4_scales };
+  const DType dense_type = s.dtype == DType::mxfp4 ? DType::bf16 : s.dtype;
   struct Planned {
     TensorSpec spec;
     Fill fill;
@@ -228,9 +269,12 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       // Norm weights are ones (Gemma 2/3: w − 1, random around 0; Gemma 4: random around
       // 1, as its layer scalars); the embedding is N(0, 1)-like (Gemma: N(0, 1/hidden), as
       // √hidden scales it back); matrices scale with their fan-in.
-      const Fill fill = shape.size() > 1 ? Fill::fan_in : gemma4 ? Fill::around_one : gemma ? Fill::around_zero : Fill::ones;
+      // Biases and attention sinks are random around 0.
+      const bool bias = e.layer_member == &LayerWeights::bq || e.layer_member == &LayerWeights::bk ||
+                        e.layer_member == &LayerWeights::bv || e.layer_member == &LayerWeights::bo || e.layer_member == &LayerWeights::sinks;
+      const Fill fill = shape.size() > 1 ? Fill::fan_in : bias || (gemma && !gemma4) ? Fill::around_zero : gemma4 ? Fill::around_one : Fill::ones;
       const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1) : shape.back();
-      plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), s.dtype, shape}, fill, fan_in});
+      plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), dense_type, shape}, fill, fan_in});
     }
   }
 
@@ -240,7 +284,23 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
     const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
     for (size_t l = 0; l < c.layers; ++l) {
       if (!c.layer(l).sparse) continue;
-      plan.push_back({{hf_router_name(names, l), s.dtype, {E, H}}, Fill::fan_in, H});
+      plan.push_back({{hf_router_name(names, l), dense_type, {E, H}}, Fill::fan_in, H});
+      if (names.gpt_oss_layout) {
+        const std::string experts = "model.layers." + std::to_string(l) + ".mlp.experts.";
+        plan.push_back({{"model.layers." + std::to_string(l) + "." + std::string(names.hf_router_bias), dense_type, {E}}, Fill::around_zero, 1});
+        if (s.dtype == DType::mxfp4) {
+          for (auto [name, rows, cols] : {std::tuple{"gate_up_proj", 2 * I, H}, {"down_proj", H, I}}) {
+            plan.push_back({{experts + name + "_blocks", DType::f32, {E, rows, cols / 32, 16}, true}, Fill::mxfp4_values, cols});
+            plan.push_back({{experts + name + "_scales", DType::f32, {E, rows, cols / 32}, true}, Fill::mxfp4_scales, cols});
+          }
+        } else {
+          plan.push_back({{experts + "gate_up_proj", dense_type, {E, H, 2 * I}}, Fill::fan_in, H});
+          plan.push_back({{experts + "down_proj", dense_type, {E, I, H}}, Fill::fan_in, I});
+        }
+        plan.push_back({{experts + "gate_up_proj_bias", dense_type, {E, 2 * I}}, Fill::around_zero, 1});
+        plan.push_back({{experts + "down_proj_bias", dense_type, {E, H}}, Fill::around_zero, 1});
+        continue;
+      }
       if (s.stacked_experts || c.moe.beside_dense) {  // Gemma 4's experts are always stacked
         plan.push_back({{hf_stacked_gate_up_name(names, l), s.dtype, {E, 2 * I, H}}, Fill::fan_in, H});
         plan.push_back({{hf_stacked_down_name(names, l), s.dtype, {E, H, I}}, Fill::fan_in, I});
@@ -259,7 +319,22 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   for (const auto& p : plan) specs.push_back(p.spec);
   return write_safetensors((fs::path(dir) / "model.safetensors").string(), specs, [&](size_t i) {
     const auto& p = plan[i];
-    const size_t count = p.spec.bytes() / dtype_bytes(s.dtype, 1);
+    if (p.fill == Fill::mxfp4_values || p.fill == Fill::mxfp4_scales) {
+      const bool scales = p.fill == Fill::mxfp4_scales;
+      const std::string values_name = p.spec.name.substr(0, p.spec.name.size() - 7);  // less "_scales" or "_blocks"
+      const size_t blocks_count = p.spec.bytes() / (scales ? 1 : 16);
+      const auto values = random_values(blocks_count * 32, p.fan_in, s.seed ^ name_hash(values_name));
+      std::vector<uint8_t> out(p.spec.bytes()), ggml(17);
+      for (size_t b = 0; b < blocks_count; ++b) {
+        blocks::quantize_block(DType::mxfp4, &values[b * 32], ggml.data());
+        uint8_t hf_values[16], scale;
+        mxfp4_block_to_hf(ggml.data(), hf_values, &scale);
+        if (scales) out[b] = scale;
+        else std::memcpy(&out[b * 16], hf_values, 16);
+      }
+      return out;
+    }
+    const size_t count = p.spec.bytes() / dtype_bytes(p.spec.dtype, 1);
     const uint64_t seed = s.seed ^ name_hash(p.spec.name);
     std::vector<float> values = p.fill == Fill::ones ? std::vector<float>(count, 1.0f)
                                 : p.fill == Fill::fan_in ? random_values(count, p.fan_in, seed)
@@ -269,7 +344,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
     if (p.spec.name.ends_with("mlp.down_proj.weight"))  // row h of [hidden, ffn] makes output coordinate h
       for (const auto& [h, factor] : massive_coordinates(s))
         for (size_t j = 0; j < s.ffn; ++j) values[h * s.ffn + j] *= factor;
-    return encode_tensor(s.dtype, values);
+    return encode_tensor(p.spec.dtype, values);
   });
 }
 

@@ -18,6 +18,10 @@ struct SynthSpec {
   // tensors, and for Gemma its sandwich norms (Gemma 2/3 store w − 1), tied classifier,
   // interleaved sliding and full layers and softcaps; Gemma 4's full layers with larger
   // heads, fewer KV heads, values = keys and proportional RoPE, and its layer scalars.
+  // gpt-oss: attention sinks and biases, alternating sliding (128) and full layers, YaRN
+  // RoPE, a router with a bias and top-k softmax, experts with biases and the clamped SwiGLU,
+  // stored as transformers stores them (gate_up_proj [E][H][2·I] interleaved, or with dtype
+  // mxfp4 as *_blocks/*_scales and a quantization_config, the rest BF16).
   std::string family = "llama";
   size_t hidden = 256;
   size_t layers = 2;
@@ -34,7 +38,7 @@ struct SynthSpec {
   std::optional<float> attention_softcap = {}, final_softcap = {};
   size_t vocab = 512;
   size_t context = 2048;
-  DType dtype = DType::bf16;
+  DType dtype = DType::bf16;  // f32, f16, bf16; mxfp4 for gpt-oss's experts
   uint64_t seed = 0;
   // How many hidden coordinates every FFN output carries far above the rest (their rows
   // of down_proj scaled ×100, ×300, ×600, ×1000, repeating), as real models' "massive

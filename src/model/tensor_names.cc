@@ -38,6 +38,7 @@ std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c, siz
     case TensorShape::hidden_by_ffn: return {c.hidden, c.ffn};
     case TensorShape::one: return {1};
     case TensorShape::experts: return {c.moe.experts};
+    case TensorShape::heads: return {c.heads};
   }
   return {};
 }
@@ -52,6 +53,7 @@ bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer) {
     case TensorPresence::if_sandwich_norms: return c.norm_placement == NormPlacement::sandwich;
     case TensorPresence::if_own_values: return layer >= c.layer_configs.size() || !c.layer(layer).values_are_keys;
     case TensorPresence::if_layer_scalar: return c.layer_scalar;
+    case TensorPresence::if_attention_sinks: return c.attention_sinks;
     case TensorPresence::if_dense_ffn: return layer >= c.layer_configs.size() || !c.layer(layer).sparse || c.moe.beside_dense;
     case TensorPresence::if_experts_beside_dense:
       return c.moe.beside_dense && layer < c.layer_configs.size() && c.layer(layer).sparse;

@@ -17,7 +17,7 @@ enum class CheckpointFormat { hf, gguf };
 
 // Per-layer shapes follow that layer's LayerConfig (head size, KV heads).
 enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_max_head_dim,
-                         ffn_by_hidden, hidden_by_ffn, one, experts };
+                         ffn_by_hidden, hidden_by_ffn, one, experts, heads };
 
 enum class TensorPresence {
   required,
@@ -29,6 +29,7 @@ enum class TensorPresence {
   if_layer_scalar,    // Gemma 4
   if_dense_ffn,       // layers with a dense FFN (not a mixture of experts' sparse layer, but Gemma 4's)
   if_experts_beside_dense,  // Gemma 4's sparse layers: the experts' norms and scales
+  if_attention_sinks, // GPT-OSS
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
 };
 
@@ -54,6 +55,8 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"self_attn.q_proj.bias", "attn_q.bias", nullptr, &LayerWeights::bq, TensorShape::q, TensorPresence::if_attention_bias},
     {"self_attn.k_proj.bias", "attn_k.bias", nullptr, &LayerWeights::bk, TensorShape::kv, TensorPresence::if_attention_bias},
     {"self_attn.v_proj.bias", "attn_v.bias", nullptr, &LayerWeights::bv, TensorShape::kv, TensorPresence::if_attention_bias},
+    {"self_attn.o_proj.bias", "attn_output.bias", nullptr, &LayerWeights::bo, TensorShape::hidden, TensorPresence::if_attention_sinks},
+    {"self_attn.sinks", "attn_sinks.weight", nullptr, &LayerWeights::sinks, TensorShape::heads, TensorPresence::if_attention_sinks},
     {"self_attn.q_norm.weight", "attn_q_norm.weight", nullptr, &LayerWeights::q_norm, TensorShape::head_dim, TensorPresence::if_qk_norm},
     {"self_attn.k_norm.weight", "attn_k_norm.weight", nullptr, &LayerWeights::k_norm, TensorShape::head_dim, TensorPresence::if_qk_norm},
     // HF's `post_attention_layernorm` is a different norm in each placement: on attention's

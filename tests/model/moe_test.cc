@@ -182,7 +182,7 @@ TEST_P(MoeRouting, TheTransformerRoutesEveryPositionToKDistinctExpertsAndTheChoi
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MoeReference, ::testing::Values("mixtral", "qwen3moe", "gemma4moe"));
-INSTANTIATE_TEST_SUITE_P(Families, MoeRouting, ::testing::Values("mixtral", "qwen3moe", "gemma4moe"));
+INSTANTIATE_TEST_SUITE_P(Families, MoeRouting, ::testing::Values("mixtral", "qwen3moe", "gemma4moe", "gptoss"));
 
 TEST(MoeRouter, TopKInAscendingIdWithTheFamiliesWeights) {
   const std::vector<float> logits{0.5f, 2.0f, -1.0f, 2.0f, 1.0f};

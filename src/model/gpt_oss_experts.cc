@@ -1,0 +1,145 @@
+#include "model/gpt_oss_experts.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace larql {
+namespace {
+
+std::string shape_string(const std::vector<size_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Bytes the model keeps, and a pointer into them.
+uint8_t* keep(Model& m, size_t bytes) {
+  auto buffer = std::make_shared<std::vector<uint8_t>>(bytes);
+  uint8_t* data = buffer->data();
+  m.converted.push_back(std::move(buffer));
+  return data;
+}
+
+}  // namespace
+
+void mxfp4_block_from_hf(const uint8_t* hf_values, uint8_t scale, uint8_t* ggml_block) {
+  ggml_block[0] = scale;
+  auto value = [&](size_t v) { return (hf_values[v / 2] >> (4 * (v % 2))) & 0x0F; };
+  for (size_t j = 0; j < 16; ++j) ggml_block[1 + j] = uint8_t(value(j) | value(j + 16) << 4);
+}
+
+void mxfp4_block_to_hf(const uint8_t* ggml_block, uint8_t* hf_values, uint8_t* scale) {
+  *scale = ggml_block[0];
+  auto value = [&](size_t v) { return v < 16 ? ggml_block[1 + v] & 0x0F : ggml_block[1 + v - 16] >> 4; };
+  for (size_t k = 0; k < 16; ++k) hf_values[k] = uint8_t(value(2 * k) | value(2 * k + 1) << 4);
+}
+
+Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
+                                const std::function<std::optional<FoundTensor>(const std::string& name)>& find) {
+  const ModelConfig& c = m.config;
+  const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
+  const std::string base = "model.layers." + std::to_string(l) + ".mlp.experts.";
+  auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, source + ": " + what); };
+  // `suffix`'s tensor of `shape`: a number format when `raw` is false, U8 bytes when true.
+  auto need = [&](const std::string& suffix, const std::vector<size_t>& shape, bool raw) -> Result<FoundTensor> {
+    const std::string name = base + suffix;
+    auto found = find(name);
+    if (!found) return fail("tensor '" + name + "' (GPT-OSS's experts) is missing");
+    if (!raw) {
+      if (auto s = check_found_tensor(*found, name, shape); !s) return s.error();
+      return *found;
+    }
+    if (found->dtype || found->shape != shape)
+      return fail("tensor '" + name + "' is " + (found->dtype ? std::string(dtype_name(*found->dtype)) : found->format_name) + " " +
+                  shape_string(found->shape) + "; expected U8 " + shape_string(shape) + " (MXFP4 blocks or scales)");
+    return *found;
+  };
+  LayerWeights& w = m.layers[l];
+  w.experts.assign(E, ExpertWeights{});
+
+  if (find(base + "gate_up_proj_blocks")) {  // MXFP4
+    if (H % 32 != 0 || I % 32 != 0) return fail("MXFP4 experts need hidden and intermediate sizes that are multiples of 32");
+    auto gu_blocks = need("gate_up_proj_blocks", {E, 2 * I, H / 32, 16}, true);
+    if (!gu_blocks) return gu_blocks.error();
+    auto gu_scales = need("gate_up_proj_scales", {E, 2 * I, H / 32}, true);
+    if (!gu_scales) return gu_scales.error();
+    auto d_blocks = need("down_proj_blocks", {E, H, I / 32, 16}, true);
+    if (!d_blocks) return d_blocks.error();
+    auto d_scales = need("down_proj_scales", {E, H, I / 32}, true);
+    if (!d_scales) return d_scales.error();
+    // Rows of `cols` values, from stored row `from` on, every `step`-th, as GGML blocks.
+    auto repack = [&](const FoundTensor& blocks, const FoundTensor& scales, const std::string& name, size_t expert, size_t rows,
+                      size_t cols, size_t from, size_t step) -> Result<Matrix> {
+      const size_t per_row = cols / 32, stored_rows = rows * step;
+      uint8_t* out = keep(m, rows * per_row * 17);
+      const auto* b = static_cast<const uint8_t*>(blocks.data) + expert * stored_rows * per_row * 16;
+      const auto* s = static_cast<const uint8_t*>(scales.data) + expert * stored_rows * per_row;
+      for (size_t r = 0; r < rows; ++r) {
+        const size_t stored = from + r * step;
+        for (size_t k = 0; k < per_row; ++k) {
+          const uint8_t scale = s[stored * per_row + k];
+          if (scale == 0xFF)
+            return fail("tensor '" + base + name + "_scales' has the scale byte 0xFF (NaN in MXFP4's E8M0) at expert " +
+                        std::to_string(expert) + ", row " + std::to_string(stored) + ", block " + std::to_string(k));
+          mxfp4_block_from_hf(b + (stored * per_row + k) * 16, scale, out + (r * per_row + k) * 17);
+        }
+      }
+      return Matrix{DType::mxfp4, rows, cols, out};
+    };
+    for (size_t e = 0; e < E; ++e) {
+      auto gate = repack(*gu_blocks, *gu_scales, "gate_up_proj", e, I, H, 0, 2);
+      if (!gate) return gate.error();
+      auto up = repack(*gu_blocks, *gu_scales, "gate_up_proj", e, I, H, 1, 2);
+      if (!up) return up.error();
+      auto down = repack(*d_blocks, *d_scales, "down_proj", e, H, I, 0, 1);
+      if (!down) return down.error();
+      w.experts[e].gate = *gate, w.experts[e].up = *up, w.experts[e].down = *down;
+    }
+  } else {  // a number format, inputs × outputs: transposed
+    auto gate_up = need("gate_up_proj", {E, H, 2 * I}, false);
+    if (!gate_up) return gate_up.error();
+    auto down = need("down_proj", {E, I, H}, false);
+    if (!down) return down.error();
+    if (dtype_is_blocked(*gate_up->dtype) || dtype_is_blocked(*down->dtype))
+      return fail("GPT-OSS's experts must be F32, F16, BF16 or MXFP4 blocks in a Hugging Face checkpoint");
+    // Column `from + k·step` of each [rows_in][cols_in] expert slice becomes row k.
+    auto transpose = [&](const FoundTensor& t, size_t expert, size_t rows_in, size_t cols_in, size_t from, size_t step) {
+      const DType dt = *t.dtype;
+      const size_t element = dtype_bytes(dt, 1), rows_out = cols_in / step;
+      uint8_t* out = keep(m, rows_out * rows_in * element);
+      const auto* in = static_cast<const uint8_t*>(t.data) + expert * rows_in * cols_in * element;
+      for (size_t r = 0; r < rows_out; ++r)
+        for (size_t k = 0; k < rows_in; ++k)
+          std::memcpy(out + (r * rows_in + k) * element, in + (k * cols_in + from + r * step) * element, element);
+      return Matrix{dt, rows_out, rows_in, out};
+    };
+    for (size_t e = 0; e < E; ++e)
+      w.experts[e] = {transpose(*gate_up, e, H, 2 * I, 0, 2), transpose(*gate_up, e, H, 2 * I, 1, 2), transpose(*down, e, I, H, 0, 1)};
+  }
+
+  auto gate_up_bias = need("gate_up_proj_bias", {E, 2 * I}, false);
+  if (!gate_up_bias) return gate_up_bias.error();
+  auto down_bias = need("down_proj_bias", {E, H}, false);
+  if (!down_bias) return down_bias.error();
+  if (dtype_is_blocked(*gate_up_bias->dtype) || dtype_is_blocked(*down_bias->dtype))
+    return fail("GPT-OSS's expert biases must be F32, F16 or BF16");
+  const DType bias_type = *gate_up_bias->dtype;
+  const size_t element = dtype_bytes(bias_type, 1);
+  for (size_t e = 0; e < E; ++e) {
+    const auto* in = static_cast<const uint8_t*>(gate_up_bias->data) + e * 2 * I * element;
+    uint8_t* gate = keep(m, I * element);
+    uint8_t* up = keep(m, I * element);
+    for (size_t i = 0; i < I; ++i) {
+      std::memcpy(gate + i * element, in + 2 * i * element, element);
+      std::memcpy(up + i * element, in + (2 * i + 1) * element, element);
+    }
+    w.experts[e].gate_bias = {bias_type, 1, I, gate};
+    w.experts[e].up_bias = {bias_type, 1, I, up};
+    w.experts[e].down_bias = {*down_bias->dtype, 1, H,
+                              static_cast<const uint8_t*>(down_bias->data) + e * dtype_bytes(*down_bias->dtype, H)};
+  }
+  return Ok{};
+}
+
+}  // namespace larql
