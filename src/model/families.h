@@ -63,6 +63,9 @@ struct Family {
   const MoeNames* moe = nullptr;  // mixture-of-experts families
   // GPT-OSS: attention sinks and a bias on attention's output (ModelConfig::attention_sinks).
   bool attention_sinks = false;
+  // The GGUF name of the norm before the FFN where it is not "ffn_norm" (GPT-OSS: its
+  // converter keeps HF's post_attention name, "post_attention_norm").
+  std::string_view gguf_ffn_norm = "ffn_norm";
 };
 
 inline constexpr Family kFamilies[] = {
@@ -76,7 +79,8 @@ inline constexpr Family kFamilies[] = {
     // GGUF writes Mixtral as arch "llama" with expert_count (gguf_model_config picks this row then).
     {"mixtral", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kMixtralMoe},
     {"qwen3_moe", "qwen3moe", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kQwenMoe},
-    {"gpt_oss", "gpt-oss", true, false, false, NormPlacement::pre, Activation::swiglu_clamped, 0, false, 2, false, &kGptOssMoe, true},
+    {"gpt_oss", "gpt-oss", true, false, false, NormPlacement::pre, Activation::swiglu_clamped, 0, false, 2, false, &kGptOssMoe, true,
+     "post_attention_norm"},
 };
 
 inline const Family* find_family(std::string_view name) {

@@ -133,6 +133,16 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
     meta[arch + ".rope.scaling.type"] = GgufValue::of_string("linear");
     meta[arch + ".rope.scaling.factor"] = f32(base.rope.linear_factor);
   }
+  if (const auto& yarn = base.rope.yarn) {
+    if (yarn->truncate == (family.name == "gpt_oss"))
+      return fail("a GGUF reader would not get this YaRN ramp back (" + arch + (yarn->truncate ? " reads it untruncated)" : " reads it truncated)"));
+    meta[arch + ".rope.scaling.type"] = GgufValue::of_string("yarn");
+    meta[arch + ".rope.scaling.factor"] = f32(yarn->factor);
+    meta[arch + ".rope.scaling.original_context_length"] = u32(size_t(yarn->original_max_position));
+    meta[arch + ".rope.scaling.yarn_beta_fast"] = f32(yarn->beta_fast);
+    meta[arch + ".rope.scaling.yarn_beta_slow"] = f32(yarn->beta_slow);
+    if (yarn->attention_factor > 0) meta[arch + ".rope.scaling.yarn_attn_factor"] = f32(yarn->attention_factor);
+  }
   if (sliding) {
     if (family.sliding_period == 0) return fail(arch + " has no sliding-window layers in llama.cpp");
     if (sliding->rope.linear_factor != 1.0f) return fail("llama.cpp does not scale RoPE on sliding-window layers");
@@ -153,6 +163,14 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
       c.score_scale() != 1.0f / std::sqrt(float(llama_cpp_gemma_scalar(family, c))))
     meta[arch + ".attention.scale"] = f32(c.score_scale());
   return Ok{};
+}
+
+// The family's GGUF name for a tensor the table names (GPT-OSS keeps post_attention_norm
+// for the norm before its FFN).
+std::string stored_gguf_name(const Family& family, const std::string& name) {
+  static const std::string kFfnNorm = ".ffn_norm.weight";
+  if (family.gguf_ffn_norm == "ffn_norm" || !name.ends_with(kFfnNorm)) return name;
+  return name.substr(0, name.size() - kFfnNorm.size()) + "." + std::string(family.gguf_ffn_norm) + ".weight";
 }
 
 // Whether some family of this GGUF architecture has experts (llama: Mixtral).
@@ -257,6 +275,8 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   c.qk_norm = family->qk_norm;
   c.norm_placement = family->norms;
   c.activation = family->activation;  // GGUF files store norm weights as used: no offset
+  if (c.activation == Activation::swiglu_clamped) c.swiglu_limit = 7.0f;  // llama.cpp's, which GGUF does not store
+  c.attention_sinks = family->attention_sinks;
   if (family->scaled_embedding) c.embedding_scale = std::sqrt(float(c.hidden));  // llama.cpp: exact, unrounded
   if (auto s = gemma_attention(f, arch, *family, c); !s) return fail(s.error().message);
   if (const GgufValue* v = number("attn_logit_softcapping")) c.attention_softcap = float(v->real);
@@ -267,13 +287,28 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (const GgufValue* v = number("rope.freq_base")) full.theta = float(v->real);
   if (const GgufValue* v = f.find(arch + ".rope.scaling.type"); v && v->text != "none" && !v->text.empty()) {
     const GgufValue* factor = number("rope.scaling.factor");
-    if (v->text != "linear" || !factor || !(factor->real > 0))
-      return fail(arch + ".rope.scaling.type '" + v->text + "' is not supported; expected linear with a positive " + arch +
+    if ((v->text != "linear" && v->text != "yarn") || !factor || !(factor->real > 0))
+      return fail(arch + ".rope.scaling.type '" + v->text + "' is not supported; expected linear or yarn with a positive " + arch +
                   ".rope.scaling.factor (Llama 3's scaling comes as the rope_freqs tensor)");
-    full.linear_factor = float(factor->real);
+    if (v->text == "linear") full.linear_factor = float(factor->real);
+    else {
+      // YaRN: transformers' rule for GPT-OSS (its config's truncate: false), llama.cpp's
+      // (the ramp's ends floored and ceiled) for the rest.
+      YarnRopeScaling yarn;
+      yarn.factor = float(factor->real);
+      const GgufValue* original = number("rope.scaling.original_context_length");
+      yarn.original_max_position = original && original->real > 0 ? float(original->real) : float(c.context);
+      if (const GgufValue* b = number("rope.scaling.yarn_beta_fast"); b && b->real > 0) yarn.beta_fast = float(b->real);
+      if (const GgufValue* b = number("rope.scaling.yarn_beta_slow"); b && b->real > 0) yarn.beta_slow = float(b->real);
+      if (const GgufValue* a = number("rope.scaling.yarn_attn_factor"); a && a->real > 0) yarn.attention_factor = float(a->real);
+      yarn.truncate = family->name != "gpt_oss";
+      full.yarn = yarn;
+    }
   }
-  // llama.cpp: Gemma 3's sliding layers use base 10000 unscaled unless the file says otherwise.
-  RopeSpec sliding;
+  // llama.cpp: Gemma 3's sliding layers use base 10000 unscaled unless the file says
+  // otherwise; other families' turn as their full layers do (GPT-OSS: YaRN on both).
+  RopeSpec sliding = family->name == "gemma3_text" ? RopeSpec{} : full;
+  sliding.linear_factor = 1.0f;
   sliding.theta = family->name == "gemma3_text" ? 10000.0f : full.theta;
   if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
   sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
@@ -291,7 +326,9 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
     moe.expert_ffn = arch == "qwen3moe" ? c.ffn / moe.experts_used : c.ffn;
     if (number("expert_feed_forward_length"))
       if (auto s = need("expert_feed_forward_length", moe.expert_ffn); !s) return s.error();
-    moe.weights = RouterWeights::softmax_top_k_renormalised;  // llama.cpp renormalises all three
+    // llama.cpp renormalises Mixtral's, Qwen3-MoE's and Gemma 4's; GPT-OSS's are a softmax of the chosen.
+    moe.weights = family->moe->weights == RouterWeights::top_k_softmax ? RouterWeights::top_k_softmax
+                                                                        : RouterWeights::softmax_top_k_renormalised;
     moe.beside_dense = family->moe->beside_dense;
     // A layer is sparse when it has a router (larql writes Qwen3-MoE's dense layers without).
     for (size_t l = 0; l < c.layers; ++l) c.layer_configs[l].sparse = f.tensors.count(gguf_router_name(l)) > 0;
@@ -315,8 +352,9 @@ Result<Model> load_gguf(const std::string& path) {
   Model m;
   m.config = *config;
   m.files = file->files;
+  const Family& family = *find_family(m.config.family);
   auto status = assemble_model(m, CheckpointFormat::gguf, path, [&](const std::string& name) -> std::optional<FoundTensor> {
-    auto it = file->tensors.find(name);
+    auto it = file->tensors.find(stored_gguf_name(family, name));
     if (it == file->tensors.end()) return std::nullopt;
     const GgufTensor& t = it->second;
     return FoundTensor{t.dtype, ggml_type_name(t.ggml_type), t.shape, t.data, t.file};
@@ -370,7 +408,8 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   const bool tied = m.classifier.data == m.embed.data;
   size_t count = 0;
   for_each_tensor(m, [&](const TensorEntry&, size_t, const Matrix&) { ++count; });
-  for (size_t l = 0; l < c.layers; ++l) count += c.layer(l).sparse ? 4 : 0;  // router, gate, up, down
+  for (size_t l = 0; l < c.layers; ++l)  // router, gate, up, down, and GPT-OSS's four biases
+    count += c.layer(l).sparse ? (m.layers[l].router_bias.data ? 8 : 4) : 0;
   std::vector<GgufTensorToWrite> tensors;
   // A tensor of `rows` rows of `cols` values, row r's values from `row`, written as `type`.
   auto write_tensor = [&](const std::string& name, DType type, std::vector<size_t> shape, size_t rows, size_t cols,
@@ -415,7 +454,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure, c.moe.experts);
-    write_tensor(tensor_name(e, CheckpointFormat::gguf, layer), type, tensor_shape(e, c, layer), w.rows, w.cols,
+    write_tensor(stored_gguf_name(*family, tensor_name(e, CheckpointFormat::gguf, layer)), type, tensor_shape(e, c, layer), w.rows, w.cols,
                  [&](size_t r, float* x) { std::copy_n(&values[r * w.cols], w.cols, x); });
   });
   // Mixture-of-experts layers as llama.cpp's converter writes them: the router in f32 (never
@@ -427,6 +466,21 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     const LayerWeights& lw = m.layers[l];
     write_tensor(gguf_router_name(l), DType::f32, {E, c.hidden}, E, c.hidden,
                  [&](size_t r, float* x) { dequantize_row(lw.router.dtype, lw.router.row_ptr(r), c.hidden, x); });
+    // GPT-OSS's biases, f32 as llama.cpp keeps them: the router's, and each role's [experts][rows].
+    if (lw.router_bias.data)
+      write_tensor("blk." + std::to_string(l) + ".ffn_gate_inp.bias", DType::f32, {E}, 1, E,
+                   [&](size_t, float* x) { dequantize_row(lw.router_bias.dtype, lw.router_bias.data, E, x); });
+    for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+      Matrix ExpertWeights::*bias = role == ExpertRole::down ? &ExpertWeights::down_bias
+                                    : role == ExpertRole::gate ? &ExpertWeights::gate_bias : &ExpertWeights::up_bias;
+      if (!(lw.experts[0].*bias).data) continue;
+      const size_t width = role == ExpertRole::down ? c.hidden : c.moe.expert_ffn;
+      const std::string name = gguf_stacked_name(l, role);
+      write_tensor(name.substr(0, name.size() - 6) + "bias", DType::f32, {E, width}, E, width, [&](size_t r, float* x) {
+        const Matrix& b = lw.experts[r].*bias;
+        dequantize_row(b.dtype, b.data, width, x);
+      });
+    }
     for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
       const bool down = role == ExpertRole::down;
       const size_t rows = down ? c.hidden : c.moe.expert_ffn, cols = down ? c.moe.expert_ffn : c.hidden;

@@ -29,7 +29,7 @@ DType fallback(DType t, size_t cols) {
 DType matrix_type(const QuantScheme& scheme, const TensorEntry& e, size_t layer, size_t layers, size_t cols, bool tied,
                   bool pure, size_t experts) {
   DType t = scheme.base;
-  if (scheme.mixed && !pure) {
+  if (scheme.mixed && !pure && !scheme.mxfp4_experts) {
     const bool classifier = e.model_member == &Model::classifier || (tied && e.model_member == &Model::embed);
     if (classifier) t = !fits(t, cols) ? DType::q8_0 : t != DType::q8_0 ? DType::q6_k : t;
     else if (scheme.more_bits && (e.layer_member == &LayerWeights::wv || e.layer_member == &LayerWeights::down) &&
@@ -43,7 +43,7 @@ DType matrix_type(const QuantScheme& scheme, const TensorEntry& e, size_t layer,
 }
 
 DType expert_matrix_type(const QuantScheme& scheme, bool down, size_t layer, size_t layers, size_t cols, bool pure) {
-  DType t = scheme.base;
+  DType t = scheme.mxfp4_experts ? DType::mxfp4 : scheme.base;
   if (scheme.mixed && !pure && scheme.more_bits && down && use_more_bits(layer, layers)) t = DType::q6_k;
   return fits(t, cols) ? t : fallback(t, cols);
 }

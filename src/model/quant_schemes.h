@@ -9,6 +9,8 @@
 //  - mixture-of-experts models (expert_count 8, as Mixtral): `attn_k` and `attn_v` are Q8_0
 //    and, in Q4_K_M, `attn_output` Q5_K; the experts' ffn_down_exps follow ffn_down's rule
 //    and their gate and up the base format; the router (ffn_gate_inp) is never quantised;
+//  - mxfp4_moe (GPT-OSS's): the 3-D expert tensors MXFP4, every other 2-D weight (the
+//    classifier and token_embd included) Q8_0, the router unquantised;
 //  - a row length the chosen format's blocks do not divide falls back: Q4_K → Q5_0,
 //    Q5_K → Q5_1, Q6_K → Q8_0, and then (or for the 32-value formats) to F16.
 //
@@ -30,6 +32,7 @@ struct QuantScheme {
   uint32_t llama_ftype;   // general.file_type (llama.cpp's enum llama_ftype)
   bool mixed;             // llama.cpp's per-tensor rules apply (its quantised file types)
   bool more_bits;         // the _M mixes' Q6_K for attn_v and ffn_down
+  bool mxfp4_experts = false;  // mxfp4_moe: experts MXFP4, the rest `base` without llama.cpp's other rules
 };
 
 inline constexpr QuantScheme kQuantSchemes[] = {
@@ -38,7 +41,7 @@ inline constexpr QuantScheme kQuantSchemes[] = {
     {"q4_0", DType::q4_0, 2, true, false},      {"q4_1", DType::q4_1, 3, true, false},
     {"q5_0", DType::q5_0, 8, true, false},      {"q5_1", DType::q5_1, 9, true, false},
     {"q4_k_m", DType::q4_k, 15, true, true},    {"q5_k_m", DType::q5_k, 17, true, true},
-    {"q6_k", DType::q6_k, 18, true, false},
+    {"q6_k", DType::q6_k, 18, true, false},     {"mxfp4_moe", DType::q8_0, 38, true, false, true},
 };
 
 constexpr const QuantScheme* find_quant_scheme(std::string_view name) {

@@ -15,7 +15,10 @@
 #include "infer/moe_routing.h"
 #include "kernels/block_formats.h"
 #include "model/gpt_oss_experts.h"
+#include "model/gguf.h"
+#include "model/gguf_loader.h"
 #include "model/loader.h"
+#include "model/quant_schemes.h"
 #include "support/reference_fixtures.h"
 
 namespace larql {
@@ -44,6 +47,84 @@ TEST(GptOss, HuggingFaceCheckpointMatchesThePyTorchReference) {
   const auto ref = test::reference_output(test::moe_fixture("gptoss"));
   test::expect_matches_reference(*model, ref, "gpt-oss HF", 1e-5);
   EXPECT_EQ(test::all_logits(*model, ref.tokens, true), test::all_logits(*model, ref.tokens, false));
+}
+
+// The f32 fixture as llama.cpp's converter lays GPT-OSS out (arch gpt-oss, post_attention_norm,
+// attn_sinks, biases, YaRN keys), then as `quantize --type mxfp4_moe` writes it.
+TEST(GptOss, GgufOfTheSameWeightsMatchesThePyTorchReference) {
+  auto hf = load_model(test::moe_fixture("gptoss").string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const auto ref = test::reference_output(test::moe_fixture("gptoss"));
+  const fs::path dir = fs::temp_directory_path() / ("larql_gptoss_gguf_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const char* scheme : {"f32", "mxfp4_moe"}) {
+    SCOPED_TRACE(scheme);
+    const fs::path path = dir / (std::string(scheme) + ".gguf");
+    ASSERT_TRUE(export_gguf(*hf, path.string(), {.scheme = *find_quant_scheme(scheme), .splits = 1}).ok());
+    auto file = read_gguf(path.string());
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    EXPECT_EQ(file->find("general.architecture")->text, "gpt-oss");
+    EXPECT_EQ(file->find("gpt-oss.rope.scaling.type")->text, "yarn");
+    EXPECT_EQ(file->integer_or("gpt-oss.rope.scaling.original_context_length", 0), 4096);
+    EXPECT_EQ(file->integer_or("gpt-oss.attention.sliding_window", 0), 4);
+    for (const char* name : {"blk.0.post_attention_norm.weight", "blk.0.attn_sinks.weight", "blk.0.attn_output.bias",
+                             "blk.0.ffn_gate_inp.bias", "blk.0.ffn_gate_exps.bias", "blk.0.ffn_up_exps.bias", "blk.0.ffn_down_exps.bias"})
+      EXPECT_EQ(file->tensors.count(name), 1u) << name;
+    EXPECT_EQ(file->tensors.count("blk.0.ffn_norm.weight"), 0u);
+    EXPECT_EQ(file->tensors.at("blk.0.ffn_gate_inp.weight").ggml_type, 0u) << "the router stays f32";
+    EXPECT_EQ(file->tensors.at("blk.0.ffn_up_exps.bias").ggml_type, 0u) << "biases stay f32";
+    auto gguf = load_model(path.string());
+    ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+    EXPECT_EQ(gguf->config.family, "gpt_oss");
+    EXPECT_EQ(gguf->config.moe.weights, RouterWeights::top_k_softmax);
+    ASSERT_TRUE(gguf->config.layer(0).rope.yarn.has_value());
+    EXPECT_FALSE(gguf->config.layer(0).rope.yarn->truncate) << "transformers' ramp for GPT-OSS";
+    if (std::string(scheme) == "f32") {
+      test::expect_matches_reference(*gguf, ref, "gpt-oss GGUF", 1e-5);
+      continue;
+    }
+    // llama.cpp's mxfp4_moe: 3-D experts MXFP4, the other 2-D weights Q8_0.
+    EXPECT_EQ(gguf->layers[0].experts[0].gate.dtype, DType::mxfp4);
+    EXPECT_EQ(gguf->layers[2].experts[3].down.dtype, DType::mxfp4);
+    EXPECT_EQ(gguf->layers[0].wq.dtype, DType::q8_0);
+    EXPECT_EQ(gguf->classifier.dtype, DType::q8_0);
+    EXPECT_EQ(gguf->embed.dtype, DType::q8_0);
+    // Random f32 experts rounded to four bits move a random model's near-flat logits: held
+    // to the error of the same weights in Q4_0 (its 4-bit integers), measured alike.
+    const double error = test::expect_logits_match(ref.logits, test::all_logits(*gguf, ref.tokens, true), "mxfp4_moe", 1.0);
+    const fs::path q4 = dir / "q4_0.gguf";
+    ASSERT_TRUE(export_gguf(*hf, q4.string(), {.scheme = *find_quant_scheme("q4_0"), .splits = 1}).ok());
+    auto q4_model = load_model(q4.string());
+    ASSERT_TRUE(q4_model.ok());
+    const double q4_error = test::expect_logits_match(ref.logits, test::all_logits(*q4_model, ref.tokens, true), "q4_0", 1.0);
+    std::printf("gpt-oss mxfp4_moe: max |logit - reference| / range %.3f; q4_0 %.3f\n", error, q4_error);
+    EXPECT_LE(error, 2 * q4_error);
+  }
+  fs::remove_all(dir);
+}
+
+// MXFP4 values survive GGML's quantiser exactly (every code times a power of two is one), so
+// an MXFP4 checkpoint written as mxfp4_moe keeps its experts value for value.
+TEST(GptOss, Mxfp4ExpertsKeepTheirValuesThroughMxfp4Moe) {
+  auto hf = load_model(test::moe_fixture("gptoss-mxfp4").string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const fs::path path = fs::temp_directory_path() / ("larql_gptoss_mxfp4_" + std::to_string(::getpid()) + ".gguf");
+  ASSERT_TRUE(export_gguf(*hf, path.string(), {.scheme = *find_quant_scheme("mxfp4_moe"), .splits = 1}).ok());
+  auto gguf = load_model(path.string());
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  for (size_t l = 0; l < hf->config.layers; ++l)
+    for (size_t e = 0; e < hf->config.moe.experts; ++e)
+      for (auto member : {&ExpertWeights::gate, &ExpertWeights::up, &ExpertWeights::down}) {
+        const Matrix &a = hf->layers[l].experts[e].*member, &b = gguf->layers[l].experts[e].*member;
+        ASSERT_EQ(b.dtype, DType::mxfp4);
+        std::vector<float> x(a.cols), y(b.cols);
+        for (size_t r = 0; r < a.rows; ++r) {
+          dequantize_row(a.dtype, a.row_ptr(r), a.cols, x.data());
+          dequantize_row(b.dtype, b.row_ptr(r), b.cols, y.data());
+          ASSERT_EQ(x, y) << "layer " << l << " expert " << e << " row " << r;
+        }
+      }
+  fs::remove(path);
 }
 
 // transformers' MXFP4 layout repacked at load into GGML's blocks: the same values as the
