@@ -7,6 +7,8 @@
 // expert kernels whose rows are independent), weighted sums agree on top-1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -229,6 +231,12 @@ struct Split {
   std::string low, high;  // expert ranges of the two shards
 };
 
+// A fixture's name as a test's ("gptoss-mxfp4": gptoss_mxfp4).
+std::string test_name(std::string family) {
+  std::replace(family.begin(), family.end(), '-', '_');
+  return family;
+}
+
 class ExpertShards : public ::testing::TestWithParam<Split> {
  protected:
   // `larql bench --local --json` through two expert shards; the dense MLPs (Qwen3-MoE's dense
@@ -276,8 +284,9 @@ TEST_P(ExpertShards, WeightedSumsAgreeOnTopOneInF32AndEveryEncodingStaysFinite) 
 
 INSTANTIATE_TEST_SUITE_P(Families, ExpertShards,
                          ::testing::Values(Split{"mixtral", "0-0", "1-3"}, Split{"qwen3moe", "0-4", "5-7"},
-                                           Split{"gemma4moe", "0-3", "4-7"}),
-                         [](const auto& info) { return info.param.family; });
+                                           Split{"gemma4moe", "0-3", "4-7"}, Split{"gptoss", "0-1", "2-3"},
+                                           Split{"gptoss-mxfp4", "0-2", "3-3"}),
+                         [](const auto& info) { return test_name(info.param.family); });
 
 // The same split behind a router: it asks its parts for per-expert rows and sums them in
 // the one order, so even weighted sums are bit-identical to local, and a per-expert rows
@@ -337,8 +346,9 @@ TEST(RoutedExpertsInF16, ARouterAskingItsPartsInF16StaysCloseToLocal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RoutedExperts,
-                         ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"gemma4moe", "0-3", "4-7"}),
-                         [](const auto& info) { return info.param.family; });
+                         ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"gemma4moe", "0-3", "4-7"},
+                                           Split{"gptoss-mxfp4", "0-1", "2-3"}),
+                         [](const auto& info) { return test_name(info.param.family); });
 
 TEST(RoutedExpertsUnderLoad, KillingOneReplicaOfEachExpertRangeCostsNoClientErrorAndNoWrongId) {
   const std::string model = test::moe_fixture("mixtral").string();
