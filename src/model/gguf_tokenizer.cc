@@ -32,6 +32,11 @@ constexpr PreTokenizer kPreTokenizers[] = {
     {"qwen2",
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      false, true},
+    // o200k (GPT-OSS's o200k_harmony): tiktoken's pattern; whole pieces in the vocabulary are
+    // taken as they are, as tiktoken does.
+    {"gpt-4o",
+     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     true, false},
 };
 
 const PreTokenizer* find_pre(std::string_view name) {
@@ -263,7 +268,7 @@ Result<std::map<std::string, GgufValue>> gguf_tokenizer_metadata(const json& j, 
         if (p.value("type", std::string()) == "Split" && p.contains("pattern") && p["pattern"].contains("Regex"))
           for (const auto& known : kPreTokenizers)
             if (!known.regex.empty() && p["pattern"]["Regex"] == known.regex) name = known.gguf_name;
-    if (name.empty()) return bad(source, "its pre-tokenizer matches none of GPT-2's, Llama 3's or Qwen 2's");
+    if (name.empty()) return bad(source, "its pre-tokenizer matches none of GPT-2's, Llama 3's, Qwen 2's or o200k's");
     meta["tokenizer.ggml.pre"] = GgufValue::of_string(name);
     meta["tokenizer.ggml.merges"] = GgufValue::of_strings(merges);
   }
