@@ -1,5 +1,7 @@
 #include "api/api_server.h"
 
+#include "api/harmony.h"
+
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -88,7 +90,7 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
   if (r.chat) {
     if (!options_.chat_format)
       return OpenAiError{400, "this model has no chat template larql recognises; start larql api with --chat-template NAME "
-                              "(llama3, llama2, chatml, gemma, gemma4), or use /v1/completions", "invalid_request_error",
+                              "(llama3, llama2, chatml, gemma, gemma4, harmony), or use /v1/completions", "invalid_request_error",
                          "messages", "no_chat_template"};
     auto text = render_chat(*options_.chat_format, r.messages);
     if (!text) return OpenAiError{400, text.error().message, "invalid_request_error", "messages", ""};
@@ -138,11 +140,15 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     size_t completion_tokens = 0;
     std::optional<Error> error;
   };
-  auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived,
+  // A harmony chat answers in channels: only the final one is its content.
+  const bool harmony = chat && options_.chat_format == ChatFormat::harmony;
+  auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
               client_gone = request.client_gone](const std::function<bool(const std::string&)>& emit) {
     Outcome out;
     StopStrings stops(stop);
     TextStream text(*tokenizer_, last_prompt);
+    HarmonyFinalChannel final_channel;
+    auto shown = [&](std::string piece) { return harmony ? final_channel.push(piece) : piece; };
     Clock::time_point first_token;
     for (;;) {
       const auto event = job->next(std::chrono::milliseconds(50));
@@ -164,7 +170,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
           first_token_seconds_ += seconds_since(arrived);
           ++first_token_count_;
         }
-        const std::string piece = stops.push(text.push(*event->token));
+        const std::string piece = stops.push(shown(text.push(*event->token)));
         if (!piece.empty() && !emit(piece)) {
           job->cancel();
           return out;
@@ -180,7 +186,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         out.error = event->error.value_or(Error{ErrorCode::internal, "the engine failed"});
         return out;
       }
-      const std::string rest = stops.push(text.finish()) + stops.finish();
+      std::string last = shown(text.finish());
+      if (harmony) last += final_channel.finish();
+      const std::string rest = stops.push(last) + stops.finish();
       if (!rest.empty()) emit(rest);
       out.finish_reason = stops.stopped() || event->end == Job::End::eos ? "stop" : "length";
       break;

@@ -1,5 +1,7 @@
 #include "api/chat_template.h"
 
+#include "api/harmony.h"
+
 namespace larql {
 namespace {
 
@@ -100,6 +102,7 @@ std::optional<ChatFormat> detect_chat_format(std::string_view template_text) {
 
 Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage>& messages) {
   if (messages.empty()) return make_error(ErrorCode::invalid_argument, "messages is empty");
+  if (format == ChatFormat::harmony) return render_harmony(messages, harmony_today());  // its own roles
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant")
@@ -114,6 +117,7 @@ Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage
     case ChatFormat::llama2: return render_llama2(messages);
     case ChatFormat::gemma: return render_gemma(messages);
     case ChatFormat::gemma4: return render_gemma4(messages);
+    case ChatFormat::harmony: break;  // above
   }
   return make_error(ErrorCode::invalid_argument, "unknown chat format");
 }

@@ -14,7 +14,7 @@
 
 namespace larql {
 
-enum class ChatFormat { llama3, llama2, chatml, gemma, gemma4 };
+enum class ChatFormat { llama3, llama2, chatml, gemma, gemma4, harmony };
 
 struct ChatFormatInfo {
   ChatFormat format;
@@ -25,6 +25,7 @@ struct ChatFormatInfo {
 
 // Checked in this order: Gemma 4's "<|turn>" before Gemma's "<start_of_turn>".
 inline constexpr ChatFormatInfo kChatFormats[] = {
+    {ChatFormat::harmony, "harmony", "<|channel|>", "<|return|>"},  // GPT-OSS (api/harmony.h)
     {ChatFormat::gemma4, "gemma4", "<|turn>", "<turn|>"},
     {ChatFormat::gemma, "gemma", "<start_of_turn>", "<end_of_turn>"},
     {ChatFormat::llama3, "llama3", "<|start_header_id|>", "<|eot_id|>"},
@@ -38,7 +39,7 @@ std::optional<ChatFormat> find_chat_format(std::string_view name);
 std::optional<ChatFormat> detect_chat_format(std::string_view template_text);
 
 struct ChatMessage {
-  std::string role;  // system, user or assistant
+  std::string role;  // system, user or assistant (harmony: also developer)
   std::string content;
 };
 

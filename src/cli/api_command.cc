@@ -81,7 +81,7 @@ int api(ApiCommandOptions o) {
   if (options.model_id.empty()) options.model_id = model->config.name;
   if (o.chat_template) {
     options.chat_format = find_chat_format(*o.chat_template);
-    if (!options.chat_format) return fail("--chat-template '" + *o.chat_template + "' is not one of llama3, llama2, chatml, gemma, gemma4");
+    if (!options.chat_format) return fail("--chat-template '" + *o.chat_template + "' is not one of llama3, llama2, chatml, gemma, gemma4, harmony");
   } else if (auto text = model_chat_template(o.model)) {
     options.chat_format = detect_chat_format(*text);
     if (!options.chat_format)
@@ -127,7 +127,7 @@ void add_api_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{2}, size_t{1} << 24));
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY everywhere but /health (also LARQL_API_KEY)");
-  cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma or gemma4 (default: recognised from the model)");
+  cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma, gemma4 or harmony (default: recognised from the model)");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
   add_huge_pages_option(cmd, o->no_huge_pages);

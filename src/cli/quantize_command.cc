@@ -18,7 +18,10 @@ namespace larql::cli {
 namespace {
 
 // A block-format input would be quantised twice; llama-quantize refuses that too.
-std::optional<std::string> already_quantised(const Model& m) {
+// A weight already in a block format, named: quantising it again would round twice. MXFP4
+// experts written as MXFP4 again (mxfp4_moe from GPT-OSS's own checkpoint, as llama.cpp's
+// converter does) keep every value: each MXFP4 value is one again under GGML's quantiser.
+std::optional<std::string> already_quantised(const Model& m, const QuantScheme& scheme) {
   std::optional<std::string> found;
   for_each_tensor(m, [&](const TensorEntry& e, size_t layer, const Matrix& w) {
     if (!found && dtype_is_blocked(w.dtype))
@@ -26,7 +29,8 @@ std::optional<std::string> already_quantised(const Model& m) {
   });
   for (size_t l = 0; l < m.layers.size() && !found; ++l)
     for (const ExpertWeights& e : m.layers[l].experts)
-      if (dtype_is_blocked(e.gate.dtype) || dtype_is_blocked(e.down.dtype))
+      if ((dtype_is_blocked(e.gate.dtype) || dtype_is_blocked(e.down.dtype)) &&
+          !(scheme.mxfp4_experts && e.gate.dtype == DType::mxfp4 && e.up.dtype == DType::mxfp4 && e.down.dtype == DType::mxfp4))
         found = "layer " + std::to_string(l) + "'s experts are " + std::string(dtype_name(e.gate.dtype));
   return found;
 }
@@ -59,7 +63,7 @@ void add_quantize_command(CLI::App& app) {
     auto model = load_model(o->in);
     if (!model) fail(model.error().message);
     print_model_notes(*model, "larql quantize");
-    if (auto q = already_quantised(*model)) fail(o->in + ": " + *q + "; quantise from the f32, f16 or bf16 model instead");
+    if (auto q = already_quantised(*model, *find_quant_scheme(o->type))) fail(o->in + ": " + *q + "; quantise from the f32, f16 or bf16 model instead");
     GgufExport options{.scheme = *find_quant_scheme(o->type), .splits = o->splits, .pure = o->pure};
     const auto tokenizer = std::filesystem::path(o->in) / "tokenizer.json";
     if (std::filesystem::is_directory(o->in) && std::filesystem::exists(tokenizer)) {
