@@ -136,6 +136,35 @@ std::pair<bench::PeakKind, const char*> peak_of(const Model& m) {
 
 }  // namespace
 
+// The FFN's share of the time (a MoE model's experts, a dense model's MLP): LocalFfn with a
+// clock around each call, the decode steps' (one row each) counted apart.
+class TimedFfn : public FfnBackend {
+ public:
+  TimedFfn(const Model& m, ThreadPool& pool) : local_(m, pool) {}
+  Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out) override {
+    return timed(rows, [&] { return local_.forward(layer, x, rows, out); });
+  }
+  Status experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> a,
+                 std::span<float> out) override {
+    return timed(rows, [&] { return local_.experts(layer, x, rows, a, out); });
+  }
+  Status expert_rows(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> a,
+                     std::span<float> out) override {
+    return timed(rows, [&] { return local_.expert_rows(layer, x, rows, a, out); });
+  }
+  double decode_seconds = 0;  // in calls of one row
+
+ private:
+  template <typename F>
+  Status timed(size_t rows, F&& call) {
+    const auto start = Clock::now();
+    Status s = call();
+    if (rows == 1) decode_seconds += seconds_since(start);
+    return s;
+  }
+  LocalFfn local_;
+};
+
 struct Measured {
   std::string path, label;
   Arithmetic arithmetic = Arithmetic::f32;
@@ -143,6 +172,7 @@ struct Measured {
   size_t rss_before = 0, rss_loaded = 0, file_bytes = 0, weight_bytes = 0;
   double load_s = 0;
   std::vector<double> decode_tps;
+  std::vector<double> decode_ffn_ms;  // per token
   std::vector<std::vector<double>> prefill_tps;    // per prompt length
   std::vector<std::vector<double>> prefill_share;  // of the peak measured just before and after
 };
@@ -215,7 +245,7 @@ int main(int argc, char** argv) {
     for (Measured& m : models) {
       std::vector<int> prompt(*std::max_element(prefill_tokens.begin(), prefill_tokens.end()));
       for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int((i * 7919 + 3) % m.model.config.vocab);
-      LocalFfn ffn(m.model, pool);
+      TimedFfn ffn(m.model, pool);
       Transformer t(m.model, ffn, pool);
       auto gen = generate(t, {prompt.begin(), prompt.begin() + 3},
                           {.max_new_tokens = decode_tokens + 1, .ignore_eos = true, .sampler = {}});
@@ -247,6 +277,7 @@ int main(int argc, char** argv) {
       }
       if (r == 0) continue;
       m.decode_tps.push_back(double(decode_tokens) / gen->decode_seconds);
+      m.decode_ffn_ms.push_back(1e3 * ffn.decode_seconds / double(decode_tokens));
       std::printf("rep %zu: read %.1f GB/s, peaks %.0f/%.0f/%.0f Gflop/s; %s decode %.2f tok/s (%.1f GB/s of weights), prefill",
                   r, bw / 1e9, peaks.f32_fma / 1e9, peaks.bf16_dot / 1e9, peaks.int8_dot / 1e9, m.label.c_str(), m.decode_tps.back(),
                   m.decode_tps.back() * double(m.weight_bytes) / 1e9);
@@ -273,6 +304,8 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::printf("decode:   %.2f tok/s; weight bytes per token %.3f GB; effective %.1f GB/s = %.2fx read bandwidth\n", dec,
                 double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / 1e9, dec * double(m.weight_bytes) / bw);
+    std::printf("          %s %.2f ms of the %.2f ms per token\n", moe.experts ? "experts (FFN calls)" : "FFN", median(m.decode_ffn_ms),
+                1e3 / dec);
     for (size_t i = 0; i < prefill_tokens.size(); ++i) {
       const double pre = median(m.prefill_tps[i]);
       const double flops_per_s = pre * prefill_flops(m.model, prefill_tokens[i]) / double(prefill_tokens[i]);

@@ -41,7 +41,15 @@ std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
       if (!ffn.count(&m)) out.push_back(&m);
     });
   }
-  std::erase_if(out, [](const Matrix* m) { return m->data == nullptr || m->bytes() == 0; });
+  // Weights a loader converted (Model::converted) are in anonymous memory on huge pages
+  // already: a copy would only hold them twice.
+  auto in_a_file = [&](const Matrix* m) {
+    const auto* p = static_cast<const uint8_t*>(m->data);
+    for (const auto& f : model.files)
+      if (p >= f->data() && p < f->data() + f->size()) return true;
+    return false;
+  };
+  std::erase_if(out, [&](const Matrix* m) { return m->data == nullptr || m->bytes() == 0 || !in_a_file(m); });
   return out;
 }
 

@@ -205,7 +205,7 @@ struct Model {
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
   // Weights a loader had to convert rather than view in place (GPT-OSS's Hugging Face
   // experts: their layout is not one the kernels read).
-  std::vector<std::shared_ptr<const std::vector<uint8_t>>> converted;
+  std::vector<std::shared_ptr<const void>> converted;  // each frees its memory
   std::shared_ptr<HugePageRegion> huge_pages;      // the used weights, when copied there (huge_pages.h)
   std::vector<std::string> notes;  // what the loader skipped or assumed, for the commands to print
 
