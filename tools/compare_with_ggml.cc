@@ -30,6 +30,8 @@ void quantize_row_q6_K_ref(const float*, void*, long);
 void dequantize_row_q4_K(const void*, float*, long);
 void dequantize_row_q5_K(const void*, float*, long);
 void dequantize_row_q6_K(const void*, float*, long);
+void quantize_row_mxfp4_ref(const float*, void*, long);
+void dequantize_row_mxfp4(const void*, float*, long);
 }
 
 using namespace larql;
@@ -39,7 +41,7 @@ namespace {
 struct Reference {
   DType type;
   void (*quantize)(const float*, void*, long);
-  void (*dequantize)(const void*, float*, long);  // K-quants only
+  void (*dequantize)(const void*, float*, long);  // K-quants and MXFP4
 };
 
 size_t differing_blocks(DType t, const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -57,6 +59,7 @@ int main() {
       {DType::q4_0, quantize_row_q4_0_ref, nullptr},          {DType::q5_1, quantize_row_q5_1_ref, nullptr},
       {DType::q8_0, quantize_row_q8_0_ref, nullptr},          {DType::q4_k, quantize_row_q4_K_ref, dequantize_row_q4_K},
       {DType::q5_k, quantize_row_q5_K_ref, dequantize_row_q5_K}, {DType::q6_k, quantize_row_q6_K_ref, dequantize_row_q6_K},
+      {DType::mxfp4, quantize_row_mxfp4_ref, dequantize_row_mxfp4},
   };
   std::mt19937 rng(42);
   const size_t n = 256 * 4000;
@@ -87,6 +90,10 @@ int main() {
         std::printf("%-8s %-5s dequantised (%s): %zu values differ\n", names[dist], type.c_str(), round ? "random bytes" : "the row", differ);
         for (auto& v : bytes) v = uint8_t(rng());
         for (size_t at = 0; at < bytes.size(); at += dtype_traits(ref.type).block_bytes) {
+          if (ref.type == DType::mxfp4) {  // every scale byte but 0xFF (refused where larql converts)
+            bytes[at] = uint8_t(rng() % 255);
+            continue;
+          }
           const uint16_t h = uint16_t(0x2000 | (rng() & 0x3ff));
           if (ref.type == DType::q6_k) std::memcpy(&bytes[at + blocks::Q6Layout::d], &h, 2);
           else std::memcpy(&bytes[at], &h, 2), std::memcpy(&bytes[at + 2], &h, 2);
