@@ -202,6 +202,44 @@ TEST_F(GptOssBadInput, AScaleByteOf0xFFIsRefusedNamingItsPlace) {
   EXPECT_NE(model.error().message.find("expert 0, row 0, block 0"), std::string::npos) << model.error().message;
 }
 
+// A GGUF whose MXFP4 expert tensor has rows its 32-value blocks do not divide, or a
+// shape that disagrees with the config: refused naming the tensor, never read past.
+TEST(GptOssGgufBadInput, Mxfp4TensorsOfTheWrongShapeAreNamed) {
+  auto hf = load_model(test::moe_fixture("gptoss-mxfp4").string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const fs::path dir = fs::temp_directory_path() / ("larql_gptoss_badgguf_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path good = dir / "good.gguf";
+  ASSERT_TRUE(export_gguf(*hf, good.string(), {.scheme = *find_quant_scheme("mxfp4_moe"), .splits = 1}).ok());
+  auto file = read_gguf(good.string());
+  ASSERT_TRUE(file.ok());
+  const std::string name = "blk.1.ffn_up_exps.weight";
+  for (const auto& [shape, expected] : std::vector<std::pair<std::vector<size_t>, std::string>>{
+           {{4, 128, 48}, "not a multiple of its 32-value blocks"},  // same bytes: 4 · 128 · 48/32 · 17 = 4 · 64 · 64/32 · 17 · 1.5
+           {{4, 96, 64}, "expected [4, 64, 64]"}}) {
+    std::vector<GgufTensorToWrite> tensors;
+    for (const auto& [n, t] : file->tensors) {
+      GgufTensorToWrite w{n, *t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)};
+      if (n == name) {
+        w.shape = shape;
+        w.bytes.assign(shape[0] * shape[1] * (shape[2] + 31) / 32 * 17, 0x11);
+      }
+      tensors.push_back(std::move(w));
+    }
+    const fs::path bad = dir / "bad.gguf";
+    auto written = write_gguf(bad.string(), file->metadata, tensors);
+    if (!written.ok()) {  // the writer refuses rows of partial blocks itself
+      EXPECT_NE(written.error().message.find(name), std::string::npos) << written.error().message;
+      continue;
+    }
+    auto model = load_model(bad.string());
+    ASSERT_FALSE(model.ok()) << "shape " << shape[2];
+    EXPECT_NE(model.error().message.find(name), std::string::npos) << model.error().message;
+    EXPECT_NE(model.error().message.find(expected), std::string::npos) << model.error().message;
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(GptOssBadInput, BlocksThatDoNotMatchTheShapeAreNamed) {
   // The config's expert width no longer matches the stored blocks.
   std::ifstream in(dir_ / "config.json");
