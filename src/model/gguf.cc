@@ -5,6 +5,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <stdexcept>
 
 namespace larql {
 namespace {
@@ -37,6 +38,12 @@ class Cursor {
     std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
+  }
+  // n bytes (the caller checked that they are there) into `to`.
+  void copy(uint8_t* to, size_t n, const char* what) {
+    if (left() < n) throw ParseError{"truncated header: " + std::string(what) + " needs " + std::to_string(n) + " bytes"};
+    std::memcpy(to, data_ + pos_, n);
+    pos_ += n;
   }
   std::string string(const std::string& what) {
     const uint64_t n = read<uint64_t>(what.c_str());
@@ -79,51 +86,74 @@ GgufValueType value_type(uint32_t raw, const std::string& key) {
   return GgufValueType(raw);
 }
 
-// A numeric or bool scalar of type t, as integer and real.
-void read_number(Cursor& c, GgufValueType t, const std::string& key, int64_t& integer, double& real) {
-  const char* what = key.c_str();
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// A numeric or bool scalar of type t stored at p, as integer and real.
+void decode_number(const uint8_t* p, GgufValueType t, int64_t& integer, double& real) {
   switch (t) {
-    case GgufValueType::u8: integer = c.read<uint8_t>(what); break;
-    case GgufValueType::i8: integer = c.read<int8_t>(what); break;
-    case GgufValueType::boolean: integer = c.read<uint8_t>(what) != 0; break;
-    case GgufValueType::u16: integer = c.read<uint16_t>(what); break;
-    case GgufValueType::i16: integer = c.read<int16_t>(what); break;
-    case GgufValueType::u32: integer = c.read<uint32_t>(what); break;
-    case GgufValueType::i32: integer = c.read<int32_t>(what); break;
-    case GgufValueType::u64: integer = int64_t(c.read<uint64_t>(what)); break;
-    case GgufValueType::i64: integer = c.read<int64_t>(what); break;
-    case GgufValueType::f32: real = c.read<float>(what); integer = int64_t(0); return;
-    case GgufValueType::f64: real = c.read<double>(what); integer = int64_t(0); return;
+    case GgufValueType::u8: integer = load<uint8_t>(p); break;
+    case GgufValueType::i8: integer = load<int8_t>(p); break;
+    case GgufValueType::boolean: integer = load<uint8_t>(p) != 0; break;
+    case GgufValueType::u16: integer = load<uint16_t>(p); break;
+    case GgufValueType::i16: integer = load<int16_t>(p); break;
+    case GgufValueType::u32: integer = load<uint32_t>(p); break;
+    case GgufValueType::i32: integer = load<int32_t>(p); break;
+    case GgufValueType::u64: integer = int64_t(load<uint64_t>(p)); break;
+    case GgufValueType::i64: integer = load<int64_t>(p); break;
+    case GgufValueType::f32: real = load<float>(p); integer = 0; return;
+    case GgufValueType::f64: real = load<double>(p); integer = 0; return;
     case GgufValueType::string:
     case GgufValueType::array: return;
   }
   real = double(integer);
 }
 
-GgufValue read_value(Cursor& c, GgufValueType t, const std::string& key) {
+// Bytes of memory the metadata read so far holds, against what the file may ask for.
+struct MetadataBudget {
+  size_t left;
+  void take(size_t bytes, const std::string& key) {
+    if (bytes > left)
+      throw ParseError{"key '" + key + "' would take the metadata past " + std::to_string((kGgufMetadataSlack >> 20)) +
+                       " MiB beyond twice the file's size in memory; a GGUF file's metadata is far smaller"};
+    left -= bytes;
+  }
+};
+
+GgufValue read_value(Cursor& c, GgufValueType t, const std::string& key, MetadataBudget& budget) {
   GgufValue v;
   v.type = t;
+  budget.take(sizeof(GgufValue) + key.size(), key);
   if (t == GgufValueType::string) {
     v.text = c.string("key '" + key + "'");
+    budget.take(v.text.size(), key);
   } else if (t == GgufValueType::array) {
     v.element = value_type(c.read<uint32_t>(key.c_str()), key);
     if (v.element == GgufValueType::array) throw ParseError{"key '" + key + "' is an array of arrays, which larql does not read"};
     const uint64_t n = c.read<uint64_t>(key.c_str());
     if (n > c.left() / scalar_size(v.element))
       throw ParseError{"key '" + key + "': an array of " + std::to_string(n) + " elements runs past the end of the file"};
-    for (uint64_t i = 0; i < n; ++i) {
-      if (v.element == GgufValueType::string) {
+    if (v.element == GgufValueType::string) {
+      budget.take(size_t(n) * sizeof(std::string), key);
+      v.strings.reserve(size_t(n));
+      for (uint64_t i = 0; i < n; ++i) {
         v.strings.push_back(c.string("key '" + key + "' element " + std::to_string(i)));
-      } else {
-        int64_t integer = 0;
-        double real = 0;
-        read_number(c, v.element, key, integer, real);
-        v.integers.push_back(integer);
-        v.reals.push_back(real);
+        budget.take(v.strings.back().size(), key);
       }
+    } else {
+      const size_t bytes = size_t(n) * scalar_size(v.element);
+      budget.take(bytes, key);
+      v.elements.resize(bytes);
+      c.copy(v.elements.data(), bytes, key.c_str());
     }
   } else {
-    read_number(c, t, key, v.integer, v.real);
+    uint8_t raw[8];
+    c.copy(raw, scalar_size(t), key.c_str());
+    decode_number(raw, t, v.integer, v.real);
   }
   return v;
 }
@@ -145,10 +175,11 @@ GgufFile parse(const uint8_t* data, size_t size, const std::string& name) {
   if (kv_count > c.left() / 12 || tensor_count > c.left() / 24)
     throw ParseError{"the header claims " + std::to_string(kv_count) + " metadata keys and " + std::to_string(tensor_count) +
                      " tensors, more than the file's " + std::to_string(size) + " bytes can hold"};
+  MetadataBudget budget{kGgufMetadataSlack + 2 * size};
   for (uint64_t i = 0; i < kv_count; ++i) {
     const std::string key = c.string("metadata key #" + std::to_string(i));
     const GgufValueType t = value_type(c.read<uint32_t>(key.c_str()), key);
-    GgufValue v = read_value(c, t, key);
+    GgufValue v = read_value(c, t, key, budget);
     if (!f.metadata.emplace(key, std::move(v)).second) throw ParseError{"key '" + key + "' appears twice"};
   }
   if (const GgufValue* a = f.find("general.alignment")) {
@@ -271,8 +302,8 @@ void put_value(std::string& out, const GgufValue& v) {
       put<uint64_t>(out, v.strings.size());
       for (const auto& s : v.strings) put_string(out, s);
     } else {
-      put<uint64_t>(out, v.reals.size());
-      for (double r : v.reals) put_number(out, v.element, r);
+      put<uint64_t>(out, v.count());
+      out.append(reinterpret_cast<const char*>(v.elements.data()), v.elements.size());
     }
   } else {
     put_number(out, v.type, v.real);
@@ -305,9 +336,31 @@ GgufValue GgufValue::of_array(GgufValueType element, std::vector<double> v) {
   GgufValue out;
   out.type = GgufValueType::array;
   out.element = element;
-  for (double r : v) out.integers.push_back(int64_t(r));
-  out.reals = std::move(v);
+  std::string bytes;
+  for (double r : v) put_number(bytes, element, r);
+  out.elements.assign(bytes.begin(), bytes.end());
   return out;
+}
+
+size_t GgufValue::count() const {
+  if (type != GgufValueType::array) return 0;
+  return element == GgufValueType::string ? strings.size() : elements.size() / scalar_size(element);
+}
+
+int64_t GgufValue::integer_at(size_t i) const {
+  int64_t integer = 0;
+  double real = 0;
+  if (i >= count() || element == GgufValueType::string) throw std::out_of_range("GGUF array element " + std::to_string(i));
+  decode_number(elements.data() + i * scalar_size(element), element, integer, real);
+  return element == GgufValueType::f32 || element == GgufValueType::f64 ? int64_t(real) : integer;
+}
+
+double GgufValue::real_at(size_t i) const {
+  int64_t integer = 0;
+  double real = 0;
+  if (i >= count() || element == GgufValueType::string) throw std::out_of_range("GGUF array element " + std::to_string(i));
+  decode_number(elements.data() + i * scalar_size(element), element, integer, real);
+  return real;
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

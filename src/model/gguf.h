@@ -19,7 +19,9 @@ namespace larql {
 enum class GgufValueType : uint32_t { u8, i8, u16, i16, u32, i32, f32, boolean, string, array, u64, i64, f64 };
 
 // One metadata value. Scalars: `integer` for integer types and bool, `real` for every
-// numeric type; arrays: one of the vectors, by element type (arrays of arrays are refused).
+// numeric type. Arrays (of arrays are refused): `strings`, or numbers kept as the file
+// stores them (`elements`, little-endian, read with integer_at/real_at), so that a file's
+// array costs its own bytes in memory, not 16 per element.
 struct GgufValue {
   GgufValueType type = GgufValueType::u32;
   GgufValueType element = GgufValueType::u32;  // arrays only
@@ -27,14 +29,22 @@ struct GgufValue {
   double real = 0;
   std::string text;
   std::vector<std::string> strings;
-  std::vector<int64_t> integers;
-  std::vector<double> reals;
+  std::vector<uint8_t> elements;
+
+  size_t count() const;                 // an array's elements
+  int64_t integer_at(size_t i) const;   // element i of a numeric or bool array, as an integer
+  double real_at(size_t i) const;       // and as a real
 
   static GgufValue of(GgufValueType type, double v);  // numeric or bool scalar
   static GgufValue of_string(std::string s);
   static GgufValue of_strings(std::vector<std::string> v);
   static GgufValue of_array(GgufValueType element, std::vector<double> v);
 };
+
+// What reading a file's metadata may take in memory, at most: this much beyond twice the
+// file's size (every key, string and array element counted as held), so that a crafted
+// header cannot ask for gigabytes before a tensor is read.
+inline constexpr size_t kGgufMetadataSlack = size_t(16) << 20;
 
 struct GgufTensor {
   uint32_t ggml_type = 0;

@@ -45,11 +45,11 @@ Status layer_kinds(const GgufFile& f, const std::string& arch, const Family& fam
   std::vector<AttentionKind> kinds(c.layers);
   const GgufValue* pattern = f.find(arch + ".attention.sliding_window_pattern");
   if (pattern && pattern->type == GgufValueType::array) {
-    if (pattern->integers.size() != c.layers)
+    if (pattern->count() != c.layers || pattern->element == GgufValueType::string)
       return make_error(ErrorCode::invalid_argument, arch + ".attention.sliding_window_pattern has " +
-                                                         std::to_string(pattern->integers.size()) + " entries for " +
+                                                         std::to_string(pattern->count()) + " entries for " +
                                                          std::to_string(c.layers) + " layers");
-    for (size_t l = 0; l < c.layers; ++l) kinds[l] = pattern->integers[l] ? AttentionKind::sliding : AttentionKind::full;
+    for (size_t l = 0; l < c.layers; ++l) kinds[l] = pattern->integer_at(l) ? AttentionKind::sliding : AttentionKind::full;
   } else {
     const size_t period = pattern && pattern->integer > 0 ? size_t(pattern->integer) : family.sliding_period;
     for (size_t l = 0; l < c.layers; ++l) kinds[l] = periodic_attention_kind(l, period);
@@ -250,8 +250,10 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   c.kv_heads = c.heads;
   std::vector<size_t> kv_heads;
   if (const GgufValue* v = f.find(arch + ".attention.head_count_kv"); v && v->type == GgufValueType::array) {
-    if (v->integers.size() != c.layers) return fail(arch + ".attention.head_count_kv has " + std::to_string(v->integers.size()) + " entries for " + std::to_string(c.layers) + " layers");
-    for (int64_t n : v->integers) {
+    if (v->count() != c.layers || v->element == GgufValueType::string)
+      return fail(arch + ".attention.head_count_kv has " + std::to_string(v->count()) + " entries for " + std::to_string(c.layers) + " layers");
+    for (size_t l = 0; l < c.layers; ++l) {
+      const int64_t n = v->integer_at(l);
       if (n <= 0 || c.heads % size_t(n) != 0) return fail(arch + ".attention.head_count_kv has an entry that does not divide head_count");
       kv_heads.push_back(size_t(n));
     }

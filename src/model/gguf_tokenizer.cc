@@ -103,8 +103,9 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
   const std::vector<std::string>& tokens = tokens_value->strings;
   std::vector<int64_t> types(tokens.size(), kNormal);
   if (const GgufValue* t = f.find("tokenizer.ggml.token_type")) {
-    if (t->integers.size() != tokens.size()) return bad(source, "tokenizer.ggml.token_type must have one entry per token");
-    types = t->integers;
+    if (t->count() != tokens.size() || t->element == GgufValueType::string)
+      return bad(source, "tokenizer.ggml.token_type must have one number per token");
+    for (size_t i = 0; i < types.size(); ++i) types[i] = t->integer_at(i);
   }
   auto token_id_key = [&](const char* key) -> int {
     const int64_t id = f.integer_or(key, -1);
@@ -134,7 +135,10 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
 
   if (spm) {
     const GgufValue* scores = f.find("tokenizer.ggml.scores");
-    if (!scores || scores->reals.size() != tokens.size()) return bad(source, "tokenizer.ggml.scores must have one score per token");
+    if (!scores || scores->type != GgufValueType::array || scores->element == GgufValueType::string || scores->count() != tokens.size())
+      return bad(source, "tokenizer.ggml.scores must have one score per token");
+    std::vector<double> score_values(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) score_values[i] = scores->real_at(i);
     const bool prefix = f.integer_or("tokenizer.ggml.add_space_prefix", true) != 0;
     json normalizers = json::array();
     if (prefix) normalizers.push_back({{"type", "Prepend"}, {"prepend", kMetaspace}});
@@ -147,7 +151,7 @@ Result<json> tokenizer_json_from_gguf(const GgufFile& f, const std::string& sour
     doc["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
     doc["model"] = {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true},
                     {"unk_token", unk >= 0 ? json(tokens[size_t(unk)]) : json()}, {"vocab", vocab},
-                    {"merges", merges_from_scores(tokens, scores->reals, types, ids)}};
+                    {"merges", merges_from_scores(tokens, score_values, types, ids)}};
     return doc;
   }
 
