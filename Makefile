@@ -41,7 +41,7 @@ test-unit: build
 	$(call run_tests,build)
 
 test-asan: deps
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON -DLARQL_BENCH=OFF
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON -DLARQL_BENCH=OFF -DLARQL_EMULATED_AVX512=OFF
 	cmake --build build-asan -j $(JOBS)
 	$(call run_tests,build-asan)
 
