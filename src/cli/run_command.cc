@@ -182,7 +182,7 @@ void add_run_command(CLI::App& app) {
   add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_option("--draft", o->draft,
-                  "speculative decoding (greedy): lookup[:N] drafts the tokens that followed the longest earlier match "
+                  "speculative decoding: lookup[:N] drafts the tokens that followed the longest earlier match "
                   "(up to N tokens, 3) of the text's tail, verified several per pass (one round trip per layer)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   add_ffn_options(cmd, o->remote);

@@ -18,19 +18,37 @@ std::string_view stop_reason_name(StopReason r) {
 
 namespace {
 
-// Greedy decoding, verifying drafted tokens: the chosen token and k drafts go through one
-// pass at positions [pos, pos + k]; row i's logits are those after the row's token, so the
+// Decoding with drafted tokens verified: the chosen token and k drafts go through one pass
+// at positions [pos, pos + k]; row i's logits are those after the row's token. Greedy: the
 // drafts are kept while each equals row i - 1's argmax, and the first row whose argmax
-// differs (or the last) gives the next token. Cache entries past the kept ones are
-// overwritten by the next pass (attention never reads past a row's own position).
+// differs (or the last) gives the next token, so the output is plain greedy decoding's.
+// Sampling: each draft is kept or replaced by Sampler::verify's rule, so every token is
+// distributed as plain sampling's (not the same draws: the verification takes its own).
+// Cache entries past the kept ones are overwritten by the next pass (attention never
+// reads past a row's own position).
 Status speculate(Transformer& model, const std::vector<int>& prompt, const GenerateOptions& options, std::vector<float>& logits,
                  const TokenCallback& on_token, GenerateResult& result) {
   const ModelConfig& c = model.config();
   const SpeculativeOptions& spec = *options.speculative;
-  Sampler greedy({});
+  const bool greedy_only = options.sampler.temperature <= 0;
+  Sampler sampler(options.sampler);
+  std::vector<float> probs;
+  // Whether row's choice is the draft; when not, `next` is the token chosen instead.
+  auto keeps = [&](std::span<float> row, int drafted, int& next) {
+    if (greedy_only) return (next = argmax(row)) == drafted;
+    sampler.distribution(row, probs);
+    const auto [token, kept] = sampler.verify(probs, drafted);
+    next = token;
+    return kept;
+  };
+  auto choose = [&](std::span<float> row) {
+    if (greedy_only) return argmax(row);
+    sampler.distribution(row, probs);
+    return sampler.draw(probs);
+  };
   std::vector<int> context = prompt;
   size_t pos = prompt.size(), k = spec.max_draft, since_probe = 0;
-  int next = greedy.sample(logits);
+  int next = sampler.sample(logits);
   std::vector<int> fed;
   for (;;) {
     if (!options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end()) {
@@ -56,12 +74,16 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
     if (auto s = model.forward_logits(fed, pos, 0, logits); !s) return s;
     ++result.passes;
     result.drafted += draft.size();
-    // Keep the drafts the target agrees with, emitting each as greedy decoding would.
+    // Keep the drafts the target agrees with, emitting each as plain decoding would.
     const size_t V = c.vocab;
     size_t kept = 0;
+    bool replaced = false;  // the last row checked chose another token (next)
     for (; kept < draft.size(); ++kept) {
       std::span<float> row(logits.data() + kept * V, V);
-      if (greedy.sample(row) != draft[kept]) break;
+      if (!keeps(row, draft[kept], next)) {
+        replaced = true;
+        break;
+      }
       const int token = draft[kept];
       if (!options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), token) != c.eos_ids.end()) {
         result.stop = StopReason::eos;
@@ -77,8 +99,7 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
       }
     }
     result.accepted += kept;
-    std::span<float> last(logits.data() + kept * V, V);
-    next = greedy.sample(last);
+    if (!replaced) next = choose({logits.data() + kept * V, V});  // every draft kept: the row after the last
     pos += kept + 1;
     // Adaptive: a sweep that kept a draft goes back to the full length (a verified row costs
     // little beside the pass: over a network only its bytes); a miss at the first draft
@@ -108,8 +129,6 @@ Result<GenerateResult> generate(Transformer& model, const std::vector<int>& prom
 
   start = Clock::now();
   if (options.speculative && options.max_new_tokens > 0) {
-    if (options.sampler.temperature > 0)
-      return make_error(ErrorCode::invalid_argument, "speculative decoding (--draft) needs greedy decoding (--temperature 0) for now");
     if (auto s = speculate(model, prompt, options, logits, on_token, result); !s) return s.error();
     result.decode_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

@@ -1,6 +1,7 @@
 // The generation loop: one prefill pass over the prompt, then one token at a time; or, with
 // speculative decoding, a few drafted tokens verified in one pass each sweep (greedy output
-// identical to one token at a time: each row's logits are what that position alone gives).
+// identical to one token at a time: each row's logits are what that position alone gives;
+// sampled output distributed as one token at a time's, by speculative sampling's rule).
 #pragma once
 
 #include <functional>
@@ -17,7 +18,7 @@ namespace larql {
 enum class StopReason { steps, eos, context };
 std::string_view stop_reason_name(StopReason r);
 
-// Speculative decoding with prompt-lookup drafts (lookup_draft.h). Greedy only for now.
+// Speculative decoding with prompt-lookup drafts (lookup_draft.h), greedy or sampled.
 struct SpeculativeOptions {
   size_t max_draft = 8;     // drafted tokens per sweep at most
   size_t max_ngram = 3;     // the longest context tail the lookup matches

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace larql {
 
@@ -19,6 +21,17 @@ class Sampler {
   explicit Sampler(SamplerOptions options) : options_(options), rng_(options.seed) {}
   // May scale `logits` in place.
   int sample(std::span<float> logits);
+
+  // The distribution sample() draws from: softmax(logits / temperature), cut to the top-p
+  // nucleus and renormalised; greedy puts all the mass on the argmax.
+  void distribution(std::span<const float> logits, std::vector<float>& probs) const;
+  // A token drawn from probs.
+  int draw(std::span<const float> probs);
+  // Speculative sampling's rule for a token a draft proposed with certainty (prompt lookup,
+  // or any draft that picks deterministically): kept with probability probs[drafted], else
+  // replaced by a draw from the residual, probs without the draft, renormalised. Either
+  // way the token returned is distributed as probs (the second: whether it is the draft).
+  std::pair<int, bool> verify(std::span<const float> probs, int drafted);
 
  private:
   SamplerOptions options_;

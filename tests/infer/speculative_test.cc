@@ -1,7 +1,12 @@
 // Speculative decoding (generate.h): prompt-lookup drafts, and greedy output identical to
 // one token at a time, whatever the drafts (right, wrong by construction, none), with the
-// draft length following the acceptance down to none.
+// draft length following the acceptance down to none; sampled output distributed as plain
+// sampling's (chi-squared, fixed seeds).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
 
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
@@ -95,11 +100,128 @@ TEST_F(Speculative, StopsAtTheStepsAndTheEndTokenAsGreedyDoes) {
   ASSERT_TRUE(plain.ok() && spec.ok());
   EXPECT_EQ(spec->generated, plain->generated);
   EXPECT_EQ(spec->stop, plain->stop);
-  // Sampling is not speculated yet: refused, naming the flag.
-  Transformer c(*model_, ffn, pool);
-  auto sampled = generate(c, prompt, {.max_new_tokens = 4, .sampler = {.temperature = 0.7f}, .speculative = SpeculativeOptions{}});
-  ASSERT_FALSE(sampled.ok());
-  EXPECT_NE(sampled.error().message.find("--temperature 0"), std::string::npos);
+  // Sampled, the same seed gives the same tokens, and lookup drafts are kept at times.
+  auto sampled = [&](uint64_t seed) {
+    Transformer c(*model_, ffn, pool);
+    auto r = generate(c, prompt, {.max_new_tokens = 64, .ignore_eos = true, .sampler = {.temperature = 0.3f, .seed = seed},
+                                  .speculative = SpeculativeOptions{}});
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : GenerateResult{};
+  };
+  const GenerateResult one = sampled(7), again = sampled(7);
+  EXPECT_EQ(one.generated, again.generated);
+  EXPECT_EQ(one.generated.size(), 64u);
+  EXPECT_GT(one.accepted, 0u);
+}
+
+// The chi-squared statistic of counts against expected counts, bins merged (in order of
+// expectation) until each expects at least 5; and the 0.1% critical value for its degrees
+// of freedom (Wilson-Hilferty).
+std::pair<double, double> chi_squared(std::vector<std::pair<double, double>> expected_observed) {
+  std::sort(expected_observed.begin(), expected_observed.end());
+  double chi = 0, e = 0, o = 0;
+  size_t bins = 0;
+  for (size_t i = 0; i < expected_observed.size(); ++i) {
+    e += expected_observed[i].first, o += expected_observed[i].second;
+    if (e >= 5 || i + 1 == expected_observed.size()) {
+      chi += (o - e) * (o - e) / e;
+      ++bins;
+      e = o = 0;
+    }
+  }
+  const double df = double(bins - 1), z = 3.09;
+  const double critical = df * std::pow(1 - 2 / (9 * df) + z * std::sqrt(2 / (9 * df)), 3);
+  return {chi, critical};
+}
+
+// Speculative sampling's rule (Sampler::verify): whether the draft is the likeliest token,
+// an unlikely one or one of probability 0, the token returned is distributed as the target.
+TEST(SpeculativeSampling, VerifiedTokensAreDistributedAsTheTarget) {
+  std::vector<float> probs{0.30f, 0.20f, 0.15f, 0.10f, 0.08f, 0.06f, 0.05f, 0.03f, 0.02f, 0.01f, 0.0f, 0.0f};
+  const size_t trials = 20000;
+  for (int drafted : {0, 6, 9, 11}) {
+    Sampler sampler({.temperature = 1.0f, .seed = uint64_t(100 + drafted)});
+    std::vector<double> counts(probs.size(), 0);
+    size_t kept = 0;
+    for (size_t t = 0; t < trials; ++t) {
+      const auto [token, is_draft] = sampler.verify(probs, drafted);
+      counts[size_t(token)] += 1;
+      kept += is_draft;
+    }
+    std::vector<std::pair<double, double>> bins;
+    for (size_t i = 0; i < probs.size(); ++i) {
+      if (probs[i] == 0) EXPECT_EQ(counts[i], 0) << "a token of probability 0 came out";
+      else bins.push_back({probs[i] * double(trials), counts[i]});
+    }
+    const auto [chi, critical] = chi_squared(bins);
+    EXPECT_LT(chi, critical) << "draft " << drafted;
+    EXPECT_NEAR(double(kept) / trials, probs[size_t(drafted)], 0.01) << "kept with its probability";
+  }
+}
+
+// End to end on a tiny model: the second token, drafted by a fixed rule and verified, is
+// distributed as plain sampling's second token, Σ p(t1) · p(t2 | t1) over the first token.
+TEST(SpeculativeSampling, TheSecondTokenOfATinyModelIsDistributedAsPlainSamplings) {
+  const std::string dir = ::testing::TempDir() + "larql_spec_tiny";
+  ASSERT_TRUE(write_synthetic_checkpoint(dir, {.family = "llama", .hidden = 64, .layers = 2, .ffn = 128, .heads = 4, .kv_heads = 4,
+                                               .vocab = 256, .context = 64, .dtype = DType::f32, .seed = 5})
+                  .ok());
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const SamplerOptions sampling{.temperature = 0.3f, .top_p = 0.9f};
+  const std::vector<int> prompt{1, 2, 3};
+  ThreadPool pool(1);
+  LocalFfn ffn(*model, pool);
+  const size_t V = model->config.vocab;
+  // Expected: the first token's distribution, then each possible first token's second.
+  std::vector<double> expected(V, 0);
+  std::vector<int> likely(V, 0);  // after each first token: its likeliest second, the draft below
+  std::vector<float> logits, first, second;
+  Transformer t(*model, ffn, pool);
+  ASSERT_TRUE(t.forward(prompt, 0, logits).ok());
+  Sampler(sampling).distribution(logits, first);
+  for (size_t t1 = 0; t1 < V; ++t1) {
+    if (first[t1] == 0) continue;
+    std::vector<int> two = prompt;
+    two.push_back(int(t1));
+    Transformer u(*model, ffn, pool);
+    ASSERT_TRUE(u.forward(two, 0, logits).ok());
+    Sampler(sampling).distribution(logits, second);
+    for (size_t t2 = 0; t2 < V; ++t2) expected[t2] += double(first[t1]) * second[t2];
+    likely[t1] = argmax(second);
+  }
+  SpeculativeOptions spec{.max_draft = 1, .adaptive = false};
+  // The draft: in even trials the likeliest second token (kept often), in odd ones a fixed
+  // unlikely rule (replaced often), so that both of the rule's branches are exercised.
+  bool draft_likely = true;
+  spec.draft = [&](std::span<const int> context, size_t k) {
+    const int t1 = context.back();
+    return std::vector<int>(std::min<size_t>(k, 1), draft_likely ? likely[size_t(t1)] : (t1 * 7 + 3) % int(V));
+  };
+  const size_t trials = 3000;
+  std::vector<double> counts(V, 0);
+  size_t kept = 0;
+  for (size_t i = 0; i < trials; ++i) {
+    SamplerOptions seeded = sampling;
+    seeded.seed = 1000 + i;
+    draft_likely = i % 2 == 0;
+    Transformer g(*model, ffn, pool);
+    auto r = generate(g, prompt, {.max_new_tokens = 2, .ignore_eos = true, .sampler = seeded, .speculative = spec});
+    ASSERT_TRUE(r.ok() && r->generated.size() == 2);
+    counts[size_t(r->generated[1])] += 1;
+    kept += r->accepted;
+  }
+  std::vector<std::pair<double, double>> bins;
+  for (size_t i = 0; i < V; ++i) {
+    if (expected[i] == 0) EXPECT_EQ(counts[i], 0) << i;
+    else bins.push_back({expected[i] * double(trials), counts[i]});
+  }
+  const auto [chi, critical] = chi_squared(bins);
+  std::printf("second token: chi-squared %.1f (0.1%% critical %.1f), drafts kept %zu of %zu\n", chi, critical, kept, trials);
+  EXPECT_LT(chi, critical);
+  EXPECT_GT(kept, trials / 10) << "the likeliest drafts should be kept often";
+  EXPECT_LT(kept, trials * 9 / 10) << "the unlikely drafts should be replaced often";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
