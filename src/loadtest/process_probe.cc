@@ -27,7 +27,7 @@ ProcessSample sample_process(pid_t pid) {
 
 bool recovered(const ProcessSample& baseline, const ProcessSample& now, bool judge_memory) {
   constexpr size_t kMiB = size_t(1) << 20;
-  const size_t rss_slack = std::max(baseline.rss_bytes / 5, 50 * kMiB);
+  const size_t rss_slack = baseline.rss_bytes / 5 + 4 * kMiB;
   return now.alive && (!judge_memory || now.rss_bytes <= baseline.rss_bytes + rss_slack) &&
          now.descriptors <= baseline.descriptors + 10;
 }

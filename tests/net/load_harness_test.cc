@@ -68,18 +68,18 @@ void expect_healthy_run(const json& doc) {
   EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
 }
 
-TEST(LoadHarness, RecoveryMeansWithinTwentyPercentOrFiftyMegabytesAndTenDescriptors) {
+TEST(LoadHarness, RecoveryMeansWithinTwentyPercentAndFourMegabytesAndTenDescriptors) {
   using loadtest::ProcessSample;
   constexpr size_t kMiB = size_t(1) << 20;
-  const ProcessSample small{true, 100 * kMiB, 20}, large{true, 1000 * kMiB, 20};
-  EXPECT_TRUE(recovered(small, {true, 150 * kMiB, 30}));
-  EXPECT_FALSE(recovered(small, {true, 151 * kMiB, 20}));  // 50 MB is the floor of the slack
-  EXPECT_FALSE(recovered(small, {true, 100 * kMiB, 31}));
-  EXPECT_TRUE(recovered(large, {true, 1200 * kMiB, 20}));   // 20% of a large baseline
-  EXPECT_FALSE(recovered(large, {true, 1201 * kMiB, 20}));
+  const ProcessSample small{true, 10 * kMiB, 20}, large{true, 1000 * kMiB, 20};
+  EXPECT_TRUE(recovered(small, {true, 16 * kMiB, 30}));   // 20% + 4 MB of a router's 10 MB
+  EXPECT_FALSE(recovered(small, {true, 16 * kMiB + 1, 20}));
+  EXPECT_FALSE(recovered(small, {true, 10 * kMiB, 31}));
+  EXPECT_TRUE(recovered(large, {true, 1204 * kMiB, 20}));
+  EXPECT_FALSE(recovered(large, {true, 1204 * kMiB + 1, 20}));
   EXPECT_FALSE(recovered(small, {false, 0, 0}));             // an exited process never recovers
   EXPECT_TRUE(recovered(small, {true, 900 * kMiB, 30}, false));  // memory not judged...
-  EXPECT_FALSE(recovered(small, {true, 100 * kMiB, 31}, false));  // ...descriptors still are
+  EXPECT_FALSE(recovered(small, {true, 10 * kMiB, 31}, false));   // ...descriptors still are
   const ProcessSample self = loadtest::sample_process(getpid());
   EXPECT_TRUE(self.alive);
   EXPECT_GT(self.rss_bytes, 0u);
