@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from reference_common import main, read_safetensors, rotate_half
+from reference_common import main, read_checkpoint_tensors, read_config, rotate_half
 
 def text_config(path):
     with open(os.path.join(path, "config.json")) as f:
@@ -70,10 +70,7 @@ def rope_parameters(config):
 class Gemma:
     def __init__(self, path):
         self.config = config = text_config(path)
-        tensors = {}
-        for name in sorted(os.listdir(path)):
-            if name.endswith(".safetensors"):
-                tensors.update(read_safetensors(os.path.join(path, name)))
+        tensors = read_checkpoint_tensors(path)
         prefix = next(p for p in ("model.", "language_model.model.", "model.language_model.")
                       if p + "embed_tokens.weight" in tensors)
         self.w = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}

@@ -18,13 +18,11 @@ Usage: gpt_oss_reference.py CHECKPOINT_DIR --tokens 2,5,9,... [--greedy N] > ref
 (the output of reference_common.main: logits, greedy ids, router_margin). Needs Debian's
 python3-torch (scripts/install-train-deps.sh).
 """
-import json
 import math
-import os
 
 import torch
 
-from reference_common import main, read_safetensors
+from reference_common import main, read_checkpoint_tensors, read_config
 
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
@@ -43,12 +41,8 @@ def dequantize_mxfp4(blocks, scales):
 
 class GptOss:
     def __init__(self, path):
-        with open(os.path.join(path, "config.json")) as f:
-            self.config = config = json.load(f)
-        self.w = {}
-        for name in sorted(os.listdir(path)):
-            if name.endswith(".safetensors"):
-                self.w.update(read_safetensors(os.path.join(path, name)))
+        self.config = config = read_config(path)
+        self.w = read_checkpoint_tensors(path)
         for name in [n for n in self.w if n.endswith("_blocks")]:
             stem = name[: -len("_blocks")]
             self.w[stem] = dequantize_mxfp4(self.w.pop(name), self.w.pop(stem + "_scales"))

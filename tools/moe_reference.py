@@ -18,21 +18,15 @@ gap between the k-th and (k+1)-th router logit over every layer and position the
 and greedy steps saw (top-k is discontinuous: a fixture is only meaningful when it is not
 tiny). Needs Debian's python3-torch (scripts/install-train-deps.sh).
 """
-import json
-import os
 
 import torch
 
-from reference_common import main, read_safetensors, rotate_half
+from reference_common import main, read_checkpoint_tensors, read_config, rotate_half
 
 class MoeModel:
     def __init__(self, path):
-        with open(os.path.join(path, "config.json")) as f:
-            self.config = config = json.load(f)
-        self.w = {}
-        for name in sorted(os.listdir(path)):
-            if name.endswith(".safetensors"):
-                self.w.update(read_safetensors(os.path.join(path, name)))
+        self.config = config = read_config(path)
+        self.w = read_checkpoint_tensors(path)
         self.mixtral = config["model_type"] == "mixtral"
         self.module = "block_sparse_moe" if self.mixtral else "mlp"
         self.projections = ("w1", "w3", "w2") if self.mixtral else ("gate_proj", "up_proj", "down_proj")

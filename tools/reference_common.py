@@ -3,6 +3,7 @@ safetensors file into torch tensors, rotate-half RoPE's rotation, and the comman
 prints a checkpoint's logits and greedy continuation as JSON."""
 import argparse
 import json
+import os
 import struct
 
 import torch
@@ -23,6 +24,20 @@ def read_safetensors(path):
         t = torch.frombuffer(bytearray(data[begin:end]), dtype=DTYPES[info["dtype"]])
         tensors[name] = t.reshape(info["shape"])
     return tensors
+
+
+def read_checkpoint_tensors(path):
+    """Every tensor of a checkpoint directory's *.safetensors files, by name."""
+    tensors = {}
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".safetensors"):
+            tensors.update(read_safetensors(os.path.join(path, name)))
+    return tensors
+
+
+def read_config(path):
+    with open(os.path.join(path, "config.json")) as f:
+        return json.load(f)
 
 
 def rotate_half(x):

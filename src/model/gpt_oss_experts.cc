@@ -11,12 +11,6 @@
 namespace larql {
 namespace {
 
-std::string shape_string(const std::vector<size_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Bytes the model keeps, uninitialised: an anonymous mapping on transparent huge pages
 // where the kernel allows (zeroed 4 KiB pages, each a fault, were three quarters of a
 // 2.5 GB load's time here), or the heap when mapping fails.

@@ -3,15 +3,12 @@
 #include "model/expert_tensors.h"
 
 namespace larql {
-namespace {
 
 std::string shape_string(const std::vector<size_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
-
-}  // namespace
 
 std::string tensor_name(const TensorEntry& e, CheckpointFormat format, size_t layer) {
   const std::string_view base = format == CheckpointFormat::hf ? e.hf : e.gguf;

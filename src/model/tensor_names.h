@@ -91,6 +91,9 @@ inline bool is_ffn_weight(const TensorEntry& e) {
   return e.layer_member == &LayerWeights::gate || e.layer_member == &LayerWeights::up || e.layer_member == &LayerWeights::down;
 }
 
+// "[2, 3]": a shape as error messages print it.
+std::string shape_string(const std::vector<size_t>& shape);
+
 // The entry's name in `format` (layer ignored for model-wide tensors); empty when the
 // format has no such tensor.
 std::string tensor_name(const TensorEntry& e, CheckpointFormat format, size_t layer = 0);
