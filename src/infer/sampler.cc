@@ -15,6 +15,29 @@ int argmax(std::span<const float> values) {
   return best;
 }
 
+namespace {
+
+// The nucleus of probabilities p: token ids by decreasing probability (ties in id order),
+// the first `keep` of them the most probable whose mass first exceeds top_p, and that mass.
+struct Nucleus {
+  std::vector<int> order;
+  size_t keep = 0;
+  float mass = 0;
+};
+Nucleus nucleus(std::span<const float> p, float top_p) {
+  Nucleus n;
+  n.order.resize(p.size());
+  std::iota(n.order.begin(), n.order.end(), 0);
+  std::stable_sort(n.order.begin(), n.order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  while (n.keep < n.order.size()) {
+    n.mass += p[n.order[n.keep++]];
+    if (n.mass > top_p) break;
+  }
+  return n;
+}
+
+}  // namespace
+
 int Sampler::sample(std::span<float> logits) {
   if (options_.temperature <= 0.0f) return argmax(logits);
   for (float& l : logits) l /= options_.temperature;
@@ -29,22 +52,14 @@ int Sampler::sample(std::span<float> logits) {
     return int(logits.size() - 1);
   }
   // Nucleus: the most probable tokens whose mass first exceeds top_p, renormalised.
-  std::vector<int> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
-  float mass = 0;
-  size_t keep = 0;
-  while (keep < order.size()) {
-    mass += logits[order[keep++]];
-    if (mass > options_.top_p) break;
-  }
-  const float target = coin * mass;
+  const Nucleus n = nucleus(logits, options_.top_p);
+  const float target = coin * n.mass;
   float cdf = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    cdf += logits[order[i]];
-    if (target < cdf) return order[i];
+  for (size_t i = 0; i < n.keep; ++i) {
+    cdf += logits[n.order[i]];
+    if (target < cdf) return n.order[i];
   }
-  return order[keep - 1];
+  return n.order[n.keep - 1];
 }
 
 void Sampler::distribution(std::span<const float> logits, std::vector<float>& probs) const {
@@ -56,17 +71,9 @@ void Sampler::distribution(std::span<const float> logits, std::vector<float>& pr
   for (size_t i = 0; i < logits.size(); ++i) probs[i] = logits[i] / options_.temperature;
   softmax(probs.data(), probs.size());
   if (options_.top_p <= 0.0f || options_.top_p >= 1.0f) return;
-  std::vector<int> order(probs.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
-  float mass = 0;
-  size_t keep = 0;
-  while (keep < order.size()) {
-    mass += probs[order[keep++]];
-    if (mass > options_.top_p) break;
-  }
-  for (size_t i = keep; i < order.size(); ++i) probs[order[i]] = 0.0f;
-  for (size_t i = 0; i < keep; ++i) probs[order[i]] /= mass;
+  const Nucleus n = nucleus(probs, options_.top_p);
+  for (size_t i = n.keep; i < n.order.size(); ++i) probs[n.order[i]] = 0.0f;
+  for (size_t i = 0; i < n.keep; ++i) probs[n.order[i]] /= n.mass;
 }
 
 int Sampler::draw(std::span<const float> probs) {
