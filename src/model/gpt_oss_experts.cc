@@ -1,21 +1,23 @@
 #include "model/gpt_oss_experts.h"
 
-#include "model/weight_reader.h"
-
 #include <sys/mman.h>
 
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "model/weight_reader.h"
+
 namespace larql {
 namespace {
 
-// Bytes the model keeps, uninitialised: an anonymous mapping on transparent huge pages
-// where the kernel allows (zeroed 4 KiB pages, each a fault, were three quarters of a
-// 2.5 GB load's time here), or the heap when mapping fails.
+// Bytes the model keeps, uninitialised: an expert's matrix in an anonymous mapping on
+// transparent huge pages where the kernel allows (zeroed 4 KiB pages, each a fault, were
+// three quarters of a 2.5 GB load's time here); small ones (biases), or any when mapping
+// fails, on the heap, so that a large model's mappings stay few.
 uint8_t* keep(Model& m, size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  constexpr size_t kMapped = size_t(1) << 20;
+  void* p = bytes >= kMapped ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
   if (p == MAP_FAILED) {
     auto heap = std::shared_ptr<uint8_t[]>(new uint8_t[bytes]);
     m.converted.emplace_back(heap, heap.get());
