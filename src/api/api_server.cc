@@ -133,22 +133,36 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   const int64_t created = int64_t(std::time(nullptr));
 
   // The request's tokens as the engine makes them, turned into text on this thread. `emit`
-  // gets each piece of text as it becomes final and returns false when the client is gone;
-  // the result is the finish reason, or an error. The job is cancelled when it ends early.
+  // gets each piece of text as it becomes final (content, or a harmony answer's reasoning)
+  // and returns false when the client is gone; the result is the finish reason, or an
+  // error. The job is cancelled when it ends early.
   struct Outcome {
     std::string finish_reason;
     size_t completion_tokens = 0;
     std::optional<Error> error;
   };
-  // A harmony chat answers in channels: only the final one is its content.
+  // A harmony chat answers in channels: the final one is its content, the analysis one its
+  // reasoning (stop strings apply to the content).
   const bool harmony = chat && options_.chat_format == ChatFormat::harmony;
+  using Emit = std::function<bool(const std::string& piece, bool reasoning)>;
   auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
-              client_gone = request.client_gone](const std::function<bool(const std::string&)>& emit) {
+              client_gone = request.client_gone](const Emit& emit) {
     Outcome out;
     StopStrings stops(stop);
     TextStream text(*tokenizer_, last_prompt);
-    HarmonyFinalChannel final_channel;
-    auto shown = [&](std::string piece) { return harmony ? final_channel.push(piece) : piece; };
+    HarmonyChannels channels;
+    std::string reasoning;  // a harmony answer's, passed on with the next content or at the end
+    auto shown = [&](std::string piece) {
+      if (!harmony) return piece;
+      HarmonyChannels::Text t = channels.push(piece);
+      reasoning += t.reasoning;
+      return t.content;
+    };
+    auto pass_reasoning = [&] {
+      const bool ok = reasoning.empty() || emit(reasoning, true);
+      reasoning.clear();
+      return ok;
+    };
     Clock::time_point first_token;
     for (;;) {
       const auto event = job->next(std::chrono::milliseconds(50));
@@ -171,7 +185,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
           ++first_token_count_;
         }
         const std::string piece = stops.push(shown(text.push(*event->token)));
-        if (!piece.empty() && !emit(piece)) {
+        if (!pass_reasoning() || (!piece.empty() && !emit(piece, false))) {
           job->cancel();
           return out;
         }
@@ -187,9 +201,14 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         return out;
       }
       std::string last = shown(text.finish());
-      if (harmony) last += final_channel.finish();
+      if (harmony) {
+        HarmonyChannels::Text t = channels.finish();
+        last += t.content;
+        reasoning += t.reasoning;
+      }
       const std::string rest = stops.push(last) + stops.finish();
-      if (!rest.empty()) emit(rest);
+      pass_reasoning();
+      if (!rest.empty()) emit(rest, false);
       out.finish_reason = stops.stopped() || event->end == Job::End::eos ? "stop" : "length";
       break;
     }
@@ -207,13 +226,15 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   };
 
   if (!p.request.stream) {
-    std::string text;
-    const Outcome o = run([&](const std::string& piece) {
-      text += piece;
+    std::string text, reasoning;
+    const Outcome o = run([&](const std::string& piece, bool is_reasoning) {
+      (is_reasoning ? reasoning : text) += piece;
       return true;
     });
     if (o.error) return openai_error_for(*o.error);
-    json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", o.finish_reason}}
+    json message{{"role", "assistant"}, {"content", text}};
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+    json choice = chat ? json{{"index", 0}, {"message", message}, {"finish_reason", o.finish_reason}}
                        : json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", o.finish_reason}};
     return json_reply({{"id", id},
                        {"object", chat ? "chat.completion" : "text_completion"},
@@ -239,9 +260,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                   {"choices", json::array({choice})}};
     };
     if (chat && !send(sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return;
-    const Outcome o = run([&](const std::string& piece) {
+    const Outcome o = run([&](const std::string& piece, bool reasoning) {
       if (client_gone && client_gone()) return false;
-      return send(sse(chunk(chat ? json{{"content", piece}} : json(piece), nullptr)));
+      return send(sse(chunk(chat ? json{{reasoning ? "reasoning_content" : "content", piece}} : json(piece), nullptr)));
     });
     if (o.error) {
       send(sse(error_json({http_status(o.error->code), o.error->message, "server_error", "",

@@ -8,8 +8,9 @@
 namespace larql {
 namespace {
 
-constexpr std::string_view kFinalStart = "<|channel|>final<|message|>";
+constexpr std::string_view kChannel = "<|channel|>", kMessage = "<|message|>";
 constexpr std::array<std::string_view, 3> kMessageEnds = {"<|end|>", "<|return|>", "<|call|>"};
+constexpr size_t kLongestHeader = 256;  // "commentary to=functions.NAME <|constrain|>json", with room
 
 // The length of the longest tail of `text` that begins one of `markers` (a marker that may
 // be completed by the next push).
@@ -65,39 +66,55 @@ Result<std::string> render_harmony(const std::vector<ChatMessage>& messages, std
   return out + "<|start|>assistant";
 }
 
-std::string HarmonyFinalChannel::push(std::string_view text) {
+HarmonyChannels::Text HarmonyChannels::push(std::string_view text) {
   held_ += text;
-  std::string visible;
+  Text out;
   for (;;) {
-    if (!in_final_) {
-      const size_t at = held_.find(kFinalStart);
-      if (at == std::string::npos) {  // analysis or a header: dropped, but for a marker's beginning
-        held_.erase(0, held_.size() - partial_marker_tail(held_, {kFinalStart}));
-        return visible;
+    if (state_ == State::outside) {
+      const size_t at = held_.find(kChannel);
+      if (at == std::string::npos) {  // a header or stray text: dropped, but for a marker's beginning
+        held_.erase(0, held_.size() - partial_marker_tail(held_, {kChannel}));
+        return out;
       }
-      held_.erase(0, at + kFinalStart.size());
-      in_final_ = true;
+      held_.erase(0, at + kChannel.size());
+      state_ = State::header;
+    }
+    if (state_ == State::header) {  // "final", or "commentary to=functions.f <|constrain|>json"
+      const size_t at = held_.find(kMessage);
+      if (at == std::string::npos) {
+        if (held_.size() > kLongestHeader) held_.clear(), state_ = State::outside;  // not a header after all
+        return out;
+      }
+      channel_ = held_.substr(0, std::min(at, held_.find_first_of(" <")));
+      held_.erase(0, at + kMessage.size());
+      state_ = State::message;
     }
     size_t end = std::string::npos, end_size = 0;
     for (std::string_view m : kMessageEnds)
       if (const size_t at = held_.find(m); at < end) end = at, end_size = m.size();
     if (end == std::string::npos) {
       const size_t keep = partial_marker_tail(held_, {kMessageEnds[0], kMessageEnds[1], kMessageEnds[2]});
-      visible += held_.substr(0, held_.size() - keep);
+      take(std::string_view(held_).substr(0, held_.size() - keep), out);
       held_.erase(0, held_.size() - keep);
-      return visible;
+      return out;
     }
-    visible += held_.substr(0, end);
+    take(std::string_view(held_).substr(0, end), out);
     held_.erase(0, end + end_size);
-    in_final_ = false;
+    state_ = State::outside;
   }
 }
 
-std::string HarmonyFinalChannel::finish() {
-  std::string rest = in_final_ ? held_ : std::string();
+void HarmonyChannels::take(std::string_view text, Text& out) const {
+  if (channel_ == "final") out.content += text;
+  else if (channel_ == "analysis") out.reasoning += text;
+}
+
+HarmonyChannels::Text HarmonyChannels::finish() {
+  Text out;
+  if (state_ == State::message) take(held_, out);
   held_.clear();
-  in_final_ = false;
-  return rest;
+  state_ = State::outside;
+  return out;
 }
 
 }  // namespace larql

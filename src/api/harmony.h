@@ -1,7 +1,7 @@
 // OpenAI's harmony format (GPT-OSS): the prompt, rendered as the published chat template
 // (llama.cpp's models/templates/openai-gpt-oss-120b.jinja states it), and the answer's
-// channels, of which only `final` is the assistant's content (analysis is its reasoning,
-// commentary its tool calls).
+// channels: `final` is the assistant's content, `analysis` its reasoning (returned as
+// reasoning_content, as llama-server does), `commentary` its tool calls.
 #pragma once
 
 #include <string>
@@ -24,17 +24,25 @@ Result<std::string> render_harmony(const std::vector<ChatMessage>& messages, std
 // Today's date in UTC, as the template's strftime_now("%Y-%m-%d").
 std::string harmony_today();
 
-// Passes on the text of the answer's final channel only, as it streams: text before
-// "<|channel|>final<|message|>" is held back and dropped, and the final message ends at
-// <|end|>, <|return|> or <|call|>. A marker split across pushes is held until it is whole.
-class HarmonyFinalChannel {
+// An answer's channels as it streams: each message is "<|channel|>NAME<|message|>TEXT"
+// ended by <|end|>, <|return|> or <|call|> (a "<|start|>assistant" header between
+// messages is skipped). The final channel's text is the content, the analysis channel's
+// the reasoning; commentary (tool calls) and anything outside a message are dropped. A
+// marker split across pushes is held until it is whole.
+class HarmonyChannels {
  public:
-  std::string push(std::string_view text);
-  std::string finish();  // what is still held of a final message the answer did not close
+  struct Text {
+    std::string content, reasoning;
+  };
+  Text push(std::string_view text);
+  Text finish();  // what is still held of a message the answer did not close
 
  private:
+  enum class State { outside, header, message };
+  void take(std::string_view text, Text& out) const;
   std::string held_;
-  bool in_final_ = false;
+  State state_ = State::outside;
+  std::string channel_;  // of the message being read
 };
 
 }  // namespace larql

@@ -1,7 +1,7 @@
 // GPT-OSS's harmony format: the prompt the published template (openai-gpt-oss-120b.jinja)
-// renders for a conversation, the roles it refuses, and an answer's final channel picked out
-// of canned model output however the text is split into pieces (a random model never
-// speaks harmony).
+// renders for a conversation, the roles it refuses, and an answer's final channel (the
+// content) and analysis channel (the reasoning) picked out of canned model output however
+// the text is split into pieces (a random model never speaks harmony).
 #include <gtest/gtest.h>
 
 #include "api/chat_template.h"
@@ -50,26 +50,40 @@ TEST(Harmony, UnknownRolesAndChannelTagsAreRefusedByName) {
 }
 
 // Every way of cutting the text into two pieces, and one character at a time, shows the same.
-std::string shown(const std::string& text, size_t cut) {
-  HarmonyFinalChannel channel;
-  std::string out = channel.push(text.substr(0, cut));
-  out += channel.push(text.substr(cut));
-  return out + channel.finish();
+HarmonyChannels::Text shown(const std::string& text, size_t cut) {
+  HarmonyChannels channels;
+  HarmonyChannels::Text out = channels.push(text.substr(0, cut));
+  for (const auto& t : {channels.push(text.substr(cut)), channels.finish()}) {
+    out.content += t.content;
+    out.reasoning += t.reasoning;
+  }
+  return out;
 }
 
-TEST(Harmony, OnlyTheFinalChannelIsShownHoweverTheTextArrives) {
+TEST(Harmony, TheFinalChannelIsTheContentAndAnalysisTheReasoningHoweverTheTextArrives) {
   const std::string answer =
-      "<|channel|>analysis<|message|>The user greets; answer <|end|> briefly.<|end|>"
+      "<|channel|>analysis<|message|>The user greets; answer <|e briefly.<|end|>"
       "<|start|>assistant<|channel|>final<|message|>Hello <|world|>!<|return|>";
-  for (size_t cut = 0; cut <= answer.size(); ++cut) ASSERT_EQ(shown(answer, cut), "Hello <|world|>!") << cut;
-  HarmonyFinalChannel one_by_one;
-  std::string out;
-  for (char c : answer) out += one_by_one.push(std::string(1, c));
-  EXPECT_EQ(out + one_by_one.finish(), "Hello <|world|>!");
-  // No final channel (a tool call, or a random model): nothing; an unclosed one: what came.
-  EXPECT_EQ(shown("<|channel|>analysis<|message|>thinking", 5), "");
-  EXPECT_EQ(shown("<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>", 9), "");
-  EXPECT_EQ(shown("<|channel|>final<|message|>cut short <|e", 30), "cut short <|e");
+  for (size_t cut = 0; cut <= answer.size(); ++cut) {
+    const auto t = shown(answer, cut);
+    ASSERT_EQ(t.content, "Hello <|world|>!") << cut;
+    ASSERT_EQ(t.reasoning, "The user greets; answer <|e briefly.") << cut;
+  }
+  HarmonyChannels one_by_one;
+  std::string content, reasoning;
+  for (char c : answer) {
+    const auto t = one_by_one.push(std::string(1, c));
+    content += t.content, reasoning += t.reasoning;
+  }
+  EXPECT_EQ(content + one_by_one.finish().content, "Hello <|world|>!");
+  EXPECT_EQ(reasoning, "The user greets; answer <|e briefly.");
+  // A tool call (commentary) shows nothing; an unclosed final message, what came.
+  EXPECT_EQ(shown("<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>", 9).content, "");
+  EXPECT_EQ(shown("<|channel|>final<|message|>cut short <|e", 30).content, "cut short <|e");
+  // Text that never opens a message shows nothing; a header longer than any real one is
+  // dropped (held text stays bounded), and the next message is read.
+  EXPECT_EQ(shown("plain words, no channels", 5).content, "");
+  EXPECT_EQ(shown("<|channel|>" + std::string(300, 'x') + "<|channel|>final<|message|>ok<|end|>", 280).content, "ok");
 }
 
 }  // namespace
