@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/matvec.h"
+#include "kernels/ops.h"
 
 namespace larql {
 
@@ -19,9 +20,7 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
   const size_t E = c.moe.experts, K = c.moe.experts_used;
   logits_.resize(rows * E);
   matmul(w.router, router_input, rows, logits_.data(), pool_);
-  if (w.router_bias.data)
-    for (size_t t = 0; t < rows; ++t)
-      for (size_t e = 0; e < E; ++e) logits_[t * E + e] += load_as_f32(w.router_bias.dtype, w.router_bias.data, e);
+  add_bias_rows(logits_.data(), rows, w.router_bias);
   choices_.resize(K);
   out.clear();
   for (size_t t = 0; t < rows; ++t) {
@@ -39,11 +38,7 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
 void MoeFfn::add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, size_t width) {
   const size_t n = row_expert_.size();
   pool_.parallel_rows(n, width, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      const Matrix& b = w.experts[row_expert_[i]].*bias;
-      if (b.data)
-        for (size_t k = 0; k < width; ++k) rows[i * width + k] += load_as_f32(b.dtype, b.data, k);
-    }
+    for (size_t i = begin; i < end; ++i) add_bias_rows(rows + i * width, 1, w.experts[row_expert_[i]].*bias);
   });
 }
 

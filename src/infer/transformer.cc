@@ -42,12 +42,6 @@ float yarn_inv_freq(size_t i, size_t dim, float theta, const YarnRopeScaling& y)
   return interpolated * (1 - extrapolation_share) + extrapolated * extrapolation_share;
 }
 
-void add_bias(float* rows, size_t n, const Matrix& bias) {
-  if (!bias.data) return;
-  for (size_t t = 0; t < n; ++t)
-    for (size_t i = 0; i < bias.cols; ++i) rows[t * bias.cols + i] += load_as_f32(bias.dtype, bias.data, i);
-}
-
 }  // namespace
 
 Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool)
@@ -247,9 +241,9 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     const Product qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
     matmul_shared_input({qkv, lc.values_are_keys ? 2u : 3u}, xb_.data(), n, pool_);
     if (lc.values_are_keys) std::memcpy(v_.data(), k_.data(), n * KV * sizeof(float));  // before k_norm and RoPE
-    add_bias(q_.data(), n, w.bq);
-    add_bias(k_.data(), n, w.bk);
-    add_bias(v_.data(), n, w.bv);
+    add_bias_rows(q_.data(), n, w.bq);
+    add_bias_rows(k_.data(), n, w.bk);
+    add_bias_rows(v_.data(), n, w.bv);
     if (c.qk_norm) {
       norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, hd);
       norm_rows(k_.data(), k_.data(), n * lc.kv_heads, w.k_norm, hd);
@@ -296,7 +290,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     });
     attention(l, chunks);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
-    add_bias(proj_.data(), n, w.bo);
+    add_bias_rows(proj_.data(), n, w.bo);
     if (w.attn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.attn_out_norm, D);
     add_rows(x_.data(), proj_.data(), n, D);
 

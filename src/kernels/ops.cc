@@ -69,6 +69,12 @@ void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight,
   }
 }
 
+void add_bias_rows(float* rows, size_t n, const Matrix& bias) {
+  if (!bias.data) return;
+  for (size_t t = 0; t < n; ++t)
+    for (size_t i = 0; i < bias.cols; ++i) rows[t * bias.cols + i] += load_as_f32(bias.dtype, bias.data, i);
+}
+
 void softcap(float* x, size_t n, float cap) {
   for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }

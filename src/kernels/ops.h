@@ -17,6 +17,10 @@ void rmsnorm(float* out, const float* x, const Matrix& weight, size_t n, float e
 // chain of dependent adds).
 void rmsnorm_rows(float* out, const float* x, size_t rows, const Matrix& weight, size_t n, float eps, float weight_offset = 0.0f);
 
+// rows[t][i] += bias[i] for t < n, each row bias.cols wide; nothing when bias is empty
+// (attention's biases, a router's, an expert's).
+void add_bias_rows(float* rows, size_t n, const Matrix& bias);
+
 // x = cap · tanh(x / cap), Gemma's soft cap on attention scores and logits.
 void softcap(float* x, size_t n, float cap);
 
