@@ -32,7 +32,13 @@ std::string hf_expert_name(const MoeNames& n, size_t layer, size_t expert, Exper
 std::string hf_stacked_gate_up_name(const MoeNames& n, size_t layer) { return hf_layer(layer) + std::string(n.hf_experts) + "gate_up_proj"; }
 std::string hf_stacked_down_name(const MoeNames& n, size_t layer) { return hf_layer(layer) + std::string(n.hf_experts) + "down_proj"; }
 
+std::string hf_router_bias_name(const MoeNames& n, size_t layer) {
+  return n.hf_router_bias.empty() ? std::string() : hf_layer(layer) + std::string(n.hf_router_bias);
+}
+
 std::string gguf_router_name(size_t layer) { return blk(layer) + "ffn_gate_inp.weight"; }
+std::string gguf_router_bias_name(size_t layer) { return blk(layer) + "ffn_gate_inp.bias"; }
+std::string gguf_stacked_bias_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_exps.bias"; }
 std::string gguf_stacked_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_exps.weight"; }
 std::string gguf_stacked_gate_up_name(size_t layer) { return blk(layer) + "ffn_gate_up_exps.weight"; }
 std::string gguf_expert_name(size_t layer, size_t expert, ExpertRole role) {
@@ -61,8 +67,7 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
     if (!*router) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + router_name + "' (the router) is missing");
     w.router = Matrix{*(*router)->dtype, E, H, (*router)->data};
     // GPT-OSS's router bias (required where the family names one) and, in GGUF, its experts' biases.
-    const std::string router_bias_name = hf ? (names->hf_router_bias.empty() ? "" : hf_layer(l) + std::string(names->hf_router_bias))
-                                            : blk(l) + "ffn_gate_inp.bias";
+    const std::string router_bias_name = hf ? hf_router_bias_name(*names, l) : gguf_router_bias_name(l);
     if (!router_bias_name.empty()) {
       auto bias = take(router_bias_name, {E});
       if (!bias) return bias.error();
@@ -77,12 +82,11 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
     if (!hf)
       for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
         const size_t width = role == ExpertRole::down ? H : I;
-        auto bias = take(blk(l) + "ffn_" + gguf_role(role) + "_exps.bias", {E, width});
+        auto bias = take(gguf_stacked_bias_name(l, role), {E, width});
         if (!bias) return bias.error();
         if (!*bias) continue;
         const auto rows = slices(**bias, E, 1, width);
-        for (size_t e = 0; e < E; ++e)
-          (role == ExpertRole::gate ? w.experts[e].gate_bias : role == ExpertRole::up ? w.experts[e].up_bias : w.experts[e].down_bias) = rows[e];
+        for (size_t e = 0; e < E; ++e) w.experts[e].*expert_bias(role) = rows[e];
       }
 
     // Stacked by role (GGUF), gate and up stacked together (GGUF, transformers v5), or per expert.

@@ -470,15 +470,13 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
                  [&](size_t r, float* x) { dequantize_row(lw.router.dtype, lw.router.row_ptr(r), c.hidden, x); });
     // GPT-OSS's biases, f32 as llama.cpp keeps them: the router's, and each role's [experts][rows].
     if (lw.router_bias.data)
-      write_tensor("blk." + std::to_string(l) + ".ffn_gate_inp.bias", DType::f32, {E}, 1, E,
+      write_tensor(gguf_router_bias_name(l), DType::f32, {E}, 1, E,
                    [&](size_t, float* x) { dequantize_row(lw.router_bias.dtype, lw.router_bias.data, E, x); });
     for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
-      Matrix ExpertWeights::*bias = role == ExpertRole::down ? &ExpertWeights::down_bias
-                                    : role == ExpertRole::gate ? &ExpertWeights::gate_bias : &ExpertWeights::up_bias;
+      Matrix ExpertWeights::*bias = expert_bias(role);
       if (!(lw.experts[0].*bias).data) continue;
       const size_t width = role == ExpertRole::down ? c.hidden : c.moe.expert_ffn;
-      const std::string name = gguf_stacked_name(l, role);
-      write_tensor(name.substr(0, name.size() - 6) + "bias", DType::f32, {E, width}, E, width, [&](size_t r, float* x) {
+      write_tensor(gguf_stacked_bias_name(l, role), DType::f32, {E, width}, E, width, [&](size_t r, float* x) {
         const Matrix& b = lw.experts[r].*bias;
         dequantize_row(b.dtype, b.data, width, x);
       });

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/expert_tensors.h"
 #include "model/weight_reader.h"
 
 namespace larql {
@@ -50,11 +51,11 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
                                 const std::function<std::optional<FoundTensor>(const std::string& name)>& find) {
   const ModelConfig& c = m.config;
   const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
-  const std::string base = "model.layers." + std::to_string(l) + ".mlp.experts.";
+  // The stored tensors: these names, then _blocks, _scales or _bias after them.
+  const std::string gate_up_name = hf_stacked_gate_up_name(kGptOssMoe, l), down_name = hf_stacked_down_name(kGptOssMoe, l);
   auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, source + ": " + what); };
-  // `suffix`'s tensor of `shape`: a number format when `raw` is false, U8 bytes when true.
-  auto need = [&](const std::string& suffix, const std::vector<size_t>& shape, bool raw) -> Result<FoundTensor> {
-    const std::string name = base + suffix;
+  // Tensor `name` of `shape`: a number format when `raw` is false, U8 bytes when true.
+  auto need = [&](const std::string& name, const std::vector<size_t>& shape, bool raw) -> Result<FoundTensor> {
     auto found = find(name);
     if (!found) return fail("tensor '" + name + "' (GPT-OSS's experts) is missing");
     if (!raw) {
@@ -69,15 +70,15 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
   LayerWeights& w = m.layers[l];
   w.experts.assign(E, ExpertWeights{});
 
-  if (find(base + "gate_up_proj_blocks")) {  // MXFP4
+  if (find(gate_up_name + "_blocks")) {  // MXFP4
     if (H % 32 != 0 || I % 32 != 0) return fail("MXFP4 experts need hidden and intermediate sizes that are multiples of 32");
-    auto gu_blocks = need("gate_up_proj_blocks", {E, 2 * I, H / 32, 16}, true);
+    auto gu_blocks = need(gate_up_name + "_blocks", {E, 2 * I, H / 32, 16}, true);
     if (!gu_blocks) return gu_blocks.error();
-    auto gu_scales = need("gate_up_proj_scales", {E, 2 * I, H / 32}, true);
+    auto gu_scales = need(gate_up_name + "_scales", {E, 2 * I, H / 32}, true);
     if (!gu_scales) return gu_scales.error();
-    auto d_blocks = need("down_proj_blocks", {E, H, I / 32, 16}, true);
+    auto d_blocks = need(down_name + "_blocks", {E, H, I / 32, 16}, true);
     if (!d_blocks) return d_blocks.error();
-    auto d_scales = need("down_proj_scales", {E, H, I / 32}, true);
+    auto d_scales = need(down_name + "_scales", {E, H, I / 32}, true);
     if (!d_scales) return d_scales.error();
     // Rows of `cols` values, from stored row `from` on, every `step`-th, as GGML blocks. The
     // stored bytes are read with pread, not through the mapping, which would keep them in
@@ -96,7 +97,7 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
         for (size_t k = 0; k < per_row; ++k) {
           const uint8_t scale = s[stored * per_row + k];
           if (scale == 0xFF)
-            return fail("tensor '" + base + name + "_scales' has the scale byte 0xFF (NaN in MXFP4's E8M0) at expert " +
+            return fail("tensor '" + name + "_scales' has the scale byte 0xFF (NaN in MXFP4's E8M0) at expert " +
                         std::to_string(expert) + ", row " + std::to_string(stored) + ", block " + std::to_string(k));
           mxfp4_block_from_hf(&b[(stored * per_row + k) * 16], scale, out + (r * per_row + k) * 17);
         }
@@ -104,18 +105,18 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
       return Matrix{DType::mxfp4, rows, cols, out};
     };
     for (size_t e = 0; e < E; ++e) {
-      auto gate = repack(*gu_blocks, *gu_scales, "gate_up_proj", e, I, H, 0, 2);
+      auto gate = repack(*gu_blocks, *gu_scales, gate_up_name, e, I, H, 0, 2);
       if (!gate) return gate.error();
-      auto up = repack(*gu_blocks, *gu_scales, "gate_up_proj", e, I, H, 1, 2);
+      auto up = repack(*gu_blocks, *gu_scales, gate_up_name, e, I, H, 1, 2);
       if (!up) return up.error();
-      auto down = repack(*d_blocks, *d_scales, "down_proj", e, H, I, 0, 1);
+      auto down = repack(*d_blocks, *d_scales, down_name, e, H, I, 0, 1);
       if (!down) return down.error();
       w.experts[e].gate = *gate, w.experts[e].up = *up, w.experts[e].down = *down;
     }
   } else {  // a number format, inputs × outputs: transposed
-    auto gate_up = need("gate_up_proj", {E, H, 2 * I}, false);
+    auto gate_up = need(gate_up_name, {E, H, 2 * I}, false);
     if (!gate_up) return gate_up.error();
-    auto down = need("down_proj", {E, I, H}, false);
+    auto down = need(down_name, {E, I, H}, false);
     if (!down) return down.error();
     if (dtype_is_blocked(*gate_up->dtype) || dtype_is_blocked(*down->dtype))
       return fail("GPT-OSS's experts must be F32, F16, BF16 or MXFP4 blocks in a Hugging Face checkpoint");
@@ -134,9 +135,9 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
       w.experts[e] = {transpose(*gate_up, e, H, 2 * I, 0, 2), transpose(*gate_up, e, H, 2 * I, 1, 2), transpose(*down, e, I, H, 0, 1)};
   }
 
-  auto gate_up_bias = need("gate_up_proj_bias", {E, 2 * I}, false);
+  auto gate_up_bias = need(gate_up_name + "_bias", {E, 2 * I}, false);
   if (!gate_up_bias) return gate_up_bias.error();
-  auto down_bias = need("down_proj_bias", {E, H}, false);
+  auto down_bias = need(down_name + "_bias", {E, H}, false);
   if (!down_bias) return down_bias.error();
   if (dtype_is_blocked(*gate_up_bias->dtype) || dtype_is_blocked(*down_bias->dtype))
     return fail("GPT-OSS's expert biases must be F32, F16 or BF16");

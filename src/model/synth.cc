@@ -286,19 +286,19 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       if (!c.layer(l).sparse) continue;
       plan.push_back({{hf_router_name(names, l), dense_type, {E, H}}, Fill::fan_in, H});
       if (names.gpt_oss_layout) {
-        const std::string experts = "model.layers." + std::to_string(l) + ".mlp.experts.";
-        plan.push_back({{"model.layers." + std::to_string(l) + "." + std::string(names.hf_router_bias), dense_type, {E}}, Fill::around_zero, 1});
+        const std::string gate_up = hf_stacked_gate_up_name(names, l), down = hf_stacked_down_name(names, l);
+        plan.push_back({{hf_router_bias_name(names, l), dense_type, {E}}, Fill::around_zero, 1});
         if (s.dtype == DType::mxfp4) {
-          for (auto [name, rows, cols] : {std::tuple{"gate_up_proj", 2 * I, H}, {"down_proj", H, I}}) {
-            plan.push_back({{experts + name + "_blocks", DType::f32, {E, rows, cols / 32, 16}, true}, Fill::mxfp4_values, cols});
-            plan.push_back({{experts + name + "_scales", DType::f32, {E, rows, cols / 32}, true}, Fill::mxfp4_scales, cols});
+          for (auto [name, rows, cols] : {std::tuple{gate_up, 2 * I, H}, {down, H, I}}) {
+            plan.push_back({{name + "_blocks", DType::f32, {E, rows, cols / 32, 16}, true}, Fill::mxfp4_values, cols});
+            plan.push_back({{name + "_scales", DType::f32, {E, rows, cols / 32}, true}, Fill::mxfp4_scales, cols});
           }
         } else {
-          plan.push_back({{experts + "gate_up_proj", dense_type, {E, H, 2 * I}}, Fill::fan_in, H});
-          plan.push_back({{experts + "down_proj", dense_type, {E, I, H}}, Fill::fan_in, I});
+          plan.push_back({{gate_up, dense_type, {E, H, 2 * I}}, Fill::fan_in, H});
+          plan.push_back({{down, dense_type, {E, I, H}}, Fill::fan_in, I});
         }
-        plan.push_back({{experts + "gate_up_proj_bias", dense_type, {E, 2 * I}}, Fill::around_zero, 1});
-        plan.push_back({{experts + "down_proj_bias", dense_type, {E, H}}, Fill::around_zero, 1});
+        plan.push_back({{gate_up + "_bias", dense_type, {E, 2 * I}}, Fill::around_zero, 1});
+        plan.push_back({{down + "_bias", dense_type, {E, H}}, Fill::around_zero, 1});
         continue;
       }
       if (s.stacked_experts || c.moe.beside_dense) {  // Gemma 4's experts are always stacked
