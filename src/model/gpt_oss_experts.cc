@@ -80,18 +80,20 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
     if (!d_blocks) return d_blocks.error();
     auto d_scales = need(down_name + "_scales", {E, H, I / 32}, true);
     if (!d_scales) return d_scales.error();
-    // Rows of `cols` values, from stored row `from` on, every `step`-th, as GGML blocks. The
-    // stored bytes are read with pread, not through the mapping, which would keep them in
-    // the process beside their repacked copy (weight_reader.h).
+    // An expert's stored blocks and scale bytes, read with pread, not through the mapping,
+    // which would keep them in the process beside their repacked copy (weight_reader.h);
+    // gate_up's once for both of its halves.
     WeightReader reader(m);
     std::vector<uint8_t> b, s;
-    auto repack = [&](const FoundTensor& blocks, const FoundTensor& scales, const std::string& name, size_t expert, size_t rows,
-                      size_t cols, size_t from, size_t step) -> Result<Matrix> {
-      const size_t per_row = cols / 32, stored_rows = rows * step;
-      uint8_t* out = keep(m, rows * per_row * 17);
-      b.resize(stored_rows * per_row * 16), s.resize(stored_rows * per_row);
+    auto read_expert = [&](const FoundTensor& blocks, const FoundTensor& scales, size_t expert, size_t stored_rows, size_t cols) {
+      b.resize(stored_rows * cols / 32 * 16), s.resize(stored_rows * cols / 32);
       reader.read(static_cast<const uint8_t*>(blocks.data) + expert * b.size(), b.size(), b.data());
       reader.read(static_cast<const uint8_t*>(scales.data) + expert * s.size(), s.size(), s.data());
+    };
+    // Of the expert read, rows of `cols` values from stored row `from` on, every `step`-th, as GGML blocks.
+    auto repack = [&](const std::string& name, size_t expert, size_t rows, size_t cols, size_t from, size_t step) -> Result<Matrix> {
+      const size_t per_row = cols / 32;
+      uint8_t* out = keep(m, rows * per_row * 17);
       for (size_t r = 0; r < rows; ++r) {
         const size_t stored = from + r * step;
         for (size_t k = 0; k < per_row; ++k) {
@@ -105,11 +107,13 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
       return Matrix{DType::mxfp4, rows, cols, out};
     };
     for (size_t e = 0; e < E; ++e) {
-      auto gate = repack(*gu_blocks, *gu_scales, gate_up_name, e, I, H, 0, 2);
+      read_expert(*gu_blocks, *gu_scales, e, 2 * I, H);
+      auto gate = repack(gate_up_name, e, I, H, 0, 2);
       if (!gate) return gate.error();
-      auto up = repack(*gu_blocks, *gu_scales, gate_up_name, e, I, H, 1, 2);
+      auto up = repack(gate_up_name, e, I, H, 1, 2);
       if (!up) return up.error();
-      auto down = repack(*d_blocks, *d_scales, down_name, e, H, I, 0, 1);
+      read_expert(*d_blocks, *d_scales, e, H, I);
+      auto down = repack(down_name, e, H, I, 0, 1);
       if (!down) return down.error();
       w.experts[e].gate = *gate, w.experts[e].up = *up, w.experts[e].down = *down;
     }
