@@ -150,12 +150,11 @@ template <DType T>
 inline int block_integer(const uint8_t* b, size_t j) {
   if constexpr (T == DType::q8_0) {
     return int8_t(b[2 + j]);
-  } else if constexpr (T == DType::mxfp4) {
-    return kMxfp4Values[j < 16 ? b[1 + j] & 0x0F : b[1 + j - 16] >> 4];
   } else {
     constexpr Layout L = layout<T>();
     const uint8_t* qs = b + L.qs;
     int q = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+    if constexpr (T == DType::mxfp4) return kMxfp4Values[q];  // a code, not an offset integer
     if constexpr (L.qh != 0) q |= int((load_u32(b + L.qh) >> j) & 1) << 4;
     return q - L.zero;
   }

@@ -135,8 +135,10 @@ Status assemble_gpt_oss_experts(Model& m, size_t l, const std::string& source,
           std::memcpy(out + (r * rows_in + k) * element, in + (k * cols_in + from + r * step) * element, element);
       return Matrix{dt, rows_out, rows_in, out};
     };
-    for (size_t e = 0; e < E; ++e)
-      w.experts[e] = {transpose(*gate_up, e, H, 2 * I, 0, 2), transpose(*gate_up, e, H, 2 * I, 1, 2), transpose(*down, e, I, H, 0, 1)};
+    for (size_t e = 0; e < E; ++e) {
+      ExpertWeights& ex = w.experts[e];
+      ex.gate = transpose(*gate_up, e, H, 2 * I, 0, 2), ex.up = transpose(*gate_up, e, H, 2 * I, 1, 2), ex.down = transpose(*down, e, I, H, 0, 1);
+    }
   }
 
   auto gate_up_bias = need(gate_up_name + "_bias", {E, 2 * I}, false);

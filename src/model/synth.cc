@@ -132,13 +132,15 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
     const size_t window = s.sliding_window ? s.sliding_window : 128;
     if (s.dtype == DType::mxfp4 && (s.hidden % 32 != 0 || expert_ffn % 32 != 0))
       return make_error(ErrorCode::invalid_argument, "synth: MXFP4 experts need --hidden and --expert-ffn multiples of 32");
-    const YarnRopeScaling yarn{32, 4096, 32, 1, false, 0};
+    RopeSpec rope;
+    rope.theta = 150000;
+    rope.yarn = YarnRopeScaling{32, 4096, 32, 1, false, 0};
     nlohmann::json layer_types = nlohmann::json::array();
     for (size_t l = 0; l < s.layers; ++l) {
       const bool full = periodic_attention_kind(l, family->sliding_period) == AttentionKind::full;
       layer_types.push_back(full ? "full_attention" : "sliding_attention");
       c.layer_configs.push_back(LayerConfig{full ? AttentionKind::full : AttentionKind::sliding, full ? 0 : window,
-                                            RopeSpec{.theta = 150000, .yarn = yarn}, head_dim, s.kv_heads, false, true});
+                                            rope, head_dim, s.kv_heads, false, true});
     }
     c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::top_k_softmax};
     c.ffn = expert_ffn;
