@@ -347,19 +347,27 @@ size_t GgufValue::count() const {
   return element == GgufValueType::string ? strings.size() : elements.size() / scalar_size(element);
 }
 
+namespace {
+
+// Element i of a numeric or bool array, as integer and real.
+void decode_element(const GgufValue& v, size_t i, int64_t& integer, double& real) {
+  if (i >= v.count() || v.element == GgufValueType::string) throw std::out_of_range("GGUF array element " + std::to_string(i));
+  decode_number(v.elements.data() + i * scalar_size(v.element), v.element, integer, real);
+}
+
+}  // namespace
+
 int64_t GgufValue::integer_at(size_t i) const {
   int64_t integer = 0;
   double real = 0;
-  if (i >= count() || element == GgufValueType::string) throw std::out_of_range("GGUF array element " + std::to_string(i));
-  decode_number(elements.data() + i * scalar_size(element), element, integer, real);
+  decode_element(*this, i, integer, real);
   return element == GgufValueType::f32 || element == GgufValueType::f64 ? int64_t(real) : integer;
 }
 
 double GgufValue::real_at(size_t i) const {
   int64_t integer = 0;
   double real = 0;
-  if (i >= count() || element == GgufValueType::string) throw std::out_of_range("GGUF array element " + std::to_string(i));
-  decode_number(elements.data() + i * scalar_size(element), element, integer, real);
+  decode_element(*this, i, integer, real);
   return real;
 }
 
