@@ -16,7 +16,14 @@ softmax over all experts, top-k renormalised then x per_expert_scale; the expert
 (experts.gate_up_proj [E, 2I, H], gate rows first; experts.down_proj) take
 pre_feedforward_layernorm_2(residual), each added in ascending expert id into a zero sum
 (index_add_); post_feedforward_layernorm_1(mlp) + post_feedforward_layernorm_2(experts)
-then goes through post_feedforward_layernorm.
+then goes through post_feedforward_layernorm. Gemma 4's E models (E2B, E4B) also: per-layer
+embeddings (Gemma4TextModel.get_per_layer_inputs and project_per_layer_inputs: the table row
+x sqrt(d) rounded to its dtype, plus the scaled embedding's projection x hidden^-0.5 normed
+per layer, the sum x 2^-0.5; in each layer after the FFN's residual add, per_layer_input_gate,
+gelu_tanh, x that input, per_layer_projection, post_per_layer_input_norm, added), the last
+num_kv_shared_layers layers attending over the keys and values of the last earlier layer of
+their type (Gemma4TextAttention's store_full_length_kv and shared_kv_states), and
+use_double_wide_mlp's FFN twice as wide on those layers (checked against the weights).
 
 Usage: gemma_reference.py CHECKPOINT_DIR --tokens 2,5,9,... [--greedy N] > reference.json
 Writes {"tokens", "logits": [position][vocab], "greedy": [ids]}; greedy continues the
@@ -84,6 +91,15 @@ class Gemma:
         # Gemma4TextAttention.__init__: scaling 1.0; full layers take global_head_dim, and
         # with attention_k_eq_v the global KV heads and no v_proj
         self.scaling = 1.0 if self.gemma4 else config["query_pre_attn_scalar"] ** -0.5
+        L = config["num_hidden_layers"]
+        self.first_shared = L - (config.get("num_kv_shared_layers") or 0)
+        prev = self.types[:self.first_shared]
+        # store_full_length_kv: the last layer of each type before the shared ones
+        self.stores_kv = {l for l in range(self.first_shared) if l == len(prev) - 1 - prev[::-1].index(self.types[l])}
+        self.ple_dim = config.get("hidden_size_per_layer_input") or 0
+        if config.get("use_double_wide_mlp"):  # Gemma4TextMLP: first_kv_shared_layer_idx > 0
+            for l in range(self.first_shared, L):
+                assert self.w[f"layers.{l}.mlp.gate_proj.weight"].shape[0] == 2 * config["intermediate_size"], l
 
     def head_dim(self, l):
         if self.gemma4 and self.types[l] == "full_attention" and self.config.get("global_head_dim"):
@@ -122,17 +138,23 @@ class Gemma:
         T = h.shape[0]
         hd, kvh = self.head_dim(l), self.kv_heads(l)
         q = (h @ w("q_proj.weight").T).view(T, self.heads, hd).transpose(0, 1)
-        k = (h @ w("k_proj.weight").T).view(T, kvh, hd).transpose(0, 1)
-        # Gemma 4 K=V layers: the values are the raw key projection, before k_norm
-        v = k if self.k_eq_v(l) else (h @ w("v_proj.weight").T).view(T, kvh, hd).transpose(0, 1)
+        cos, sin = self.rotary(positions, self.types[l], hd)
         if self.gemma3:
             q = self.norm(q, w("q_norm.weight"))
-            k = self.norm(k, w("k_norm.weight"))
-        if self.gemma4:
-            v = self.norm(v, None)
-        cos, sin = self.rotary(positions, self.types[l], hd)
         q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if l >= self.first_shared:  # KV-shared: an earlier layer's keys and values
+            k, v = self.shared_kv[self.types[l]]
+        else:
+            k = (h @ w("k_proj.weight").T).view(T, kvh, hd).transpose(0, 1)
+            # Gemma 4 K=V layers: the values are the raw key projection, before k_norm
+            v = k if self.k_eq_v(l) else (h @ w("v_proj.weight").T).view(T, kvh, hd).transpose(0, 1)
+            if self.gemma3:
+                k = self.norm(k, w("k_norm.weight"))
+            if self.gemma4:
+                v = self.norm(v, None)
+            k = k * cos + rotate_half(k) * sin
+            if l in self.stores_kv:
+                self.shared_kv[self.types[l]] = (k, v)
         group = self.heads // kvh
         k = k.repeat_interleave(group, dim=0)
         v = v.repeat_interleave(group, dim=0)
@@ -181,11 +203,27 @@ class Gemma:
             out.index_add_(0, rows, y * top_w[rows, slot, None])
         return out
 
+    def per_layer_inputs(self, tokens, x):
+        """[T, L, d]: the table's rows x sqrt(d), plus the scaled embedding's projection."""
+        table = self.w["embed_tokens_per_layer.weight"]
+        T, L, d = len(tokens), self.config["num_hidden_layers"], self.ple_dim
+        token_part = (table[torch.tensor(tokens)] * torch.tensor(d ** 0.5, dtype=table.dtype)).view(T, L, d)
+        proj = (x @ self.w["per_layer_model_projection.weight"].T) * self.config["hidden_size"] ** -0.5
+        proj = self.norm(proj.view(T, L, d), self.w["per_layer_projection_norm.weight"])
+        return (proj + token_part) * 2.0 ** -0.5
+
+    def per_layer_embedding(self, l, x, ple):
+        w = lambda name: self.w[f"layers.{l}.{name}.weight"]
+        h = torch.nn.functional.gelu(x @ w("per_layer_input_gate").T, approximate="tanh") * ple[:, l, :]
+        return x + self.norm(h @ w("per_layer_projection").T, w("post_per_layer_input_norm"))
+
     def forward(self, tokens):
         embed = self.w["embed_tokens.weight"]
         x = embed[torch.tensor(tokens)]
         x = x * torch.tensor(self.config["hidden_size"] ** 0.5, dtype=embed.dtype)
         positions = torch.arange(len(tokens))
+        self.shared_kv = {}
+        ple = self.per_layer_inputs(tokens, x) if self.ple_dim else None
         for l in range(self.config["num_hidden_layers"]):
             n = lambda name: self.w[f"layers.{l}.{name}.weight"]
             residual = x
@@ -198,6 +236,8 @@ class Gemma:
                 h = self.norm(h, n("post_feedforward_layernorm_1")) + \
                     self.norm(self.experts(l, residual), n("post_feedforward_layernorm_2"))
             x = residual + self.norm(h, n("post_feedforward_layernorm"))
+            if ple is not None:
+                x = self.per_layer_embedding(l, x, ple)
             if self.gemma4:
                 x = x * self.w[f"layers.{l}.layer_scalar"]
         x = self.norm(x, self.w["norm.weight"])

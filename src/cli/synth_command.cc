@@ -50,6 +50,12 @@ void add_synth_command(CLI::App& app) {
   cmd->add_flag("--stacked-experts", spec->stacked_experts,
                 "mixtral, qwen3moe, gemma4moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
   cmd->add_option("--dense-layers", spec->dense_layers, "qwen3moe: layers with a dense MLP of --ffn (mlp_only_layers)")->delimiter(',');
+  cmd->add_option("--sliding-period", spec->sliding_period,
+                  "Gemma: a full-attention layer after every N - 1 sliding ones (default: 2 / 6 / 6)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ple", spec->ple_dim, "gemma4: per-layer embeddings of this width (E2B/E4B: 256; default: none)");
+  cmd->add_option("--kv-shared", spec->kv_shared, "gemma4: the last N layers read earlier layers' KV caches (E2B: 20, E4B: 18)");
+  cmd->add_flag("--double-wide", spec->double_wide, "gemma4: KV-shared layers' FFN twice --ffn wide (E2B's use_double_wide_mlp)");
   cmd->callback([spec, out] {
     if (auto s = write_synthetic_checkpoint(*out, *spec); !s) {
       std::cerr << "larql synth: " << s.error().message << "\n";

@@ -20,12 +20,13 @@ Status LocalFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, 
   // Gemma 4's sparse layers keep a dense FFN, which is this one; their experts are the client's.
   if (c.layer(layer).sparse && !c.moe.beside_dense) return moe_.forward(layer, x, rows, out);
   const LayerWeights& w = model_.layers[layer];
-  gate_.resize(rows * c.ffn);
-  up_.resize(rows * c.ffn);
+  const size_t width = c.ffn_width(layer);
+  gate_.resize(rows * width);
+  up_.resize(rows * width);
   const Product gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
   matmul_shared_input(gate_up, x.data(), rows, pool_);
-  pool_.parallel_rows(rows, c.ffn, [&](size_t begin, size_t end) {
-    gated_activation(gate_.data() + begin * c.ffn, up_.data() + begin * c.ffn, (end - begin) * c.ffn, c.activation, c.swiglu_limit);
+  pool_.parallel_rows(rows, width, [&](size_t begin, size_t end) {
+    gated_activation(gate_.data() + begin * width, up_.data() + begin * width, (end - begin) * width, c.activation, c.swiglu_limit);
   });
   matmul(w.down, gate_.data(), rows, out.data(), pool_);
   return Ok{};

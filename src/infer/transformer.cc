@@ -109,6 +109,7 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
   const LayerConfig& lc = c.layer(layer);
   const LayerWeights& w = model_.layers[layer];
   const size_t hd = lc.head_dim, q_dim = c.q_dim(layer), group = c.heads / lc.kv_heads;
+  const size_t kv_layer = c.kv_layer(layer);  // a KV-shared layer reads an earlier layer's cache
   const size_t rows = row_chunk_.size();
   size_t span = 0;  // the longest history any of these rows sees
   for (const SequenceChunk& ch : chunks) span = std::max(span, ch.pos + ch.tokens.size());
@@ -137,8 +138,8 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
-      const StridedRows values{cache.values[layer][kvh].data() + first * hd, seen, hd};
-      key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[layer][kvh].data(), hd, first, end_pos, scale, att, span);
+      const StridedRows values{cache.values[kv_layer][kvh].data() + first * hd, seen, hd};
+      key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[kv_layer][kvh].data(), hd, first, end_pos, scale, att, span);
       if (c.attention_softcap > 0)
         for (size_t h = 0; h < shared; ++h) softcap(att + h * span, seen, c.attention_softcap);
       // GPT-OSS: each head's sink logit, one more column of its softmax.
@@ -151,6 +152,33 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       }
       softmax_rows(att, shared, span, seen, head_sinks);
       weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
+    }
+  });
+}
+
+void Transformer::store_kv(size_t l, std::span<const SequenceChunk> chunks) {
+  const LayerConfig& lc = model_.config.layer(l);
+  const size_t hd = lc.head_dim, KV = model_.config.kv_dim(l), n = row_chunk_.size();
+  // Each sequence's cache grows with the positions it uses, once per pass; the keys in
+  // whole blocks of positions (attention.h).
+  for (const SequenceChunk& ch : chunks) {
+    const size_t positions = ch.pos + ch.tokens.size();
+    auto& keys = ch.cache->keys[l];
+    auto& values = ch.cache->values[l];
+    if (keys.size() < lc.kv_heads) keys.resize(lc.kv_heads), values.resize(lc.kv_heads);
+    for (size_t h = 0; h < lc.kv_heads; ++h) {
+      if (keys[h].size() < key_floats(positions, hd)) keys[h].resize(key_floats(positions, hd));
+      if (values[h].size() < positions * hd) values[h].resize(positions * hd);
+    }
+  }
+  pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      KvCache& cache = *chunks[row_chunk_[t]].cache;
+      for (size_t h = 0; h < lc.kv_heads; ++h) {
+        float* keys = cache.keys[l][h].data();
+        for (size_t d = 0; d < hd; ++d) keys[key_offset(row_pos_[t], d, hd)] = k_[t * KV + h * hd + d];
+        std::memcpy(cache.values[l][h].data() + row_pos_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
+      }
     }
   });
 }
@@ -177,6 +205,45 @@ Status Transformer::dense_and_experts(size_t l, size_t n) {
   return Ok{};
 }
 
+void Transformer::per_layer_input(size_t l, size_t n) {
+  const ModelConfig& c = model_.config;
+  const size_t d = c.ple_dim, D = c.hidden;
+  ple_in_.resize(n * d);
+  // The embedding's projection, layer l's rows of it: × hidden^-½, then normed.
+  matmul(model_.ple_model_proj.row_range(l * d, d), embedded_.data(), n, ple_in_.data(), pool_);
+  const float projection_scale = float(std::pow(double(D), -0.5)), input_scale = float(std::pow(2.0, -0.5));
+  pool_.parallel_rows(n, d, [&](size_t begin, size_t end) {
+    thread_local std::vector<float> token_part;
+    token_part.resize(d);
+    for (size_t t = begin; t < end; ++t) {
+      float* in = &ple_in_[t * d];
+      for (size_t i = 0; i < d; ++i) in[i] *= projection_scale;
+      rmsnorm_rows(in, in, 1, model_.ple_proj_norm, d, c.norm_eps, c.norm_weight_offset);
+      // The token's part of the table (ids past it read row 0, as Gemma 3n's do).
+      const size_t row = size_t(row_token_[t]) < c.ple_vocab ? size_t(row_token_[t]) : 0;
+      const uint8_t* table_row = model_.ple_embed.row_ptr(row);
+      dequantize_row(model_.ple_embed.dtype, table_row + dtype_bytes(model_.ple_embed.dtype, l * d), d, token_part.data());
+      for (size_t i = 0; i < d; ++i) in[i] = (in[i] + token_part[i] * c.ple_scale) * input_scale;
+    }
+  });
+}
+
+void Transformer::add_per_layer_embedding(size_t l, size_t n) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[l];
+  const size_t d = c.ple_dim, D = c.hidden;
+  per_layer_input(l, n);
+  // x += post_norm(proj(act(gate(x)) ⊙ input))
+  ple_gate_.resize(n * d);
+  matmul(w.ple_gate, x_.data(), n, ple_gate_.data(), pool_);
+  pool_.parallel_rows(n, d, [&](size_t begin, size_t end) {
+    gated_activation(ple_gate_.data() + begin * d, ple_in_.data() + begin * d, (end - begin) * d, c.activation, c.swiglu_limit);
+  });
+  matmul(w.ple_proj, ple_gate_.data(), n, proj_.data(), pool_);
+  norm_rows(proj_.data(), proj_.data(), n, w.ple_post_norm, D);
+  add_rows(x_.data(), proj_.data(), n, D);
+}
+
 Status Transformer::forward(std::span<const int> tokens, size_t pos, std::vector<float>& logits) {
   if (tokens.empty()) return make_error(ErrorCode::invalid_argument, "forward needs at least one token");
   return forward_logits(tokens, pos, tokens.size() - 1, logits);
@@ -192,6 +259,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
   const size_t D = c.hidden;
   row_chunk_.clear();
   row_pos_.clear();
+  row_token_.clear();
   std::vector<size_t> logit_rows;  // the rows whose logits are wanted, in output order
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceChunk& ch = chunks[ci];
@@ -212,23 +280,22 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
       if (t >= ch.first_logit) logit_rows.push_back(row_chunk_.size());
       row_chunk_.push_back(ci);
       row_pos_.push_back(pos + t);
+      row_token_.push_back(ch.tokens[t]);
     }
   }
   const size_t n = row_chunk_.size();  // rows of the whole pass
-  std::vector<const int*> row_token(n);
-  for (size_t r = 0, ci = 0; ci < chunks.size(); ++ci)
-    for (const int& tok : chunks[ci].tokens) row_token[r++] = &tok;
   x_.resize(n * D);
   xb_.resize(n * D);
   proj_.resize(n * D);
 
   pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
-      dequantize_row(model_.embed.dtype, model_.embed.row_ptr(*row_token[t]), D, &x_[t * D]);
+      dequantize_row(model_.embed.dtype, model_.embed.row_ptr(row_token_[t]), D, &x_[t * D]);
       if (c.embedding_scale != 1.0f)
         for (size_t i = 0; i < D; ++i) x_[t * D + i] *= c.embedding_scale;
     }
   });
+  if (c.ple_dim) embedded_.assign(x_.begin(), x_.end());  // what every layer's per-layer input projects
 
   for (size_t l = 0; l < c.layers; ++l) {
     const LayerWeights& w = model_.layers[l];
@@ -237,19 +304,22 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     if (q_.size() < n * Q) q_.resize(n * Q), att_out_.resize(n * Q);
     if (k_.size() < n * KV) k_.resize(n * KV), v_.resize(n * KV);
     norm_rows(xb_.data(), x_.data(), n, w.attn_norm, D);
-    // Gemma 4's full layers take their values from the keys: two products there.
+    // Gemma 4's full layers take their values from the keys: two products there; its
+    // KV-shared layers only their queries, attending over an earlier layer's cache.
+    const bool owns_kv = c.owns_kv(l);
     const Product qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
-    matmul_shared_input({qkv, lc.values_are_keys ? 2u : 3u}, xb_.data(), n, pool_);
-    if (lc.values_are_keys) std::memcpy(v_.data(), k_.data(), n * KV * sizeof(float));  // before k_norm and RoPE
+    matmul_shared_input({qkv, !owns_kv ? 1u : lc.values_are_keys ? 2u : 3u}, xb_.data(), n, pool_);
+    if (owns_kv && lc.values_are_keys) std::memcpy(v_.data(), k_.data(), n * KV * sizeof(float));  // before k_norm and RoPE
     add_bias_rows(q_.data(), n, w.bq);
-    add_bias_rows(k_.data(), n, w.bk);
-    add_bias_rows(v_.data(), n, w.bv);
-    if (c.qk_norm) {
-      norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, hd);
-      norm_rows(k_.data(), k_.data(), n * lc.kv_heads, w.k_norm, hd);
+    if (c.qk_norm) norm_rows(q_.data(), q_.data(), n * c.heads, w.q_norm, hd);
+    if (owns_kv) {
+      add_bias_rows(k_.data(), n, w.bk);
+      add_bias_rows(v_.data(), n, w.bv);
+      if (c.qk_norm) norm_rows(k_.data(), k_.data(), n * lc.kv_heads, w.k_norm, hd);
+      if (c.value_norm) norm_rows(v_.data(), v_.data(), n * lc.kv_heads, Matrix{}, hd);
     }
-    if (c.value_norm) norm_rows(v_.data(), v_.data(), n * lc.kv_heads, Matrix{}, hd);
-    pool_.parallel_rows(n, Q + KV, [&](size_t begin, size_t end) {
+    const size_t rotated = owns_kv ? Q + KV : Q;
+    pool_.parallel_rows(n, rotated, [&](size_t begin, size_t end) {
       // A position's angles, once for its query and key heads.
       const std::vector<float>& inv_freq = inv_freq_[l];
       const size_t half = inv_freq.size();
@@ -263,31 +333,10 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
           if (magnitude != 1) cosines[i] *= magnitude, sines[i] *= magnitude;
         }
         rope(&q_[t * Q], c.heads, cosines.data(), sines.data(), half);
-        rope(&k_[t * KV], lc.kv_heads, cosines.data(), sines.data(), half);
+        if (owns_kv) rope(&k_[t * KV], lc.kv_heads, cosines.data(), sines.data(), half);
       }
     });
-    // Each sequence's cache grows with the positions it uses, once per pass; the keys in
-    // whole blocks of positions (attention.h).
-    for (const SequenceChunk& ch : chunks) {
-      const size_t positions = ch.pos + ch.tokens.size();
-      auto& keys = ch.cache->keys[l];
-      auto& values = ch.cache->values[l];
-      if (keys.size() < lc.kv_heads) keys.resize(lc.kv_heads), values.resize(lc.kv_heads);
-      for (size_t h = 0; h < lc.kv_heads; ++h) {
-        if (keys[h].size() < key_floats(positions, hd)) keys[h].resize(key_floats(positions, hd));
-        if (values[h].size() < positions * hd) values[h].resize(positions * hd);
-      }
-    }
-    pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
-      for (size_t t = begin; t < end; ++t) {
-        KvCache& cache = *chunks[row_chunk_[t]].cache;
-        for (size_t h = 0; h < lc.kv_heads; ++h) {
-          float* keys = cache.keys[l][h].data();
-          for (size_t d = 0; d < hd; ++d) keys[key_offset(row_pos_[t], d, hd)] = k_[t * KV + h * hd + d];
-          std::memcpy(cache.values[l][h].data() + row_pos_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
-        }
-      }
-    });
+    if (owns_kv) store_kv(l, chunks);
     attention(l, chunks);
     matmul(w.wo, att_out_.data(), n, proj_.data(), pool_);
     add_bias_rows(proj_.data(), n, w.bo);
@@ -307,6 +356,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     }
     if (w.ffn_out_norm.data) norm_rows(proj_.data(), proj_.data(), n, w.ffn_out_norm, D);
     add_rows(x_.data(), proj_.data(), n, D);
+    if (c.ple_dim) add_per_layer_embedding(l, n);
     if (w.output_scale.data) {  // Gemma 4: the whole hidden state, residual included
       const float scalar = load_as_f32(w.output_scale.dtype, w.output_scale.data, 0);
       pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {

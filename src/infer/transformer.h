@@ -49,6 +49,8 @@ class Transformer {
   const ModelConfig& config() const { return model_.config; }
 
  private:
+  // Writes the pass's keys and values (k_, v_) into layer l's cache of each row's sequence.
+  void store_kv(size_t layer, std::span<const SequenceChunk> chunks);
   void attention(size_t layer, std::span<const SequenceChunk> chunks);
   // Rotates each of v's heads (2 · half values) by the angles whose cosines and sines are given.
   void rope(float* v, size_t heads, const float* cosines, const float* sines, size_t half) const;
@@ -57,6 +59,10 @@ class Transformer {
   // Gemma 4's FFN: the dense MLP on xb_ and the experts beside it, routed on x_, into proj_:
   // dense_out_norm(mlp(xb_)) + expert_out_norm(Σ weight · expert(expert_norm(x_))).
   Status dense_and_experts(size_t layer, size_t rows);
+  // Gemma 4's per-layer embeddings: layer l's input (ple_in_, rows × ple_dim) from the
+  // scaled embeddings (embedded_) and the rows' tokens; then its gated projection added to x_.
+  void per_layer_input(size_t layer, size_t rows);
+  void add_per_layer_embedding(size_t layer, size_t rows);
 
   const Model& model_;
   FfnBackend& ffn_;
@@ -65,8 +71,11 @@ class Transformer {
   std::vector<float> rope_magnitude_;          // [layer]: cos and sin × this (YaRN's attention factor; else 1)
   KvCache cache_;  // forward's and forward_logits' sequence
   std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
+  std::vector<int> row_token_;               // and its token
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, router_in_, expert_in_, expert_out_;
+  // Per-layer embeddings: the pass's scaled embeddings; a layer's input and its gate.
+  std::vector<float> embedded_, ple_in_, ple_gate_;
   // Mixture-of-experts layers are routed here, by the client (PROTOCOL §12), and their
   // experts run through the FfnBackend.
   MoeFfn router_;

@@ -127,6 +127,8 @@ struct Matrix {
   size_t row_bytes() const { return dtype_bytes(dtype, cols); }
   const uint8_t* row_ptr(size_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(); }
   size_t bytes() const { return rows * row_bytes(); }
+  // Rows [first, first + count) as a matrix of their own, in place.
+  Matrix row_range(size_t first, size_t count) const { return {dtype, count, cols, row_ptr(first), arithmetic}; }
 };
 
 }  // namespace larql

@@ -11,6 +11,7 @@
 #include "model/expert_tensors.h"
 #include "model/families.h"
 #include "model/gguf_tokenizer.h"
+#include "model/kv_sharing.h"
 #include "model/rope_rows.h"
 #include "model/tensor_names.h"
 
@@ -65,8 +66,30 @@ Status layer_kinds(const GgufFile& f, const std::string& arch, const Family& fam
     const bool slides = kinds[l] == AttentionKind::sliding;
     // Gemma 4's K=V layers have no attn_v tensor (llama.cpp then uses K).
     const bool values_are_keys = family.gemma4_attention && !slides && !f.tensors.count("blk." + std::to_string(l) + ".attn_v.weight");
-    c.layer_configs.push_back(LayerConfig{kinds[l], slides ? window : 0, slides ? sliding : full, slides ? c.head_dim : full_head_dim,
-                                          kv_heads[l], values_are_keys});
+    c.layer_configs.push_back(LayerConfig{.attention = kinds[l], .window = slides ? window : 0, .rope = slides ? sliding : full,
+                                          .head_dim = slides ? c.head_dim : full_head_dim, .kv_heads = kv_heads[l],
+                                          .values_are_keys = values_are_keys});
+  }
+  return Ok{};
+}
+
+// Gemma 4's E models: per-layer embeddings (their width; their vocabulary is their table's)
+// and the last layers sharing earlier layers' KV caches. Needs c's layer configs.
+Status e_model_config(const GgufFile& f, const std::string& arch, ModelConfig& c) {
+  for (auto [key, out] : {std::pair{".embedding_length_per_layer_input", &c.ple_dim}, {".attention.shared_kv_layers", nullptr}}) {
+    const GgufValue* v = f.find(arch + key);
+    if (!v) continue;
+    if (v->type == GgufValueType::array || v->type == GgufValueType::string || v->integer < 0 || v->integer > (int64_t(1) << 32))
+      return make_error(ErrorCode::invalid_argument, arch + key + " must be a whole number");
+    if (out) *out = size_t(v->integer);
+    else if (auto s = share_kv_of_last_layers(c, size_t(v->integer)); !s) return s;
+  }
+  if (c.ple_dim) {
+    auto table = f.tensors.find("per_layer_token_embd.weight");
+    if (table == f.tensors.end() || table->second.shape.size() != 2)
+      return make_error(ErrorCode::invalid_argument, "tensor 'per_layer_token_embd.weight' is missing or not 2-D");
+    c.ple_vocab = table->second.shape[0];
+    c.ple_scale = std::sqrt(float(c.ple_dim));  // llama.cpp: exact, unrounded
   }
   return Ok{};
 }
@@ -183,8 +206,8 @@ bool arch_has_experts(const std::string& arch) {
 // Layers this loader would read as a dense model's and compute wrongly, refused by the key
 // or tensor that makes them so: mixture-of-experts tensors where the family has no experts
 // in the table or the file no expert_count (a Gemma 4 file with routers but no count would
-// run as its dense part alone), and Gemma 4's E models (per-layer embeddings, layers that
-// share another's KV cache).
+// run as its dense part alone), and Gemma 4's E models' keys (per-layer embeddings, layers
+// that share another's KV cache) in a family without them.
 std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::string& arch, const Family& family) {
   const GgufValue* experts = f.number(arch + ".expert_count");
   const bool has_experts = experts && experts->integer > 0;
@@ -202,12 +225,12 @@ std::optional<std::string> unsupported_layer_kind(const GgufFile& f, const std::
              (arch_has_experts(arch) ? ", but " + arch + ".expert_count is missing"
                                      : ": mixture-of-experts " + arch + " files are not supported yet (expected a dense model)");
   }
+  if (family.gemma4_attention) return std::nullopt;
   for (const char* key : {".embedding_length_per_layer_input", ".attention.shared_kv_layers"})
     if (const GgufValue* v = f.find(arch + key); v && (v->type == GgufValueType::array || v->integer != 0))
-      return arch + key + " is set: Gemma 4's per-layer embeddings and shared KV layers (the E models) are not "
-             "supported yet (expected a model without them)";
+      return arch + key + " is set: per-layer embeddings and shared KV layers are Gemma 4's (the E models), not " + arch + "'s";
   if (f.tensors.count("per_layer_token_embd.weight"))
-    return "tensor 'per_layer_token_embd.weight' is a per-layer embedding (a Gemma 4 E model): not supported yet";
+    return "tensor 'per_layer_token_embd.weight' is a per-layer embedding (Gemma 4's E models), not " + arch + "'s";
   return std::nullopt;
 }
 
@@ -239,13 +262,27 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   c.name = std::filesystem::path(source).filename().string();
   c.family = std::string(family->name);
   for (auto [key, out] : {std::pair{"embedding_length", &c.hidden}, {"block_count", &c.layers},
-                          {"feed_forward_length", &c.ffn}, {"attention.head_count", &c.heads}, {"context_length", &c.context}})
+                          {"attention.head_count", &c.heads}, {"context_length", &c.context}})
     if (auto s = need(key, *out); !s) return s.error();
   // Every layer has tensors of its own: a count beyond the file's is a corrupt header, refused
   // here before anything is sized by it.
   if (c.layers > f.tensors.size())
     return fail(arch + ".block_count is " + std::to_string(c.layers) + " but the file has only " +
                 std::to_string(f.tensors.size()) + " tensors");
+  // FFN width: one number, or (Gemma 4 E2B: double-wide KV-shared layers) one per layer.
+  std::vector<size_t> ffn_widths;
+  if (const GgufValue* v = f.find(arch + ".feed_forward_length"); v && v->type == GgufValueType::array && family->gemma4_attention) {
+    if (v->count() != c.layers || v->element == GgufValueType::string)
+      return fail(arch + ".feed_forward_length has " + std::to_string(v->count()) + " entries for " + std::to_string(c.layers) + " layers");
+    for (size_t l = 0; l < c.layers; ++l) {
+      const int64_t n = v->integer_at(l);
+      if (n <= 0 || n > (int64_t(1) << 32)) return fail(arch + ".feed_forward_length has an entry that is not a positive integer");
+      ffn_widths.push_back(size_t(n));
+    }
+    c.ffn = ffn_widths[0];
+  } else if (auto s = need("feed_forward_length", c.ffn); !s) {
+    return s.error();
+  }
   // KV heads: one number, or one per layer (Gemma 4's full layers have fewer).
   c.kv_heads = c.heads;
   std::vector<size_t> kv_heads;
@@ -315,6 +352,10 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
   if (const GgufValue* v = number("rope.freq_base_swa")) sliding.theta = float(v->real);
   sliding.freq_factors = !family->gemma4_attention;  // Gemma 4's rope_freqs is its full layers' proportional RoPE
   if (auto s = layer_kinds(f, arch, *family, c, full, sliding, kv_heads, full_head_dim); !s) return fail(s.error().message);
+  for (size_t l = 0; l < ffn_widths.size(); ++l)
+    if (ffn_widths[l] != c.ffn) c.layer_configs[l].ffn = ffn_widths[l];
+  if (family->gemma4_attention)
+    if (auto s = e_model_config(f, arch, c); !s) return fail(s.error().message);
   // Gemma 4 files are mixtures of experts only with expert_count (the 26B-A4B).
   if (family->moe && (!family->moe->beside_dense || number("expert_count"))) {
     // The experts' width is expert_feed_forward_length, else llama.cpp's fallback (qwen3moe:
@@ -388,7 +429,16 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   meta[arch + ".context_length"] = u32(c.context);
   meta[arch + ".embedding_length"] = u32(c.hidden);
   meta[arch + ".block_count"] = u32(c.layers);
-  meta[arch + ".feed_forward_length"] = u32(c.ffn);
+  std::vector<double> ffn_widths;
+  for (size_t l = 0; l < c.layers; ++l) ffn_widths.push_back(double(c.ffn_width(l)));
+  if (std::any_of(ffn_widths.begin(), ffn_widths.end(), [&](double w) { return w != double(c.ffn); }))
+    meta[arch + ".feed_forward_length"] = GgufValue::of_array(GgufValueType::u32, ffn_widths);
+  else
+    meta[arch + ".feed_forward_length"] = u32(c.ffn);
+  if (c.ple_dim) meta[arch + ".embedding_length_per_layer_input"] = u32(c.ple_dim);
+  const auto shared = std::count_if(c.layer_configs.begin(), c.layer_configs.end(), [](const LayerConfig& l) { return l.kv_from.has_value(); });
+  if (shared)
+    meta[arch + ".attention.shared_kv_layers"] = u32(shared);
   meta[arch + ".attention.head_count"] = u32(c.heads);
   meta[arch + ".attention.head_count_kv"] = u32(c.kv_heads);
   meta[arch + ".attention.key_length"] = u32(c.head_dim);

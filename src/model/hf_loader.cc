@@ -10,6 +10,7 @@
 #include <span>
 
 #include "model/families.h"
+#include "model/kv_sharing.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
 
@@ -95,6 +96,7 @@ constexpr TypedField kConfigFields[] = {
     {"rope_scaling", JsonKind::object},        {"layer_types", JsonKind::array},
     {"sliding_window_pattern", JsonKind::number}, {"attention_k_eq_v", JsonKind::boolean},
     {"hidden_size_per_layer_input", JsonKind::number}, {"num_kv_shared_layers", JsonKind::number},
+    {"vocab_size_per_layer_input", JsonKind::number}, {"use_double_wide_mlp", JsonKind::boolean},
     {"enable_moe_block", JsonKind::boolean},   {"hidden_activation", JsonKind::string},
     {"hidden_act", JsonKind::string},          {"attention_bias", JsonKind::boolean},
     {"query_pre_attn_scalar", JsonKind::number}, {"attn_logit_softcapping", JsonKind::number},
@@ -176,6 +178,32 @@ Status read_moe_config(const json& j, const Family& family, ModelConfig& c, cons
     dense[l.get<size_t>()] = true;
   }
   for (size_t l = 0; l < c.layers; ++l) c.layer_configs[l].sparse = !dense[l] && (l + 1) % step == 0;
+  return Ok{};
+}
+
+// Gemma 4's E models: per-layer embeddings (hidden_size_per_layer_input, over
+// vocab_size_per_layer_input tokens), the last num_kv_shared_layers reading earlier layers'
+// KV caches, and with use_double_wide_mlp (E2B) those layers' FFN twice as wide. 0 or absent:
+// none of these. Needs c's layer configs.
+Status read_e_model_config(const json& j, ModelConfig& c, const std::string& where) {
+  auto count = [&](const char* key, size_t& out) -> Status {
+    if (!j.contains(key) || (j[key].is_number_integer() && j[key].get<int64_t>() == 0)) return Ok{};
+    if (!j[key].is_number_unsigned()) return make_error(ErrorCode::invalid_argument, where + "field '" + key + "' must be a whole number");
+    out = j[key].get<size_t>();
+    return Ok{};
+  };
+  size_t shared = 0;
+  if (auto s = count("hidden_size_per_layer_input", c.ple_dim); !s) return s;
+  if (auto s = count("num_kv_shared_layers", shared); !s) return s;
+  if (c.ple_dim) {
+    c.ple_vocab = c.vocab;
+    if (auto s = count("vocab_size_per_layer_input", c.ple_vocab); !s) return s;
+    c.ple_scale = std::sqrt(float(c.ple_dim));  // rounded to the table's dtype once it is known
+  }
+  if (auto s = share_kv_of_last_layers(c, shared); !s) return make_error(ErrorCode::invalid_argument, where + s.error().message);
+  if (j.value("use_double_wide_mlp", false))
+    for (size_t l = 0; l < c.layers; ++l)
+      if (!c.owns_kv(l)) c.layer_configs[l].ffn = 2 * c.ffn;
   return Ok{};
 }
 
@@ -317,17 +345,18 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
     if (auto s = need("num_global_key_value_heads", full_kv_heads); !s) return s.error();
   if (c.heads % full_kv_heads != 0 || full_head_dim % 2 != 0)
     return fail("num_attention_heads must be a multiple of num_global_key_value_heads, and global_head_dim even");
-  for (const char* key : {"hidden_size_per_layer_input", "num_kv_shared_layers"})
-    if (j.value(key, 0) != 0) return fail(std::string(key) + " is not 0: Gemma 4's per-layer embeddings and KV sharing (the E models) are not supported yet");
   for (size_t l = 0; l < c.layers; ++l) {
     const bool sliding = kinds[l] == AttentionKind::sliding;
-    LayerConfig lc{kinds[l], sliding ? window : 0, sliding ? *sliding_rope : *full_rope, sliding ? c.head_dim : full_head_dim,
-                   sliding ? c.kv_heads : full_kv_heads, !sliding && values_are_keys};
+    LayerConfig lc{.attention = kinds[l], .window = sliding ? window : 0, .rope = sliding ? *sliding_rope : *full_rope,
+                   .head_dim = sliding ? c.head_dim : full_head_dim, .kv_heads = sliding ? c.kv_heads : full_kv_heads,
+                   .values_are_keys = !sliding && values_are_keys};
     if (const float fraction = sliding ? sliding_fraction : full_fraction; fraction > 0)
       lc.rope.rotated_pairs = size_t(fraction * float(lc.head_dim) / 2);
     c.layer_configs.push_back(lc);
   }
 
+  if (family->gemma4_attention)
+    if (auto s = read_e_model_config(j, c, path.string() + ": "); !s) return s.error();
   if (family->moe)
     if (auto s = read_moe_config(j, *family, c, path.string() + ": "); !s) return s.error();
 
@@ -415,6 +444,13 @@ Result<Model> load_hf_directory(const std::string& dir) {
       const float scale = float(std::sqrt(double(m.config.hidden)));
       m.config.embedding_scale = round_to(e->second.first.dtype, scale);
     }
+  }
+  // The per-layer embeddings' vocabulary is their table's row count, as the main one is; HF
+  // rounds √ple_dim to the table's dtype, as √hidden.
+  if (auto e = tensors.find(stored_name("model.embed_tokens_per_layer.weight"));
+      m.config.ple_dim && e != tensors.end() && e->second.first.shape.size() == 2) {
+    m.config.ple_vocab = e->second.first.shape[0];
+    m.config.ple_scale = round_to(e->second.first.dtype, m.config.ple_scale);
   }
   size_t unused = 0;
   for (const auto& [name, info] : tensors)

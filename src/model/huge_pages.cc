@@ -33,12 +33,15 @@ std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
         out.insert(out.end(), {&l.experts[e].gate, &l.experts[e].up, &l.experts[e].down});
     }
   } else {
-    std::set<const Matrix*> ffn;  // left out for a client whose FFN is remote
+    std::set<const Matrix*> left_out;  // the FFN, for a client whose FFN is remote
     if (p.used == WeightsUsed::all_but_ffn)
       for (LayerWeights& l : model.layers)
-        for (Matrix* m : l.ffn()) ffn.insert(m);
+        for (Matrix* m : l.ffn()) left_out.insert(m);
+    // Gemma 4's per-layer embedding table (GBs for the E models) is read one row per token
+    // and layer: it stays mapped, as a few rows of it are all a token touches.
+    left_out.insert(&model.ple_embed);
     model.for_each_matrix([&](Matrix& m) {
-      if (!ffn.count(&m)) out.push_back(&m);
+      if (!left_out.count(&m)) out.push_back(&m);
     });
   }
   // Weights a loader converted (Model::converted) are in anonymous memory on huge pages

@@ -94,11 +94,15 @@ struct MoeSpec {
 struct LayerConfig {
   AttentionKind attention = AttentionKind::full;
   size_t window = 0;  // sliding layers only
-  RopeSpec rope;
+  RopeSpec rope = {};
   size_t head_dim = 0;             // set by every loader (most families: the model's)
   size_t kv_heads = 0;
   bool values_are_keys = false;    // Gemma 4 "attention_k_eq_v": no v_proj, V = k_proj(x) before k_norm
   bool sparse = false;             // a mixture-of-experts layer (ModelConfig::moe), not a dense FFN
+  size_t ffn = 0;                  // the dense FFN's width; 0: the model's (Gemma 4 E2B doubles it on KV-shared layers)
+  // Gemma 4's E models: a KV-shared layer computes only its queries and attends over the keys
+  // and values this earlier layer cached; it has no k/v projections and no cache of its own.
+  std::optional<size_t> kv_from = std::nullopt;
 };
 
 struct ModelConfig {
@@ -132,6 +136,12 @@ struct ModelConfig {
   bool attention_sinks = false;
   float swiglu_limit = 0;          // Activation::swiglu_clamped's clamp (GPT-OSS: 7)
   MoeSpec moe;                     // mixture of experts (Mixtral, Qwen3-MoE); experts 0: dense
+  // Gemma 4's E models' per-layer embeddings (gemma-architecture.md §6): each layer adds a
+  // gated input of ple_dim values, made from a token table [ple_vocab][layers · ple_dim]
+  // (× ple_scale) and a projection of the scaled embedding. 0: none.
+  size_t ple_dim = 0;
+  size_t ple_vocab = 0;            // the table's rows; larger token ids read row 0 (Gemma 3n's rule)
+  float ple_scale = 1.0f;          // √ple_dim (HF rounds it to the table's dtype)
   int bos_id = -1;                 // -1: none
   std::vector<int> eos_ids;        // generation stops at any of these
 
@@ -139,7 +149,7 @@ struct ModelConfig {
   float score_scale() const { return attention_scale > 0 ? attention_scale : 1.0f / std::sqrt(float(head_dim)); }
   // Every layer full attention with the same RoPE (Llama, Qwen).
   void set_uniform_layers(const RopeSpec& rope) {
-    layer_configs.assign(layers, LayerConfig{AttentionKind::full, 0, rope, head_dim, kv_heads});
+    layer_configs.assign(layers, LayerConfig{.rope = rope, .head_dim = head_dim, .kv_heads = kv_heads});
   }
   const LayerConfig& layer(size_t l) const { return layer_configs.at(l); }
   size_t q_dim(size_t l) const { return heads * layer(l).head_dim; }
@@ -150,6 +160,18 @@ struct ModelConfig {
     return m;
   }
   size_t kv_dim() const { return kv_heads * head_dim; }
+  size_t ffn_width(size_t l) const { return layer(l).ffn ? layer(l).ffn : ffn; }
+  // The layer whose KV cache layer l reads: its own unless it is KV-shared.
+  size_t kv_layer(size_t l) const { return layer(l).kv_from.value_or(l); }
+  bool owns_kv(size_t l) const { return !layer(l).kv_from; }
+  // Bytes a sequence's KV cache holds per position: keys and values (f32) of the layers
+  // that own one.
+  size_t kv_bytes_per_position() const {
+    size_t bytes = 0;
+    for (size_t l = 0; l < layer_configs.size(); ++l)
+      if (owns_kv(l)) bytes += 2 * kv_dim(l) * sizeof(float);
+    return bytes;
+  }
 };
 
 // One expert of a mixture-of-experts layer: a gated FFN of width MoeSpec::expert_ffn, views
@@ -178,6 +200,9 @@ struct LayerWeights {
   Matrix expert_norm;        // beside_dense: the experts' input norm (pre_feedforward_layernorm_2)
   Matrix dense_out_norm;     // beside_dense: on the dense FFN's output (post_feedforward_layernorm_1)
   Matrix expert_out_norm;    // beside_dense: on the experts' sum (post_feedforward_layernorm_2)
+  Matrix ple_gate;           // per-layer embeddings: [ple_dim][hidden], gates the layer's input
+  Matrix ple_proj;           // [hidden][ple_dim], back to the hidden state
+  Matrix ple_post_norm;      // [hidden], on that projection before its residual add
   std::vector<ExpertWeights> experts;  // sparse layers: in expert id order
 
   // The FFN's matrices: what a shard computes with (a sparse layer's router and experts;
@@ -202,6 +227,9 @@ struct Model {
   Matrix final_norm;
   Matrix classifier;         // [vocab][hidden]; the embedding itself when tied
   Matrix rope_freqs;         // [max head_dim / 2] GGUF's frequency divisors (Llama 3, Gemma 4); empty otherwise
+  Matrix ple_embed;          // per-layer embeddings: [ple_vocab][layers · ple_dim], one row read per token
+  Matrix ple_model_proj;     // [layers · ple_dim][hidden], of the scaled embedding
+  Matrix ple_proj_norm;      // [ple_dim], on each layer's part of that projection
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mappings alive
   // Weights a loader had to convert rather than view in place (GPT-OSS's Hugging Face
   // experts: their layout is not one the kernels read).
@@ -212,12 +240,12 @@ struct Model {
   // Every matrix, for what applies to all of them.
   template <typename F>
   void for_each_matrix(F&& f) {
-    for (Matrix* m : {&embed, &final_norm, &classifier, &rope_freqs}) f(*m);
+    for (Matrix* m : {&embed, &final_norm, &classifier, &rope_freqs, &ple_embed, &ple_model_proj, &ple_proj_norm}) f(*m);
     for (LayerWeights& l : layers) {
       for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.sinks, &l.q_norm, &l.k_norm,
                         &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale,
                         &l.router, &l.router_bias, &l.router_scale, &l.expert_scale, &l.expert_norm, &l.dense_out_norm,
-                        &l.expert_out_norm})
+                        &l.expert_out_norm, &l.ple_gate, &l.ple_proj, &l.ple_post_norm})
         f(*m);
       for (ExpertWeights& e : l.experts)
         for (Matrix* m : {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) f(*m);

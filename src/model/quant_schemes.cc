@@ -30,7 +30,10 @@ DType matrix_type(const QuantScheme& scheme, const TensorEntry& e, size_t layer,
                   bool pure, size_t experts) {
   DType t = scheme.base;
   if (scheme.mixed && !pure && !scheme.mxfp4_experts) {
-    const bool classifier = e.model_member == &Model::classifier || (tied && e.model_member == &Model::embed);
+    // llama.cpp gives tied token embeddings the classifier's type, and counts Gemma 4's
+    // per-layer table as one of them.
+    const bool token_table = e.model_member == &Model::embed || e.model_member == &Model::ple_embed;
+    const bool classifier = e.model_member == &Model::classifier || (tied && token_table);
     if (classifier) t = !fits(t, cols) ? DType::q8_0 : t != DType::q8_0 ? DType::q6_k : t;
     else if (scheme.more_bits && (e.layer_member == &LayerWeights::wv || e.layer_member == &LayerWeights::down) &&
              use_more_bits(layer, layers))

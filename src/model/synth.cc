@@ -10,6 +10,7 @@
 
 #include "model/expert_tensors.h"
 #include "model/families.h"
+#include "model/kv_sharing.h"
 #include "model/gpt_oss_experts.h"
 #include "model/safetensors.h"
 #include "model/tensor_names.h"
@@ -100,6 +101,10 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
     return make_error(ErrorCode::invalid_argument, "synth: --dtype mxfp4 is gpt-oss's (its experts); other families take f32, f16 or bf16");
   if (s.dtype != DType::f32 && s.dtype != DType::f16 && s.dtype != DType::bf16 && s.dtype != DType::mxfp4)
     return make_error(ErrorCode::invalid_argument, "synth: --dtype must be f32, f16, bf16 or (gpt-oss) mxfp4");
+  if (s.sliding_period && !s.family.starts_with("gemma"))
+    return make_error(ErrorCode::invalid_argument, "synth: --sliding-period is the Gemma families'");
+  if ((s.ple_dim || s.kv_shared || s.double_wide) && !gemma4)
+    return make_error(ErrorCode::invalid_argument, "synth: --ple, --kv-shared and --double-wide are Gemma 4's (gemma4, gemma4moe)");
   if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
     return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
   const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
@@ -139,8 +144,8 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
     for (size_t l = 0; l < s.layers; ++l) {
       const bool full = periodic_attention_kind(l, family->sliding_period) == AttentionKind::full;
       layer_types.push_back(full ? "full_attention" : "sliding_attention");
-      c.layer_configs.push_back(LayerConfig{full ? AttentionKind::full : AttentionKind::sliding, full ? 0 : window,
-                                            rope, head_dim, s.kv_heads, false, true});
+      c.layer_configs.push_back(LayerConfig{.attention = full ? AttentionKind::full : AttentionKind::sliding, .window = full ? 0 : window,
+                                            .rope = rope, .head_dim = head_dim, .kv_heads = s.kv_heads, .sparse = true});
     }
     c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::top_k_softmax};
     c.ffn = expert_ffn;
@@ -192,14 +197,22 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   if (s.heads % full_kv_heads != 0 || full_head_dim % 2 != 0)
     return make_error(ErrorCode::invalid_argument, "synth: heads must be a multiple of --global-kv-heads, and --global-head-dim even");
   nlohmann::json layer_types = nlohmann::json::array();
+  const size_t period = s.sliding_period ? s.sliding_period : family->sliding_period;
   for (size_t l = 0; l < s.layers; ++l) {
     // Gemma 4 makes its last layer full whatever the period.
-    const bool full = periodic_attention_kind(l, family->sliding_period) == AttentionKind::full || (gemma4 && l + 1 == s.layers);
+    const bool full = periodic_attention_kind(l, period) == AttentionKind::full || (gemma4 && l + 1 == s.layers);
     layer_types.push_back(full ? "full_attention" : "sliding_attention");
-    c.layer_configs.push_back(LayerConfig{full ? AttentionKind::full : AttentionKind::sliding, full ? 0 : window, {},
-                                          full ? full_head_dim : head_dim, full ? full_kv_heads : s.kv_heads, full && gemma4});
+    c.layer_configs.push_back(LayerConfig{.attention = full ? AttentionKind::full : AttentionKind::sliding, .window = full ? 0 : window,
+                                          .head_dim = full ? full_head_dim : head_dim, .kv_heads = full ? full_kv_heads : s.kv_heads,
+                                          .values_are_keys = full && gemma4});
   }
   c.layer_scalar = family->gemma4_attention;
+  if (auto shared = share_kv_of_last_layers(c, s.kv_shared); !shared)
+    return make_error(ErrorCode::invalid_argument, "synth: " + shared.error().message);
+  for (size_t l = 0; l < s.layers; ++l)
+    if (s.double_wide && !c.owns_kv(l)) c.layer_configs[l].ffn = 2 * s.ffn;
+  c.ple_dim = s.ple_dim;
+  c.ple_vocab = s.vocab;
   if (gemma4_moe) {
     c.moe = {s.experts, s.experts_used, expert_ffn, RouterWeights::softmax_top_k_renormalised, true};
     for (LayerConfig& l : c.layer_configs) l.sparse = true;
@@ -215,7 +228,8 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                  {"bos_token_id", 2}});
   if (gemma4) {
     config.update({{"global_head_dim", full_head_dim}, {"num_global_key_value_heads", full_kv_heads}, {"attention_k_eq_v", true},
-                   {"hidden_size_per_layer_input", 0}, {"num_kv_shared_layers", 0}, {"enable_moe_block", gemma4_moe},
+                   {"hidden_size_per_layer_input", s.ple_dim}, {"vocab_size_per_layer_input", s.vocab},
+                   {"num_kv_shared_layers", s.kv_shared}, {"use_double_wide_mlp", s.double_wide}, {"enable_moe_block", gemma4_moe},
                    {"rope_parameters", {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
                                         {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25},
                                                             {"rope_theta", 1000000.0}}}}}});
@@ -275,7 +289,9 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       const bool bias = e.layer_member == &LayerWeights::bq || e.layer_member == &LayerWeights::bk ||
                         e.layer_member == &LayerWeights::bv || e.layer_member == &LayerWeights::bo || e.layer_member == &LayerWeights::sinks;
       const Fill fill = shape.size() > 1 ? Fill::fan_in : bias || (gemma && !gemma4) ? Fill::around_zero : gemma4 ? Fill::around_one : Fill::ones;
-      const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1) : shape.back();
+      // (The per-layer embeddings' table as Gemma's: N(0, 1/ple_dim), × √ple_dim in use.)
+      const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1)
+                            : e.model_member == &Model::ple_embed ? s.ple_dim : shape.back();
       plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), dense_type, shape}, fill, fan_in});
     }
   }
@@ -343,9 +359,11 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
                                                          : random_values(count, 12, seed);  // ±0.5
     if (p.fill == Fill::around_one)
       for (float& v : values) v += 1.0f;
-    if (p.spec.name.ends_with("mlp.down_proj.weight"))  // row h of [hidden, ffn] makes output coordinate h
+    if (p.spec.name.ends_with("mlp.down_proj.weight")) {  // row h of [hidden, ffn] makes output coordinate h
+      const size_t width = p.spec.shape.back();  // the layer's FFN width
       for (const auto& [h, factor] : massive_coordinates(s))
-        for (size_t j = 0; j < s.ffn; ++j) values[h * s.ffn + j] *= factor;
+        for (size_t j = 0; j < width; ++j) values[h * width + j] *= factor;
+    }
     return encode_tensor(p.spec.dtype, values);
   });
 }

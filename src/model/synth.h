@@ -52,6 +52,14 @@ struct SynthSpec {
   size_t expert_ffn = 0;
   bool stacked_experts = false;
   std::vector<size_t> dense_layers;  // qwen3moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
+  // Gemma 4's E models: per-layer embeddings of this width (0: none), the last layers that
+  // read earlier layers' KV caches, and their FFN twice as wide (E2B's use_double_wide_mlp).
+  size_t ple_dim = 0;
+  size_t kv_shared = 0;
+  bool double_wide = false;
+  // Gemma: a full layer after every period − 1 sliding ones; 0: the family's (2, 6, 6).
+  // Gemma 4's last layer is full whatever the period.
+  size_t sliding_period = 0;
 };
 
 // The hidden coordinates `write_synthetic_checkpoint` makes massive, and their factors.

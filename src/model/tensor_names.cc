@@ -31,16 +31,22 @@ std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c, siz
     case TensorShape::kv: return {kv};
     case TensorShape::head_dim: return {head_dim};
     case TensorShape::half_max_head_dim: return {c.max_head_dim() / 2};
-    case TensorShape::ffn_by_hidden: return {c.ffn, c.hidden};
-    case TensorShape::hidden_by_ffn: return {c.hidden, c.ffn};
+    case TensorShape::ffn_by_hidden: return {per_layer ? c.ffn_width(layer) : c.ffn, c.hidden};
+    case TensorShape::hidden_by_ffn: return {c.hidden, per_layer ? c.ffn_width(layer) : c.ffn};
     case TensorShape::one: return {1};
     case TensorShape::experts: return {c.moe.experts};
     case TensorShape::heads: return {c.heads};
+    case TensorShape::ple_vocab_by_all_ple: return {c.ple_vocab, c.layers * c.ple_dim};
+    case TensorShape::all_ple_by_hidden: return {c.layers * c.ple_dim, c.hidden};
+    case TensorShape::ple: return {c.ple_dim};
+    case TensorShape::ple_by_hidden: return {c.ple_dim, c.hidden};
+    case TensorShape::hidden_by_ple: return {c.hidden, c.ple_dim};
   }
   return {};
 }
 
 bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer) {
+  if (is_kv_weight(e) && layer < c.layer_configs.size() && !c.owns_kv(layer)) return false;
   switch (e.presence) {
     case TensorPresence::required:
     case TensorPresence::optional: return true;
@@ -51,6 +57,7 @@ bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer) {
     case TensorPresence::if_own_values: return layer >= c.layer_configs.size() || !c.layer(layer).values_are_keys;
     case TensorPresence::if_layer_scalar: return c.layer_scalar;
     case TensorPresence::if_attention_sinks: return c.attention_sinks;
+    case TensorPresence::if_per_layer_embeddings: return c.ple_dim > 0;
     case TensorPresence::if_dense_ffn: return layer >= c.layer_configs.size() || !c.layer(layer).sparse || c.moe.beside_dense;
     case TensorPresence::if_experts_beside_dense:
       return c.moe.beside_dense && layer < c.layer_configs.size() && c.layer(layer).sparse;
@@ -111,6 +118,14 @@ Status assemble_model(Model& m, CheckpointFormat format, const std::string& sour
     }
   }
   if (!m.classifier.data) m.classifier = m.embed;  // tied
+  if (c.ple_dim) {
+    // Each token reads layer l's part of its table row, which must start on a block.
+    const size_t block = dtype_traits(m.ple_embed.dtype).block_values;
+    if (c.ple_vocab == 0 || c.ple_dim % block != 0)
+      return make_error(ErrorCode::invalid_argument, source + ": the per-layer embedding table has " + std::to_string(c.ple_vocab) +
+                                                         " rows of " + std::to_string(c.ple_dim) + "-value layer parts; expected rows, "
+                                                         "and parts a multiple of its " + std::to_string(block) + "-value blocks");
+  }
   if (c.moe.experts) {
     const Family* family = find_family(c.family);
     return assemble_experts(m, format, family ? family->moe : nullptr, source, find);

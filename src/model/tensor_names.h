@@ -16,8 +16,10 @@ namespace larql {
 enum class CheckpointFormat { hf, gguf };
 
 // Per-layer shapes follow that layer's LayerConfig (head size, KV heads).
+// ple_*: per-layer embeddings' (ple_dim values per layer; all_ple: every layer's, layers · ple_dim).
 enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_max_head_dim,
-                         ffn_by_hidden, hidden_by_ffn, one, experts, heads };
+                         ffn_by_hidden, hidden_by_ffn, one, experts, heads, ple_vocab_by_all_ple, all_ple_by_hidden, ple,
+                         ple_by_hidden, hidden_by_ple };
 
 enum class TensorPresence {
   required,
@@ -30,6 +32,7 @@ enum class TensorPresence {
   if_dense_ffn,       // layers with a dense FFN (not a mixture of experts' sparse layer, but Gemma 4's)
   if_experts_beside_dense,  // Gemma 4's sparse layers: the experts' norms and scales
   if_attention_sinks, // GPT-OSS
+  if_per_layer_embeddings,  // Gemma 4's E models
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
 };
 
@@ -76,6 +79,14 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"router.scale", "ffn_gate_inp.scale", nullptr, &LayerWeights::router_scale, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
     {"router.per_expert_scale", "ffn_down_exps.scale", nullptr, &LayerWeights::expert_scale, TensorShape::experts, TensorPresence::if_experts_beside_dense},
     {"layer_scalar", "layer_output_scale.weight", nullptr, &LayerWeights::output_scale, TensorShape::one, TensorPresence::if_layer_scalar},
+    // Gemma 4's E models: per-layer embeddings (the table, the embedding's projection and its
+    // norm), and in each layer the gate, the projection back and its norm.
+    {"model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight", &Model::ple_embed, nullptr, TensorShape::ple_vocab_by_all_ple, TensorPresence::if_per_layer_embeddings},
+    {"model.per_layer_model_projection.weight", "per_layer_model_proj.weight", &Model::ple_model_proj, nullptr, TensorShape::all_ple_by_hidden, TensorPresence::if_per_layer_embeddings},
+    {"model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight", &Model::ple_proj_norm, nullptr, TensorShape::ple, TensorPresence::if_per_layer_embeddings},
+    {"per_layer_input_gate.weight", "inp_gate.weight", nullptr, &LayerWeights::ple_gate, TensorShape::ple_by_hidden, TensorPresence::if_per_layer_embeddings},
+    {"per_layer_projection.weight", "proj.weight", nullptr, &LayerWeights::ple_proj, TensorShape::hidden_by_ple, TensorPresence::if_per_layer_embeddings},
+    {"post_per_layer_input_norm.weight", "post_norm.weight", nullptr, &LayerWeights::ple_post_norm, TensorShape::hidden, TensorPresence::if_per_layer_embeddings},
 };
 
 inline bool is_per_layer(const TensorEntry& e) { return e.layer_member != nullptr; }
@@ -85,7 +96,13 @@ inline bool is_norm_weight(const TensorEntry& e) {
          e.layer_member == &LayerWeights::q_norm || e.layer_member == &LayerWeights::k_norm ||
          e.layer_member == &LayerWeights::attn_out_norm || e.layer_member == &LayerWeights::ffn_norm ||
          e.layer_member == &LayerWeights::ffn_out_norm || e.layer_member == &LayerWeights::expert_norm ||
-         e.layer_member == &LayerWeights::dense_out_norm || e.layer_member == &LayerWeights::expert_out_norm;
+         e.layer_member == &LayerWeights::dense_out_norm || e.layer_member == &LayerWeights::expert_out_norm ||
+         e.model_member == &Model::ple_proj_norm || e.layer_member == &LayerWeights::ple_post_norm;
+}
+// Keys' and values' tensors: a KV-shared layer has none (a file's are ignored there).
+inline bool is_kv_weight(const TensorEntry& e) {
+  return e.layer_member == &LayerWeights::wk || e.layer_member == &LayerWeights::wv || e.layer_member == &LayerWeights::bk ||
+         e.layer_member == &LayerWeights::bv || e.layer_member == &LayerWeights::k_norm;
 }
 inline bool is_ffn_weight(const TensorEntry& e) {
   return e.layer_member == &LayerWeights::gate || e.layer_member == &LayerWeights::up || e.layer_member == &LayerWeights::down;

@@ -47,9 +47,9 @@ TEST_P(Gemma, HuggingFaceCheckpointMatchesThePyTorchReference) {
   auto model = load_model(test::gemma_fixture(GetParam()).string());
   ASSERT_TRUE(model.ok()) << model.error().message;
   EXPECT_EQ(model->config.norm_placement, NormPlacement::sandwich);
-  EXPECT_EQ(model->config.norm_weight_offset, GetParam() == "gemma4" ? 0.0f : 1.0f) << "Gemma 4 stores norm weights as used";
+  EXPECT_EQ(model->config.norm_weight_offset, GetParam().starts_with("gemma4") ? 0.0f : 1.0f) << "Gemma 4 stores norm weights as used";
   EXPECT_EQ(model->classifier.data, model->embed.data) << "Gemma ties the classifier to the embedding";
-  test::expect_matches_reference(*model, test::gemma_reference(GetParam()), GetParam() + " HF");
+  test::expect_matches_reference(*model, test::gemma_reference(GetParam()), GetParam() + " HF", 1e-5);
 }
 
 TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
@@ -80,13 +80,22 @@ TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
     EXPECT_EQ(gguf->config.layer_configs[l].rope.linear_factor, hf->config.layer_configs[l].rope.linear_factor) << l;
     EXPECT_EQ(gguf->config.layer_configs[l].head_dim, hf->config.layer_configs[l].head_dim) << l;
     EXPECT_EQ(gguf->config.layer_configs[l].kv_heads, hf->config.layer_configs[l].kv_heads) << l;
-    EXPECT_EQ(gguf->config.layer_configs[l].values_are_keys, hf->config.layer_configs[l].values_are_keys) << l;
-    EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_v.weight"), hf->config.layer_configs[l].values_are_keys ? 0u : 1u) << l;
+    EXPECT_EQ(gguf->config.layer_configs[l].kv_from, hf->config.layer_configs[l].kv_from) << l;
+    EXPECT_EQ(gguf->config.ffn_width(l), hf->config.ffn_width(l)) << l;
+    // KV-shared layers have no K/V tensors; K=V layers no V tensor.
+    const bool owns = hf->config.owns_kv(l);
+    EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_k.weight"), owns ? 1u : 0u) << l;
+    if (owns)
+      EXPECT_EQ(gguf->config.layer_configs[l].values_are_keys, hf->config.layer_configs[l].values_are_keys) << l;
+    EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_v.weight"),
+              owns && !hf->config.layer_configs[l].values_are_keys ? 1u : 0u) << l;
   }
-  test::expect_matches_reference(*gguf, test::gemma_reference(GetParam()), GetParam() + " GGUF");
+  EXPECT_EQ(gguf->config.ple_dim, hf->config.ple_dim);
+  EXPECT_EQ(gguf->config.ple_vocab, hf->config.ple_vocab);
+  test::expect_matches_reference(*gguf, test::gemma_reference(GetParam()), GetParam() + " GGUF", 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Gemma, ::testing::Values("gemma2", "gemma3", "gemma4"));
+INSTANTIATE_TEST_SUITE_P(Families, Gemma, ::testing::Values("gemma2", "gemma3", "gemma4", "gemma4e"));
 
 TEST(Gemma4, FullLayersHaveTheirOwnHeadsValuesAndProportionalRope) {
   auto model = load_model(test::gemma_fixture("gemma4").string());
@@ -138,7 +147,7 @@ TEST_P(GemmaMultimodal, ForConditionalGenerationRunsItsTextModelUnderEitherPrefi
     Rewritten r = read_fixture(family, prefix);
     r.config.erase("model_type");
     const std::string arch = family == "gemma3" ? "Gemma3ForConditionalGeneration" : "Gemma4ForConditionalGeneration";
-    r.config = json{{"model_type", family}, {"architectures", {arch}}, {"text_config", r.config}, {"vision_config", {{"hidden_size", 8}}}};
+    r.config = json{{"model_type", family.substr(0, 6)}, {"architectures", {arch}}, {"text_config", r.config}, {"vision_config", {{"hidden_size", 8}}}};
     r.tensors.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", DType::f32, {8, 8},
                          std::vector<uint8_t>(8 * 8 * 4)});
     // Multimodal embeddings carry padding rows past the tokenizer's vocabulary.
@@ -161,14 +170,20 @@ TEST_P(GemmaMultimodal, ForConditionalGenerationRunsItsTextModelUnderEitherPrefi
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GemmaMultimodal, ::testing::Values("gemma3", "gemma4"));  // Gemma 2 has none
+INSTANTIATE_TEST_SUITE_P(Families, GemmaMultimodal, ::testing::Values("gemma3", "gemma4", "gemma4e"));  // Gemma 2 has none
 
-TEST(Gemma4, TheEModelsAreRefusedAndAMixtureOfExpertsNeedsItsCounts) {
+TEST(Gemma4, EModelAndMixtureOfExpertsConfigsAreCheckedNamingTheField) {
   const fs::path dir = fs::temp_directory_path() / ("larql_gemma4_refused_" + std::to_string(::getpid()));
-  for (auto [key, value, expected] : {std::tuple{"hidden_size_per_layer_input", json(256), "not supported yet"},
-                                      {"num_kv_shared_layers", json(2), "not supported yet"},
-                                      {"enable_moe_block", json(true), "field 'num_experts' must be a positive integer"}}) {
-    Rewritten r = read_fixture("gemma4", "model.");
+  // gemma4e's layers: S S S S S F S S S F, the last 3 KV-shared.
+  for (auto [key, value, expected] :
+       {std::tuple{"num_kv_shared_layers", json(10), "must leave at least one of the 10 layers with a KV cache of its own"},
+        {"num_kv_shared_layers", json(5), "KV-shared layer 5 is a full-attention layer, but no layer before the shared ones (0..4)"},
+        {"num_kv_shared_layers", json(-1), "field 'num_kv_shared_layers' must be a whole number"},
+        {"hidden_size_per_layer_input", json("8"), "field 'hidden_size_per_layer_input' must be a number"},
+        {"hidden_size_per_layer_input", json(16), "tensor 'model.embed_tokens_per_layer.weight' has shape [256, 80], expected [256, 160]"},
+        {"use_double_wide_mlp", json(false), "tensor 'model.layers.7.mlp.gate_proj.weight' has shape [128, 64], expected [64, 64]"},
+        {"enable_moe_block", json(true), "field 'num_experts' must be a positive integer"}}) {
+    Rewritten r = read_fixture("gemma4e", "model.");
     r.config[key] = value;
     write(r, dir);
     auto model = load_model(dir.string());
@@ -176,6 +191,39 @@ TEST(Gemma4, TheEModelsAreRefusedAndAMixtureOfExpertsNeedsItsCounts) {
     EXPECT_NE(model.error().message.find(expected), std::string::npos) << model.error().message;
   }
   fs::remove_all(dir);
+}
+
+TEST(Gemma4, EModelSharedLayersReadTheLastEarlierLayerOfTheirKindAndHoldNoCache) {
+  auto model = load_model(test::gemma_fixture("gemma4e").string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = model->config;
+  EXPECT_EQ(c.ple_dim, 8u);
+  EXPECT_EQ(c.ple_vocab, 256u);
+  // Layers 7 and 8 slide and read layer 6; 9 is full and reads 5 (llama.cpp's hard-coded
+  // first−2 / first−1 would give 5 and 6, the other kind each).
+  const std::vector<std::optional<size_t>> kv_from = {{}, {}, {}, {}, {}, {}, {}, 6, 6, 5};
+  for (size_t l = 0; l < c.layers; ++l) {
+    EXPECT_EQ(c.layer(l).kv_from, kv_from[l]) << l;
+    EXPECT_EQ(c.ffn_width(l), kv_from[l] ? 128u : 64u) << "double-wide on KV-shared layers: " << l;
+    EXPECT_EQ(model->layers[l].wk.data == nullptr, kv_from[l].has_value()) << l;
+  }
+  // A sequence's cache: keys and values of the 7 layers that own one, none for the others.
+  ThreadPool pool(2);
+  LocalFfn ffn(*model, pool);
+  Transformer t(*model, ffn, pool);
+  KvCache cache;
+  const std::vector<int> tokens = test::gemma_reference("gemma4e").tokens;
+  std::vector<float> logits;
+  const SequenceChunk chunk{&cache, tokens, 0, tokens.size() - 1};
+  ASSERT_TRUE(t.forward_batch({&chunk, 1}, logits).ok());
+  size_t value_bytes = 0;
+  for (size_t l = 0; l < c.layers; ++l) {
+    EXPECT_EQ(cache.keys[l].empty(), kv_from[l].has_value()) << l;
+    for (const auto& head : cache.values[l]) value_bytes += head.size() * sizeof(float);
+  }
+  EXPECT_EQ(2 * value_bytes, tokens.size() * c.kv_bytes_per_position());
+  // Layers 0..6, each of 32 key dimensions (2 heads of 16 sliding, 1 of 32 full): keys and values in f32.
+  EXPECT_EQ(c.kv_bytes_per_position(), 7u * 2 * 32 * sizeof(float));
 }
 
 class GemmaSpelling : public Gemma {};

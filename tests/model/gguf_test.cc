@@ -14,6 +14,7 @@
 #include "model/gguf_loader.h"
 #include "model/loader.h"
 #include "model/synth.h"
+#include "support/reference_fixtures.h"
 #include "infer/local_ffn.h"
 #include "infer/transformer.h"
 #include <nlohmann/json.hpp>
@@ -309,11 +310,41 @@ TEST_F(Gguf, MixtureOfExpertsAndEModelFilesAreRefusedByName) {
     EXPECT_NE(e.find("tensor '" + name + "' is a mixture-of-experts tensor, but llama.expert_count is missing"), std::string::npos) << e;
   }
   e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.embedding_length_per_layer_input"] = u32(256); });
-  EXPECT_NE(e.find("llama.embedding_length_per_layer_input is set: Gemma 4's per-layer embeddings"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama.embedding_length_per_layer_input is set: per-layer embeddings and shared KV layers are Gemma 4's"), std::string::npos) << e;
   e = load_edited(path, [&](auto&, auto&, auto& meta) { meta["llama.attention.shared_kv_layers"] = u32(1); });
   EXPECT_NE(e.find("llama.attention.shared_kv_layers is set"), std::string::npos) << e;
   e = with_tensor("per_layer_token_embd.weight", {256, 64});
-  EXPECT_NE(e.find("'per_layer_token_embd.weight' is a per-layer embedding"), std::string::npos) << e;
+  EXPECT_NE(e.find("'per_layer_token_embd.weight' is a per-layer embedding (Gemma 4's E models), not llama's"), std::string::npos) << e;
+}
+
+TEST_F(Gguf, GemmaEModelKeysAreCheckedNamingTheKey) {
+  auto model = load_model(test::gemma_fixture("gemma4e").string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const fs::path path = dir_ / "e.gguf";
+  ASSERT_TRUE(export_gguf(*model, path.string(), {.scheme = *find_quant_scheme("f32"), .splits = 1}).ok());
+  auto file = read_gguf(path.string());
+  ASSERT_TRUE(file.ok());
+  const GgufValue& widths = file->metadata.at("gemma4.feed_forward_length");
+  ASSERT_EQ(widths.count(), 10u) << "one width per layer, as llama.cpp's converter writes a double-wide model";
+  EXPECT_EQ(widths.integer_at(6), 64);
+  EXPECT_EQ(widths.integer_at(7), 128);
+  EXPECT_EQ(file->metadata.at("gemma4.attention.shared_kv_layers").integer, 3);
+  EXPECT_EQ(file->metadata.at("gemma4.embedding_length_per_layer_input").integer, 8);
+  auto u32 = [](double v) { return GgufValue::of(GgufValueType::u32, v); };
+  for (auto [key, value, expected] :
+       {std::tuple{"gemma4.attention.shared_kv_layers", u32(10), "must leave at least one of the 10 layers with a KV cache"},
+        {"gemma4.attention.shared_kv_layers", GgufValue::of_string("3"), "gemma4.attention.shared_kv_layers must be a whole number"},
+        {"gemma4.embedding_length_per_layer_input", u32(16), "tensor 'per_layer_token_embd.weight' has shape [256, 80], expected [256, 160]"},
+        {"gemma4.feed_forward_length", GgufValue::of_array(GgufValueType::u32, {64, 64}), "gemma4.feed_forward_length has 2 entries for 10 layers"},
+        {"gemma4.feed_forward_length", u32(64), "tensor 'blk.7.ffn_gate.weight' has shape [128, 64], expected [64, 64]"}}) {
+    const std::string e = load_edited(path, [&](auto&, auto&, auto& meta) { meta[key] = value; });
+    EXPECT_NE(e.find(expected), std::string::npos) << e;
+  }
+  // A file whose KV-shared layers carry K/V tensors anyway loads, ignoring them (llama.cpp's optional ones).
+  EXPECT_EQ(load_edited(path, [&](auto&, auto& tensors, auto&) {
+              tensors.push_back({"blk.8.attn_k.weight", DType::f32, {32, 64}, std::vector<uint8_t>(32 * 64 * 4)});
+            }),
+            "(loaded)");
 }
 
 TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 
 #include "infer/local_ffn.h"
@@ -71,6 +72,20 @@ TEST(HugePages, AShardCopiesOnlyTheFfnOfItsLayers) {
 
 TEST(HugePages, AClientWithARemoteFfnCopiesAllButTheFfn) {
   expect_placed({WeightsUsed::all_but_ffn}, [](size_t, bool ffn) { return !ffn; });
+}
+
+TEST(HugePages, TheGemmaEModelsPerLayerEmbeddingTableStaysMapped) {
+  auto model = load_model((std::filesystem::path(LARQL_SOURCE_DIR) / "tests/data/gemma/gemma4e").string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto placed = place_on_huge_pages(*model, {WeightsUsed::all, 0, 0, 0});
+  ASSERT_TRUE(placed.ok()) << placed.error().message;
+  if (!huge_pages_available()) {  // then nothing moves
+    EXPECT_EQ(*placed, 0u);
+    return;
+  }
+  EXPECT_TRUE(in_files(*model, model->ple_embed)) << "read a row per token: left in the file's mapping";
+  EXPECT_FALSE(in_files(*model, model->ple_model_proj)) << "read whole every pass: copied";
+  EXPECT_FALSE(in_files(*model, model->layers[0].ple_gate));
 }
 
 TEST(HugePages, WeightsBelowTheFloorStayInTheirMapping) {

@@ -1,0 +1,37 @@
+#include "model/kv_sharing.h"
+
+#include <string>
+
+namespace larql {
+
+Status share_kv_of_last_layers(ModelConfig& c, size_t shared) {
+  if (shared == 0) return Ok{};
+  const size_t layers = c.layer_configs.size();
+  if (shared >= layers)
+    return make_error(ErrorCode::invalid_argument, "the KV-shared layers (" + std::to_string(shared) +
+                                                       ") must leave at least one of the " + std::to_string(layers) +
+                                                       " layers with a KV cache of its own");
+  const size_t first = layers - shared;
+  for (size_t l = first; l < layers; ++l) {
+    LayerConfig& lc = c.layer_configs[l];
+    size_t source = first;
+    while (source > 0 && c.layer_configs[source - 1].attention != lc.attention) --source;
+    if (source == 0)
+      return make_error(ErrorCode::invalid_argument,
+                        "KV-shared layer " + std::to_string(l) + " is a " +
+                            (lc.attention == AttentionKind::sliding ? "sliding" : "full") +
+                            "-attention layer, but no layer before the shared ones (0.." + std::to_string(first - 1) +
+                            ") is one whose keys and values it could read");
+    const LayerConfig& from = c.layer_configs[source - 1];
+    if (from.head_dim != lc.head_dim || from.kv_heads != lc.kv_heads)
+      return make_error(ErrorCode::invalid_argument, "KV-shared layer " + std::to_string(l) + " has heads of " +
+                                                         std::to_string(lc.head_dim) + " and " + std::to_string(lc.kv_heads) +
+                                                         " KV heads, but layer " + std::to_string(source - 1) +
+                                                         ", whose cache it reads, has " + std::to_string(from.head_dim) +
+                                                         " and " + std::to_string(from.kv_heads));
+    lc.kv_from = source - 1;
+  }
+  return Ok{};
+}
+
+}  // namespace larql
