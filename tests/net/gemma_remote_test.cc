@@ -55,7 +55,7 @@ class GemmaRemote : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GemmaRemote, TwoShardsOverF32AreBitIdenticalToLocal) {
   const std::string model = test::gemma_fixture(GetParam()).string();
-  const size_t layers = GetParam() == "gemma2" ? 4 : 8;  // the fixtures' (tools/make_gemma_fixtures.sh)
+  const size_t layers = GetParam() == "gemma2" ? 4 : GetParam() == "gemma4e" ? 10 : 8;  // the fixtures' (tools/make_gemma_fixtures.sh)
   const json doc = bench_two_shards(model, layers, "f32,f16,q8,i8", test::gemma_reference(GetParam()).tokens);
   ASSERT_TRUE(doc.contains("formats")) << doc.dump();
   EXPECT_TRUE(doc["remote_f32_exact"].get<bool>()) << "remote f32 must equal the local model bit for bit";
@@ -68,7 +68,9 @@ TEST_P(GemmaRemote, TwoShardsOverF32AreBitIdenticalToLocal) {
   print_formats(GetParam(), doc);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GemmaRemote, ::testing::Values("gemma2", "gemma3", "gemma4"));
+// gemma4e: the E model's per-layer embeddings and shared KV are the client's; its shards see
+// only the MLPs, double-wide ones among them.
+INSTANTIATE_TEST_SUITE_P(Families, GemmaRemote, ::testing::Values("gemma2", "gemma3", "gemma4", "gemma4e"));
 
 TEST(GemmaOverflow, F16ResponsesThatWouldOverflowComeBackAsF32AndNothingIsInfinite) {
   // The Gemma 3 fixture with layer 3's down_proj ×1e6: its MLP outputs reach past 65504.
