@@ -11,7 +11,8 @@
 //
 // Effective weight bandwidth = bytes of every weight matrix and norm read per decoded
 // token (classifier included, embedding lookup excluded; of a mixture-of-experts layer the
-// router and the experts a token uses, top-k of them) × decode tokens/s. A prefill's
+// router and the experts a token uses, top-k of them; of Gemma 4's per-layer embeddings the
+// projection and the token's row of the table) × decode tokens/s. A prefill's
 // share of the peak is taken against its instruction's peak measured just before and just
 // after it (the median of the repetitions' shares), not against the run's median peak.
 #include <CLI/CLI.hpp>
@@ -97,9 +98,13 @@ double expert_bytes(const LayerWeights& l) {
 
 size_t decode_weight_bytes(const Model& m) {
   size_t bytes = m.final_norm.bytes() + m.classifier.bytes();
+  // Gemma 4's per-layer embeddings: the projection whole, one row of the table per token.
+  if (m.config.ple_dim)
+    bytes += m.ple_model_proj.bytes() + m.ple_proj_norm.bytes() + dtype_bytes(m.ple_embed.dtype, m.ple_embed.cols);
   for (const auto& l : m.layers) {
     for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                            &l.ffn_norm, &l.gate, &l.up, &l.down, &l.router, &l.router_scale, &l.expert_norm})
+                            &l.ffn_norm, &l.gate, &l.up, &l.down, &l.router, &l.router_scale, &l.expert_norm,
+                            &l.ple_gate, &l.ple_proj, &l.ple_post_norm})
       if (w->data) bytes += w->bytes();
     bytes += size_t(double(m.config.moe.experts_used) * expert_bytes(l));
   }
@@ -114,11 +119,12 @@ size_t decode_weight_bytes(const Model& m) {
 double prefill_flops(const Model& m, size_t tokens) {
   double per_token = 0;
   for (const auto& l : m.layers) {
-    for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router})
+    for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router, &l.ple_gate, &l.ple_proj})
       if (w->data) per_token += 2.0 * double(w->rows) * double(w->cols);
     if (!l.experts.empty())  // top-k experts per token
       per_token += double(m.config.moe.experts_used) * 2.0 * 3.0 * double(m.config.moe.expert_ffn) * double(m.config.hidden);
   }
+  if (m.ple_model_proj.data) per_token += 2.0 * double(m.ple_model_proj.rows) * double(m.ple_model_proj.cols);
   return per_token * double(tokens) + 2.0 * double(m.classifier.rows) * double(m.classifier.cols);
 }
 

@@ -97,8 +97,12 @@ int api(ApiCommandOptions o) {
   ApiServer server(*model, tokenizer->get(), **backend, pool, options);
   o.http.render_error = openai_error_for;
   o.http.max_body_bytes = o.max_body_mb << 20;
+  const size_t ctx = std::min(o.ctx, model->config.context);
+  // What a full sequence's KV cache holds (KV-shared layers hold none).
+  const size_t kv_mib = (ctx * model->config.kv_bytes_per_position() + (1 << 20) - 1) >> 20;
   const std::string describe =
-      "larql api: model " + options.model_id + ", ctx " + std::to_string(std::min(o.ctx, model->config.context)) + ", chat " +
+      "larql api: model " + options.model_id + ", ctx " + std::to_string(ctx) + " (KV cache up to " + std::to_string(kv_mib) +
+      " MiB a sequence), chat " +
       (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", FFN " +
       (remote ? "remote (" + wire::describe(remote->request_encodings()) + ")" : std::string("local")) + ", " +
       std::to_string(o.parallel) + " sequences at a time, " + std::to_string(threads) + " threads" +

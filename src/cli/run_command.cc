@@ -141,6 +141,7 @@ int run(const RunOptions& o) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     out["max_rss_bytes"] = size_t(usage.ru_maxrss) * 1024;  // peak resident memory, Linux reports KiB
+    out["kv_cache_bytes_per_position"] = model->config.kv_bytes_per_position();  // of the layers that own a cache
     out["wire"] = remote ? wire::describe(remote->request_encodings()) : std::string("local");
     if (remote) {
       const RemoteFfnStats& st = remote->stats();
@@ -154,7 +155,7 @@ int run(const RunOptions& o) {
       out["hedges"] = st.hedges;
       out["hedge_wins"] = st.hedge_wins;
     }
-    std::cout << out.dump() << "\n";
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // text may end mid-character
   } else {
     std::cout << "\n";
   }

@@ -56,6 +56,8 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--ple", spec->ple_dim, "gemma4: per-layer embeddings of this width (E2B/E4B: 256; default: none)");
   cmd->add_option("--kv-shared", spec->kv_shared, "gemma4: the last N layers read earlier layers' KV caches (E2B: 20, E4B: 18)");
   cmd->add_flag("--double-wide", spec->double_wide, "gemma4: KV-shared layers' FFN twice --ffn wide (E2B's use_double_wide_mlp)");
+  cmd->add_flag("--separate-values", spec->separate_values,
+                "gemma4: full layers with their own v_proj (attention_k_eq_v false, as E2B/E4B), not values = keys");
   cmd->callback([spec, out] {
     if (auto s = write_synthetic_checkpoint(*out, *spec); !s) {
       std::cerr << "larql synth: " << s.error().message << "\n";

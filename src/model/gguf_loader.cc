@@ -140,16 +140,18 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
   if (full && full->rope.rotated_pairs && !family.gemma4_attention) return fail(arch + " has no proportional RoPE in llama.cpp");
   // Head sizes and KV heads: Gemma 4's full layers differ (key_length) from its sliding ones
   // (key_length_swa); KV heads become one entry per layer when they differ.
-  if (full && sliding && full->head_dim != sliding->head_dim) {
+  if (full && full->head_dim != (sliding ? sliding->head_dim : c.head_dim)) {
     for (const char* key : {".attention.key_length", ".attention.value_length", ".rope.dimension_count"}) {
       meta[arch + key] = u32(full->head_dim);
-      meta[arch + key + std::string("_swa")] = u32(sliding->head_dim);
+      if (sliding) meta[arch + key + std::string("_swa")] = u32(sliding->head_dim);
     }
   }
   std::vector<double> kv_heads;
   for (const LayerConfig& l : c.layer_configs) kv_heads.push_back(double(l.kv_heads));
   if (std::any_of(kv_heads.begin(), kv_heads.end(), [&](double k) { return k != kv_heads[0]; }))
     meta[arch + ".attention.head_count_kv"] = GgufValue::of_array(GgufValueType::u32, kv_heads);
+  else
+    meta[arch + ".attention.head_count_kv"] = u32(size_t(kv_heads[0]));  // (a Gemma 4 of full layers only: theirs)
   const LayerConfig& base = full ? *full : *sliding;
   meta[arch + ".rope.freq_base"] = f32(base.rope.theta);
   if (base.rope.linear_factor != 1.0f) {
@@ -171,6 +173,10 @@ Status put_layer_metadata(const Model& m, const Family& family, const std::strin
     if (sliding->rope.linear_factor != 1.0f) return fail("llama.cpp does not scale RoPE on sliding-window layers");
     meta[arch + ".rope.freq_base_swa"] = f32(sliding->rope.theta);
     meta[arch + ".attention.sliding_window"] = u32(sliding->window);
+  }
+  // Which layers slide, where a reader's default (the family's period) would not say it
+  // (Gemma 4's files always carry it, as llama.cpp reads it).
+  if (family.sliding_period) {
     bool periodic = true;
     std::vector<double> pattern;
     for (size_t l = 0; l < c.layers; ++l) {
@@ -505,7 +511,9 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     // llama.cpp's converter stores these rows in the adjacent order, for its adjacent-pair RoPE.
     if (permute && e.layer_member == &LayerWeights::wq) values = reorder_rope_rows(values, c.heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
     if (permute && e.layer_member == &LayerWeights::wk) values = reorder_rope_rows(values, c.kv_heads, c.head_dim, w.cols, RopeLayout::adjacent_pairs);
-    const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, w.cols, tied, options.pure, c.moe.experts);
+    // The per-layer table's rows are read a layer's part at a time: its blocks must divide a part.
+    const size_t block_cols = e.model_member == &Model::ple_embed ? c.ple_dim : w.cols;
+    const DType type = w.rows == 1 ? DType::f32 : matrix_type(options.scheme, e, layer, c.layers, block_cols, tied, options.pure, c.moe.experts);
     write_tensor(stored_gguf_name(*family, tensor_name(e, CheckpointFormat::gguf, layer)), type, tensor_shape(e, c, layer), w.rows, w.cols,
                  [&](size_t r, float* x) { std::copy_n(&values[r * w.cols], w.cols, x); });
   });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <tuple>
 #include <filesystem>
@@ -61,10 +62,26 @@ std::string byte_level_char(unsigned b) {
   return out;
 }
 
-nlohmann::json tokenizer_json(size_t vocab) {
+// Gemma 4's tokenizers are SentencePiece-style (byte fallback), which its GGUF files
+// require: then each byte is a "<0xNN>" token, and text outside the vocabulary falls back to them.
+nlohmann::json tokenizer_json(size_t vocab, bool sentencepiece_style) {
   nlohmann::json v = nlohmann::json::object();
-  for (unsigned b = 0; b < 256 && b < vocab; ++b) v[byte_level_char(b)] = b;
+  for (unsigned b = 0; b < 256 && b < vocab; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    v[sentencepiece_style ? std::string(hex) : byte_level_char(b)] = b;
+  }
   for (size_t i = 256; i < vocab; ++i) v["<|synth_" + std::to_string(i) + "|>"] = i;
+  if (sentencepiece_style)
+    return {{"version", "1.0"},
+            {"added_tokens", nlohmann::json::array()},
+            {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}},
+            {"pre_tokenizer", nullptr},
+            {"post_processor", nullptr},
+            {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+            {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                       {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", true},
+                       {"vocab", v}, {"merges", nlohmann::json::array()}}}};
   return {{"version", "1.0"},
           {"added_tokens", nlohmann::json::array()},
           {"normalizer", nullptr},
@@ -103,8 +120,9 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
     return make_error(ErrorCode::invalid_argument, "synth: --dtype must be f32, f16, bf16 or (gpt-oss) mxfp4");
   if (s.sliding_period && !s.family.starts_with("gemma"))
     return make_error(ErrorCode::invalid_argument, "synth: --sliding-period is the Gemma families'");
-  if ((s.ple_dim || s.kv_shared || s.double_wide) && !gemma4)
-    return make_error(ErrorCode::invalid_argument, "synth: --ple, --kv-shared and --double-wide are Gemma 4's (gemma4, gemma4moe)");
+  if ((s.ple_dim || s.kv_shared || s.double_wide || s.separate_values) && !gemma4)
+    return make_error(ErrorCode::invalid_argument,
+                      "synth: --ple, --kv-shared, --double-wide and --separate-values are Gemma 4's (gemma4, gemma4moe)");
   if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
     return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
   const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
@@ -204,7 +222,7 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
     layer_types.push_back(full ? "full_attention" : "sliding_attention");
     c.layer_configs.push_back(LayerConfig{.attention = full ? AttentionKind::full : AttentionKind::sliding, .window = full ? 0 : window,
                                           .head_dim = full ? full_head_dim : head_dim, .kv_heads = full ? full_kv_heads : s.kv_heads,
-                                          .values_are_keys = full && gemma4});
+                                          .values_are_keys = full && gemma4 && !s.separate_values});
   }
   c.layer_scalar = family->gemma4_attention;
   if (auto shared = share_kv_of_last_layers(c, s.kv_shared); !shared)
@@ -227,7 +245,7 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                  {"tie_word_embeddings", true},
                  {"bos_token_id", 2}});
   if (gemma4) {
-    config.update({{"global_head_dim", full_head_dim}, {"num_global_key_value_heads", full_kv_heads}, {"attention_k_eq_v", true},
+    config.update({{"global_head_dim", full_head_dim}, {"num_global_key_value_heads", full_kv_heads}, {"attention_k_eq_v", !s.separate_values},
                    {"hidden_size_per_layer_input", s.ple_dim}, {"vocab_size_per_layer_input", s.vocab},
                    {"num_kv_shared_layers", s.kv_shared}, {"use_double_wide_mlp", s.double_wide}, {"enable_moe_block", gemma4_moe},
                    {"rope_parameters", {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
@@ -264,7 +282,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
   if (ec) return make_error(ErrorCode::invalid_argument, "cannot create " + dir + ": " + ec.message());
   std::ofstream(fs::path(dir) / "config.json") << config.dump(2) << "\n";
   std::ofstream(fs::path(dir) / "generation_config.json") << nlohmann::json{{"eos_token_id", config["eos_token_id"]}}.dump(2) << "\n";
-  std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab).dump() << "\n";
+  std::ofstream(fs::path(dir) / "tokenizer.json") << tokenizer_json(s.vocab, gemma4).dump() << "\n";
 
   // gpt-oss's MXFP4 experts: random values of fan_in quantised to GGML's blocks, written as
   // transformers' separate values and scale bytes (each tensor regenerates its values).

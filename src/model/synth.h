@@ -57,6 +57,7 @@ struct SynthSpec {
   size_t ple_dim = 0;
   size_t kv_shared = 0;
   bool double_wide = false;
+  bool separate_values = false;  // Gemma 4: full layers with a v_proj (the E models'), not values = keys
   // Gemma: a full layer after every period − 1 sliding ones; 0: the family's (2, 6, 6).
   // Gemma 4's last layer is full whatever the period.
   size_t sliding_period = 0;
@@ -65,8 +66,9 @@ struct SynthSpec {
 // The hidden coordinates `write_synthetic_checkpoint` makes massive, and their factors.
 std::vector<std::pair<size_t, float>> massive_coordinates(const SynthSpec& spec);
 
-// Writes config.json, generation_config.json, model.safetensors and a byte-level
-// tokenizer.json (256 byte tokens, the rest unused) into `dir`. Gemma 3's layout is the
+// Writes config.json, generation_config.json, model.safetensors and a tokenizer.json of
+// 256 byte tokens, the rest unused (byte-level BPE; Gemma 4's SentencePiece-style with byte
+// fallback, as its GGUF files need) into `dir`. Gemma 3's layout is the
 // 4B–27B one: a full layer after every five sliding ones, linear RoPE scaling ×8 on full
 // layers only.
 Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& spec);

@@ -125,6 +125,21 @@ TEST(RunCli, GenerationStopsAtTheEndTokenUnlessIgnored) {
   EXPECT_EQ(ignored["generated_ids"], free_run["generated_ids"]);
 }
 
+TEST(RunCli, JsonStaysValidWhenTheGeneratedBytesAreNotUtf8) {
+  // A random Gemma 4 of byte tokens whose greedy run repeats the byte 0xCE: no character.
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_cli_bytes_" + std::to_string(::getpid()));
+  ASSERT_EQ(larql("synth --family gemma4 --out " + dir.string() +
+                  " --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 300 --layers 2 --ffn 64 --seed 4")
+                .status,
+            0);
+  const auto j = run_json(dir.string() + " --prompt-ids 2,3,4 --steps 6 --threads 1");
+  ASSERT_TRUE(j.is_object()) << "run --json printed JSON";
+  EXPECT_EQ(j["generated_ids"].back(), 206);
+  EXPECT_NE(j["text"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << "U+FFFD where a byte is no character";
+  EXPECT_EQ(j["kv_cache_bytes_per_position"], 2u * 2 * (2 * 16) * 4) << "2 layers of 2 heads of 16 (the last full: 1 of 32)";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(RunCli, SamplingFlagsReachTheSampler) {
   const std::string demo = std::string(LARQL_SOURCE_DIR) + "/models/demo --prompt 'In the beginning' --steps 24 --threads 1";
   const auto greedy = run_json(demo);

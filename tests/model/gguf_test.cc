@@ -347,6 +347,45 @@ TEST_F(Gguf, GemmaEModelKeysAreCheckedNamingTheKey) {
             "(loaded)");
 }
 
+TEST_F(Gguf, ASynthGemma4OfFullLayersOnlyWithItsTokenizerRoundTripsAtQ8_0) {
+  // Every layer full (heads of 32, one KV head: the model's head size and KV heads are the
+  // sliding layers', which it has none of), per-layer parts of 16 values (shorter than
+  // Q8_0's 32-value blocks: the table falls back to a format whose blocks divide them), and
+  // synth's SentencePiece-style tokenizer, which a Gemma 4 GGUF needs.
+  const fs::path hf = dir_ / "full";
+  ASSERT_TRUE(write_synthetic_checkpoint(hf.string(), {.family = "gemma4", .hidden = 64, .layers = 3, .ffn = 64, .heads = 4,
+                                                       .kv_heads = 2, .head_dim = 16, .vocab = 300, .context = 64,
+                                                       .dtype = DType::f32, .seed = 3, .ple_dim = 16, .kv_shared = 1,
+                                                       .sliding_period = 1})
+                  .ok());
+  auto model = load_model(hf.string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const fs::path path = dir_ / "full.gguf";
+  ASSERT_TRUE(export_gguf(*model, path.string(),
+                          {.scheme = *find_quant_scheme("q8_0"), .tokenizer_json = (hf / "tokenizer.json").string(), .splits = 1})
+                  .ok());
+  auto gguf = load_model(path.string());
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  EXPECT_NE(gguf->ple_embed.dtype, DType::q8_0);
+  EXPECT_EQ(gguf->layers[1].wq.dtype, DType::q8_0);
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(gguf->config.layer(l).attention, AttentionKind::full) << l;
+    EXPECT_EQ(gguf->config.layer(l).head_dim, 32u) << l;
+    EXPECT_EQ(gguf->config.layer(l).kv_heads, 1u) << l;
+    EXPECT_EQ(gguf->config.layer(l).kv_from, model->config.layer(l).kv_from) << l;
+  }
+  // The same greedy ids as the f32 model (Q8_0 weights on a 3-layer random model).
+  const std::vector<int> prompt = {2, 40, 41, 42};
+  EXPECT_EQ(test::local_greedy(*gguf, prompt, 4), test::local_greedy(*model, prompt, 4));
+  // Both files tokenise alike (the GGUF adds Gemma 4's BOS, as llama.cpp does).
+  auto from_hf = load_tokenizer_for(*model, hf.string(), std::nullopt);
+  auto from_gguf = load_tokenizer_for(*gguf, path.string(), std::nullopt);
+  ASSERT_TRUE(from_hf.ok() && from_gguf.ok());
+  std::vector<int> expected = (*from_hf)->encode("Héllo, wörld of bytes");
+  expected.insert(expected.begin(), 2);
+  EXPECT_EQ((*from_gguf)->encode("Héllo, wörld of bytes"), expected);
+}
+
 TEST_F(Gguf, ATensorInAFormatLarqlDoesNotComputeOnIsNamed) {
   const fs::path hf = small_checkpoint(1, 2, 4);
   auto model = load_model(hf.string());
