@@ -9,8 +9,10 @@ mixture-of-experts model, half the experts of every layer each, weighted sums) a
 
 Models: the committed demo model and MoE demo model (models/demo-moe, when present),
 ../shared/models' aidreams260K and stories260K (when present), a synthetic model with
-massive activations written by `larql synth`, and the MoE test fixtures (random weights:
-Mixtral, Qwen3-MoE, Gemma 4 26B-A4B kind)."""
+massive activations written by `larql synth`, the MoE test fixtures (random weights:
+Mixtral, Qwen3-MoE, Gemma 4 26B-A4B kind), and with `--only "synth gemma4"` a Gemma 4 E
+model at E4B's widths (8 layers, the last 3 KV-shared; vocabulary 4096) with massive
+activations, written only when asked for (1.6 GB)."""
 import argparse
 import json
 import os
@@ -26,7 +28,22 @@ PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the
            "The dream of", "Once upon a time", "And it came to pass", "Thou shalt not", "The king of"]
 
 
-def models(root, larql, work, hidden, massive):
+E_MODEL = "synth gemma4 E4B width"
+
+
+def gemma4_e_model(larql, work, massive):
+    """E4B's widths (hidden 2560, 8 heads, 2 KV heads of 256 and 512, FFN 10240, per-layer
+    embeddings of 256), 8 layers: S S S S F S S F, the last 3 KV-shared."""
+    out = work / "synth-gemma4-e"
+    subprocess.run([larql, "synth", "--family", "gemma4", "--out", str(out), "--hidden", "2560", "--heads", "8",
+                    "--kv-heads", "2", "--head-dim", "256", "--global-head-dim", "512", "--global-kv-heads", "2",
+                    "--separate-values", "--vocab", "4096", "--context", "4096", "--sliding-window", "512", "--ffn", "10240",
+                    "--layers", "8", "--sliding-period", "5", "--ple", "256", "--kv-shared", "3", "--seed", "12",
+                    "--massive-activations", str(massive)], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def models(root, larql, work, hidden, massive, only):
     shared = root.parent / "shared" / "models"
     synth = work / "synth-massive"
     subprocess.run([larql, "synth", "--out", str(synth), "--hidden", str(hidden), "--layers", "4", "--ffn", str(hidden * 8 // 3),
@@ -45,6 +62,8 @@ def models(root, larql, work, hidden, massive):
             ["--prompts", "PROMPTS"], 4
     if (shared / "stories260K.bin").exists():  # no tokenizer shipped: ten id prompts, one run each
         yield "stories260K", [str(shared / "stories260K.bin")], ["--prompt-ids", "IDS"], 5
+    if only and E_MODEL.startswith(only):
+        yield f"{E_MODEL}, {massive} massive coords", [str(gemma4_e_model(larql, work, massive))], ["--prompts", "PROMPTS"], 8
 
 
 def expert_count(model):
@@ -99,7 +118,7 @@ def merge(runs):
         n = r["total_steps"]
         for f in r["formats"]:
             row = rows.setdefault(f["wire"], {"steps": 0, "top1": 0.0, "topk": 0.0, "kl": 0.0, "max_kl": 0.0,
-                                              "max_dlogit": 0.0, "bytes": 0.0})
+                                              "max_dlogit": 0.0, "bytes": 0.0, "f32_fallbacks": 0})
             row["steps"] += n
             row["top1"] += f["top1_agreement"] * n
             row["topk"] += f["topk_agreement"] * n
@@ -107,6 +126,7 @@ def merge(runs):
             row["max_kl"] = max(row["max_kl"], f["max_kl"])
             row["max_dlogit"] = max(row["max_dlogit"], f["max_abs_logit_diff"])
             row["bytes"] = f["bytes_sent_per_token"] + f["bytes_received_per_token"]
+            row["f32_fallbacks"] += f["f32_fallbacks"]  # responses sent as f32 instead (PROTOCOL §5)
     for row in rows.values():
         for k in ("top1", "topk", "kl"):
             row[k] /= row["steps"]
@@ -129,8 +149,8 @@ def main():
         prompts = pathlib.Path(tmp) / "prompts.txt"
         prompts.write_text(pathlib.Path(a.prompts).read_text() if a.prompts else "\n".join(PROMPTS) + "\n")
         print(f"{'model':<44} {'wire':<4} {'steps':>6} {'top-1':>8} {'top-5':>8} {'mean KL':>10} {'max KL':>9} "
-              f"{'max|Δlogit|':>11} {'bytes/token':>11}")
-        for name, model_args, prompt_args, layers in models(root, a.larql, pathlib.Path(tmp), a.synth_hidden, a.massive):
+              f"{'max|Δlogit|':>11} {'bytes/token':>11} {'f32 fallbacks':>13}")
+        for name, model_args, prompt_args, layers in models(root, a.larql, pathlib.Path(tmp), a.synth_hidden, a.massive, a.only):
             if a.only and not name.startswith(a.only):
                 continue
             rows = merge(run_bench(a.larql, model_args, prompt_args, layers, a.steps, str(prompts)))
@@ -138,7 +158,7 @@ def main():
             for wire in ("f32", "f16", "q8", "i8"):
                 r = rows[wire]
                 print(f"{name:<44} {wire:<4} {r['steps']:>6} {r['top1']:>8.4f} {r['topk']:>8.4f} {r['kl']:>10.2e} "
-                      f"{r['max_kl']:>9.2e} {r['max_dlogit']:>11.4f} {r['bytes']:>11.0f}")
+                      f"{r['max_kl']:>9.2e} {r['max_dlogit']:>11.4f} {r['bytes']:>11.0f} {r['f32_fallbacks']:>13}")
     pathlib.Path(a.out).write_text(json.dumps(results, indent=2))
 
 
