@@ -1,6 +1,7 @@
 #include "api/api_server.h"
 
 #include "api/harmony.h"
+#include "api/logprobs_json.h"
 
 #include <chrono>
 #include <ctime>
@@ -125,7 +126,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   Prepared p = std::move(std::get<Prepared>(prepared));
   const uint64_t seed = p.request.seed.value_or(std::random_device{}());
   std::shared_ptr<Job> job =
-      scheduler_.submit({p.prompt, p.max_tokens, {p.request.temperature, p.request.top_p, seed}, end_of_turn_});
+      scheduler_.submit({p.prompt, p.max_tokens, {p.request.temperature, p.request.top_p, seed}, end_of_turn_, p.request.top_logprobs});
   if (!job)
     return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
                                         "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
@@ -134,17 +135,19 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
 
   // The request's tokens as the engine makes them, turned into text on this thread. `emit`
   // gets each piece of text as it becomes final (content, or a harmony answer's reasoning)
-  // and returns false when the client is gone; the result is the finish reason, or an
-  // error. The job is cancelled when it ends early.
+  // with the log-probabilities of the tokens generated since the last content piece (when
+  // asked for), and returns false when the client is gone; the result is the finish reason,
+  // or an error. The job is cancelled when it ends early.
   struct Outcome {
     std::string finish_reason;
     size_t completion_tokens = 0;
     std::optional<Error> error;
+    std::vector<TokenLogprobs> unsent_logprobs;  // of tokens whose text no piece carried (held, then cut by a stop)
   };
   // A harmony chat answers in channels: the final one is its content, the analysis one its
   // reasoning (stop strings apply to the content).
   const bool harmony = chat && options_.chat_format == ChatFormat::harmony;
-  using Emit = std::function<bool(const std::string& piece, bool reasoning)>;
+  using Emit = std::function<bool(const std::string& piece, bool reasoning, std::span<const TokenLogprobs> logprobs)>;
   auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
               client_gone = request.client_gone](const Emit& emit) {
     Outcome out;
@@ -158,9 +161,16 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       reasoning += t.reasoning;
       return t.content;
     };
+    std::vector<TokenLogprobs> pending;  // the log-probabilities of tokens whose text is not out yet
     auto pass_reasoning = [&] {
-      const bool ok = reasoning.empty() || emit(reasoning, true);
+      const bool ok = reasoning.empty() || emit(reasoning, true, {});
       reasoning.clear();
+      return ok;
+    };
+    auto pass_content = [&](const std::string& piece) {
+      if (piece.empty()) return true;
+      const bool ok = emit(piece, false, pending);
+      pending.clear();
       return ok;
     };
     Clock::time_point first_token;
@@ -184,8 +194,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
           first_token_seconds_ += seconds_since(arrived);
           ++first_token_count_;
         }
+        if (event->logprobs) pending.push_back(std::move(*event->logprobs));
         const std::string piece = stops.push(shown(text.push(*event->token)));
-        if (!pass_reasoning() || (!piece.empty() && !emit(piece, false))) {
+        if (!pass_reasoning() || !pass_content(piece)) {
           job->cancel();
           return out;
         }
@@ -208,7 +219,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       }
       const std::string rest = stops.push(last) + stops.finish();
       pass_reasoning();
-      if (!rest.empty()) emit(rest, false);
+      pass_content(rest);
+      out.unsent_logprobs = std::move(pending);
       out.finish_reason = stops.stopped() || event->end == Job::End::eos ? "stop" : "length";
       break;
     }
@@ -225,17 +237,31 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     return json{{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion}};
   };
 
+  const bool want_logprobs = p.request.top_logprobs.has_value();
+  // A choice's logprobs field: null unless asked for.
+  auto logprobs_json = [this, chat, want_logprobs](std::span<const TokenLogprobs> tokens, size_t& text_offset) -> json {
+    if (!want_logprobs) return nullptr;
+    if (chat) return {{"content", chat_logprobs(*tokenizer_, tokens)}, {"refusal", nullptr}};
+    return completion_logprobs(*tokenizer_, tokens, text_offset);
+  };
+
   if (!p.request.stream) {
     std::string text, reasoning;
-    const Outcome o = run([&](const std::string& piece, bool is_reasoning) {
+    std::vector<TokenLogprobs> logprobs;
+    const Outcome o = run([&](const std::string& piece, bool is_reasoning, std::span<const TokenLogprobs> tokens) {
       (is_reasoning ? reasoning : text) += piece;
+      logprobs.insert(logprobs.end(), tokens.begin(), tokens.end());
       return true;
     });
     if (o.error) return openai_error_for(*o.error);
+    logprobs.insert(logprobs.end(), o.unsent_logprobs.begin(), o.unsent_logprobs.end());
+    size_t text_offset = 0;
     json message{{"role", "assistant"}, {"content", text}};
     if (!reasoning.empty()) message["reasoning_content"] = reasoning;
-    json choice = chat ? json{{"index", 0}, {"message", message}, {"finish_reason", o.finish_reason}}
-                       : json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", o.finish_reason}};
+    json choice = chat ? json{{"index", 0}, {"message", message}, {"logprobs", logprobs_json(logprobs, text_offset)},
+                              {"finish_reason", o.finish_reason}}
+                       : json{{"index", 0}, {"text", text}, {"logprobs", logprobs_json(logprobs, text_offset)},
+                              {"finish_reason", o.finish_reason}};
     return json_reply({{"id", id},
                        {"object", chat ? "chat.completion" : "text_completion"},
                        {"created", created},
@@ -248,11 +274,14 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   // usage if asked for, then [DONE]. The turn is held until the stream ends.
   HttpReply reply{200, "text/event-stream", ""};
   reply.headers = {{"Cache-Control", "no-cache"}};
-  reply.stream = [this, run, usage, id, created, chat, include_usage = p.request.include_usage,
+  reply.stream = [this, run, usage, id, created, chat, include_usage = p.request.include_usage, logprobs_json,
                   client_gone = request.client_gone](const StreamSend& send) {
-    auto chunk = [&](const json& delta_or_text, const json& finish) {
-      json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"finish_reason", finish}}
-                         : json{{"index", 0}, {"text", delta_or_text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    size_t text_offset = 0;
+    auto chunk = [&](const json& delta_or_text, const json& finish, std::span<const TokenLogprobs> tokens = {}) {
+      json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
+                                {"finish_reason", finish}}
+                         : json{{"index", 0}, {"text", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
+                                {"finish_reason", finish}};
       return json{{"id", id},
                   {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", created},
@@ -260,9 +289,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                   {"choices", json::array({choice})}};
     };
     if (chat && !send(sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return;
-    const Outcome o = run([&](const std::string& piece, bool reasoning) {
+    const Outcome o = run([&](const std::string& piece, bool reasoning, std::span<const TokenLogprobs> tokens) {
       if (client_gone && client_gone()) return false;
-      return send(sse(chunk(chat ? json{{reasoning ? "reasoning_content" : "content", piece}} : json(piece), nullptr)));
+      return send(sse(chunk(chat ? json{{reasoning ? "reasoning_content" : "content", piece}} : json(piece), nullptr, tokens)));
     });
     if (o.error) {
       send(sse(error_json({http_status(o.error->code), o.error->message, "server_error", "",
@@ -270,7 +299,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       return;
     }
     if (o.finish_reason.empty()) return;
-    if (!send(sse(chunk(chat ? json::object() : json(""), o.finish_reason)))) return;
+    if (!send(sse(chunk(chat ? json::object() : json(""), o.finish_reason, o.unsent_logprobs)))) return;
     if (include_usage) {
       json last = chunk(json::object(), nullptr);
       last["choices"] = json::array();

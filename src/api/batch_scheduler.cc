@@ -110,6 +110,9 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       if (job.prefilled_ < prompt.size()) continue;
     }
     std::span<float> row(logits.data() + i * V, V);
+    // Log-probabilities of the raw logits: kept before the sampler scales them in place.
+    std::vector<float> raw;
+    if (job.request_.top_logprobs) raw.assign(row.begin(), row.end());
     const int next = job.sampler_->sample(row);
     const auto& stops = job.request_.stop_ids;
     if (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
@@ -120,7 +123,9 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     }
     ++job.generated_;
     job.last_token_ = next;
-    job.push({next, Job::End::none});
+    std::optional<TokenLogprobs> logprobs;
+    if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(raw, next, *job.request_.top_logprobs);
+    job.push({next, Job::End::none, std::nullopt, std::move(logprobs)});
     // The token just chosen needs a position of its own to be fed at.
     if (job.generated_ >= job.request_.max_tokens || prompt.size() + job.generated_ >= ctx) {
       job.push({std::nullopt, Job::End::length});

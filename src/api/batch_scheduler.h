@@ -32,6 +32,7 @@ struct JobRequest {
   size_t max_tokens = 16;
   SamplerOptions sampler;
   std::vector<int> stop_ids;  // besides the model's EOS ids
+  std::optional<size_t> top_logprobs;  // set: each token's log-probability and this many alternatives'
 };
 
 // One request's side of the engine: the tokens it generated, then how it ended.
@@ -42,6 +43,7 @@ class Job {
     std::optional<int> token;  // a generated token, or the end
     End end = End::none;
     std::optional<Error> error = {};  // End::error: what went wrong (e.g. a shard unreachable)
+    std::optional<TokenLogprobs> logprobs = {};  // the token's, when the request asked for them
   };
   // Waits (up to `wait`) for the next event; nullopt when none came.
   std::optional<Event> next(std::chrono::milliseconds wait);

@@ -84,7 +84,29 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
   }
   if (j.contains("n") && !j["n"].is_null() && j["n"] != 1) return bad("n", "n must be 1: larql answers one choice per request");
   if (j.contains("best_of") && !j["best_of"].is_null() && j["best_of"] != 1) return bad("best_of", "best_of must be 1");
-  for (const char* key : {"logprobs", "top_logprobs", "tools", "functions", "logit_bias", "suffix", "echo"})
+  // Log-probabilities: completions' logprobs is how many alternatives (0: the chosen token's
+  // only); chat's is a switch, with top_logprobs alternatives.
+  constexpr size_t kMaxTopLogprobs = 20;
+  auto alternatives = [&](const char* key) -> std::optional<OpenAiError> {
+    if (!j[key].is_number_unsigned() || j[key].get<size_t>() > kMaxTopLogprobs)
+      return bad(key, std::string(key) + " must be an integer from 0 to " + std::to_string(kMaxTopLogprobs));
+    r.top_logprobs = j[key].get<size_t>();
+    return std::nullopt;
+  };
+  const bool has_logprobs = j.contains("logprobs") && !j["logprobs"].is_null();
+  const bool has_top = j.contains("top_logprobs") && !j["top_logprobs"].is_null();
+  if (!chat && has_logprobs)
+    if (auto e = alternatives("logprobs")) return *e;
+  if (!chat && has_top) return bad("top_logprobs", "top_logprobs is chat's; completions take logprobs N");
+  if (chat && has_logprobs) {
+    if (!j["logprobs"].is_boolean()) return bad("logprobs", "logprobs must be true or false");
+    if (j["logprobs"].get<bool>()) r.top_logprobs = 0;
+  }
+  if (chat && has_top) {
+    if (!r.top_logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
+    if (auto e = alternatives("top_logprobs")) return *e;
+  }
+  for (const char* key : {"tools", "functions", "logit_bias", "suffix", "echo"})
     if (j.contains(key) && !j[key].is_null() && j[key] != false && !(j[key].is_array() && j[key].empty()) &&
         !(j[key].is_object() && j[key].empty()))
       return bad(key, std::string(key) + " is not supported by larql");

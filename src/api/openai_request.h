@@ -1,5 +1,5 @@
 // The body of POST /v1/completions and /v1/chat/completions, parsed and checked. What
-// larql does not do is refused by name (n > 1, best_of, logprobs, tools…), never ignored.
+// larql does not do is refused by name (n > 1, best_of, echo, tools…), never ignored.
 #pragma once
 
 #include <optional>
@@ -30,6 +30,9 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Each token's log-probability and this many alternatives' (completions: logprobs N;
+  // chat: logprobs true with top_logprobs N); unset: none.
+  std::optional<size_t> top_logprobs;
 };
 
 // Parses `body`; `chat` selects the endpoint's schema.

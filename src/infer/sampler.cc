@@ -1,6 +1,7 @@
 #include "infer/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -98,6 +99,26 @@ std::pair<int, bool> Sampler::verify(std::span<const float> probs, int drafted) 
   residual.assign(probs.begin(), probs.end());
   residual[size_t(drafted)] = 0.0f;
   return {draw(residual), false};
+}
+
+TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_t top) const {
+  const float max = logits[size_t(argmax(logits))];
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - max);
+  const double log_z = double(max) + std::log(sum);
+  TokenLogprobs out{chosen, float(double(logits[size_t(chosen)]) - log_z), {}};
+  if (top == 0) return out;
+  std::vector<float> kept;  // the filters' distribution, where they remove tokens
+  const bool filtered = options_.temperature > 0.0f && options_.top_p > 0.0f && options_.top_p < 1.0f;
+  if (filtered) distribution(logits, kept);
+  std::vector<int> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t n = std::min(top, order.size());
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n), order.end(),
+                    [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); });
+  for (size_t i = 0; i < n; ++i)
+    if (!filtered || kept[size_t(order[i])] > 0.0f) out.top.emplace_back(order[i], float(double(logits[size_t(order[i])]) - log_z));
+  return out;
 }
 
 }  // namespace larql

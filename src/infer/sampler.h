@@ -16,6 +16,15 @@ struct SamplerOptions {
   uint64_t seed = 0;
 };
 
+// A generated token's log-probabilities as evaluation harnesses read them: the
+// log-softmax of the model's raw logits (before temperature and filters), of the chosen
+// token and of the `top` most likely ones (ties in id order).
+struct TokenLogprobs {
+  int token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int, float>> top;
+};
+
 class Sampler {
  public:
   explicit Sampler(SamplerOptions options) : options_(options), rng_(options.seed) {}
@@ -32,6 +41,9 @@ class Sampler {
   // replaced by a draw from the residual, probs without the draft, renormalised. Either
   // way the token returned is distributed as probs (the second: whether it is the draft).
   std::pair<int, bool> verify(std::span<const float> probs, int drafted);
+  // `chosen`'s log-probability and the `top` most likely tokens' from `logits` (unscaled),
+  // leaving out those this sampler's filters (top-p) could never draw.
+  TokenLogprobs logprobs(std::span<const float> logits, int chosen, size_t top) const;
 
  private:
   SamplerOptions options_;

@@ -35,6 +35,22 @@ TEST(OpenAiRequest, ReadsTheFieldsOfBothEndpoints) {
   EXPECT_EQ(std::get<CompletionRequest>(chat).max_tokens, 3u);
 }
 
+TEST(OpenAiRequest, LogprobsAreCompletionsCountOrChatsSwitchAndCount) {
+  auto top = [](const std::string& body, bool chat) {
+    auto r = parse_completion_request(body, chat);
+    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << body;
+    return std::holds_alternative<CompletionRequest>(r) ? std::get<CompletionRequest>(r).top_logprobs : std::nullopt;
+  };
+  EXPECT_EQ(top(R"({"prompt":"a"})", false), std::nullopt);
+  EXPECT_EQ(top(R"({"prompt":"a","logprobs":null})", false), std::nullopt);
+  EXPECT_EQ(top(R"({"prompt":"a","logprobs":0})", false), 0u) << "the chosen token's only";
+  EXPECT_EQ(top(R"({"prompt":"a","logprobs":5})", false), 5u);
+  const std::string messages = R"("messages":[{"role":"user","content":"a"}])";
+  EXPECT_EQ(top("{" + messages + R"(,"logprobs":false})", true), std::nullopt);
+  EXPECT_EQ(top("{" + messages + R"(,"logprobs":true})", true), 0u);
+  EXPECT_EQ(top("{" + messages + R"(,"logprobs":true,"top_logprobs":20})", true), 20u);
+}
+
 TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of("{not json", false).param, "");
   EXPECT_EQ(error_of("[1]", false).message, "the body must be a JSON object");
@@ -50,7 +66,15 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of(R"({"prompt":"a","n":2})", false).param, "n");
   EXPECT_EQ(error_of(R"({"prompt":"a","stop":["1","2","3","4","5"]})", false).param, "stop");
   EXPECT_EQ(error_of(R"({"prompt":"a","stream":"yes"})", false).param, "stream");
-  EXPECT_EQ(error_of(R"({"prompt":"a","logprobs":3})", false).param, "logprobs");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logprobs":21})", false).param, "logprobs");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logprobs":true})", false).param, "logprobs");
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_logprobs":2})", false).param, "top_logprobs");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"logprobs":3})", true).param, "logprobs");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"top_logprobs":3})", true).message,
+            "top_logprobs needs logprobs: true");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":-1})", true).param,
+            "top_logprobs");
+  EXPECT_EQ(error_of(R"({"prompt":"a","echo":true})", false).param, "echo");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", true).param, "tools");
   EXPECT_EQ(error_of(R"({"prompt":"a","seed":1.5})", false).param, "seed");
   // Found by fuzz_openai_request: each threw a JSON type error (a 500), or took another token.

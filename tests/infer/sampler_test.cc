@@ -1,7 +1,8 @@
 // Sampling: greedy picks the first maximum; a seed makes sampling repeat; a tiny top-p
-// keeps only the most probable token.
+// keeps only the most probable token; log-probabilities are the raw logits' log-softmax.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -39,6 +40,29 @@ TEST(Sampler, TinyTopPKeepsTheMostProbableToken) {
   for (int id : draw({.temperature = 0.7f, .top_p = 0.01f, .seed = 1}, 30)) EXPECT_TRUE(id == 1 || id == 4);
   // top-p 0.6 over these logits at T=1 keeps tokens 1, 4 and 2 only.
   for (int id : draw({.temperature = 1.0f, .top_p = 0.6f, .seed = 5}, 200)) EXPECT_TRUE(id == 1 || id == 4 || id == 2) << id;
+}
+
+TEST(Sampler, LogprobsAreTheRawLogSoftmaxLessWhatTopPRemoves) {
+  const auto l = logits();
+  double z = 0;
+  for (float v : l) z += std::exp(double(v));
+  auto expected = [&](int id) { return float(double(l[size_t(id)]) - std::log(z)); };
+  // Greedy or sampled at any temperature: the same numbers (of the raw logits); ties in id order.
+  for (const SamplerOptions o : {SamplerOptions{}, SamplerOptions{.temperature = 0.5f}}) {
+    const TokenLogprobs t = Sampler(o).logprobs(l, 6, 4);
+    EXPECT_FLOAT_EQ(t.logprob, expected(6));
+    ASSERT_EQ(t.top.size(), 4u);
+    const int order[] = {1, 4, 2, 6};
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(t.top[i].first, order[i]) << i;
+      EXPECT_FLOAT_EQ(t.top[i].second, expected(order[i])) << i;
+    }
+  }
+  // top-p 0.6 at T=1 keeps tokens 1, 4 and 2: the 4th most likely (6) is left out of the top.
+  const TokenLogprobs cut = Sampler({.temperature = 1.0f, .top_p = 0.6f}).logprobs(l, 2, 4);
+  ASSERT_EQ(cut.top.size(), 3u);
+  EXPECT_EQ(cut.top[2].first, 2);
+  EXPECT_TRUE(Sampler({}).logprobs(l, 1, 0).top.empty());
 }
 
 }  // namespace

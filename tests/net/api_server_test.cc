@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,66 @@ TEST(ApiServer, OpenAiNodeClientStreamsThroughTwoShardsAndARouter) {
   EXPECT_EQ(got["usage"]["total_tokens"], prompt_ids.size() + chat_expected["generated_ids"].size());
   EXPECT_EQ(got["stream_usage"], got["usage"]) << "stream_options.include_usage";
   std::printf("through the router: completion %s\n", got["completion"].dump().c_str());
+}
+
+// Log-probabilities through the Node client: the chosen tokens' and the top 5, against
+// PyTorch's log-softmax of the demo model (tools/demo_logprobs.py, committed), whole and
+// streamed alike; chat's entries equal a completion's of the prompt chat renders.
+TEST(ApiServer, LogprobsEqualPyTorchsLogSoftmaxThroughTheNodeClient) {
+  std::ifstream in(std::string(LARQL_SOURCE_DIR) + "/tests/data/demo_logprobs.json");
+  const json oracle = json::parse(in)["prompts"][1];
+  const json steps = oracle["steps"];
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", kKey, "--threads", "1"});
+  const std::string message = "Who made the heaven?";
+  auto tok = HfTokenizer::load(test::kDemo + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  const auto rendered = render_chat(ChatFormat::chatml, {{"user", message}});
+  ASSERT_TRUE(rendered.ok());
+  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
+                                   "/tests/api/openai_logprobs.js' '" + api.url() + "/v1' '" + kKey + "' '" +
+                                   ids_arg(oracle["prompt_ids"].get<std::vector<int>>()) + "' '" + message + "' '" +
+                                   ids_arg((*tok)->encode(*rendered)) + "' " + std::to_string(steps.size()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+
+  const json& c = got["completion"];
+  ASSERT_EQ(c["token_logprobs"].size(), steps.size()) << c.dump();
+  double worst = 0;
+  size_t offset = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& step = steps[i];
+    const std::string text = (*tok)->decode(std::vector<int>{step["token"].get<int>()});
+    EXPECT_EQ(c["tokens"][i], text) << i;
+    EXPECT_EQ(c["text_offset"][i], offset) << i;
+    offset += text.size();
+    worst = std::max(worst, std::fabs(c["token_logprobs"][i].get<double>() - step["logprob"].get<double>()));
+    ASSERT_EQ(c["top_logprobs"][i].size(), 5u) << c["top_logprobs"][i].dump();
+    for (const json& alt : step["top"]) {
+      const std::string alt_text = (*tok)->decode(std::vector<int>{alt[0].get<int>()});
+      ASSERT_TRUE(c["top_logprobs"][i].contains(alt_text)) << i << ": " << alt_text;
+      worst = std::max(worst, std::fabs(c["top_logprobs"][i][alt_text].get<double>() - alt[1].get<double>()));
+    }
+  }
+  // f32 on both sides over the same bf16 weights; the sums run in other orders.
+  EXPECT_LT(worst, 1e-5) << "largest |larql − PyTorch| log-probability";
+  std::printf("logprobs: largest |larql - PyTorch| %.2e over %zu tokens and their top 5\n", worst, steps.size());
+  EXPECT_EQ(got["completion_text"], got["streamed"]["text"]);
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    EXPECT_EQ(got["streamed"][key], c[key]) << key << ": streamed and whole alike";
+
+  const json& chat = got["chat"];
+  const json& same = got["chat_as_completion"];
+  ASSERT_EQ(chat.size(), same["token_logprobs"].size());
+  for (size_t i = 0; i < chat.size(); ++i) {
+    EXPECT_EQ(chat[i]["token"], same["tokens"][i]) << i;
+    EXPECT_EQ(chat[i]["logprob"], same["token_logprobs"][i]) << i;
+    std::vector<int> bytes;
+    for (unsigned char b : chat[i]["token"].get<std::string>()) bytes.push_back(b);
+    EXPECT_EQ(chat[i]["bytes"], bytes) << i;
+    ASSERT_EQ(chat[i]["top_logprobs"].size(), 5u);
+    EXPECT_EQ(chat[i]["top_logprobs"][0]["logprob"], chat[i]["logprob"]) << "greedy: the chosen token is the most likely";
+  }
+  EXPECT_TRUE(got["chat_without"].is_null()) << "no logprobs unless asked for";
 }
 
 TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {

@@ -1,0 +1,49 @@
+#include "api/logprobs_json.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+
+// A token's text on its own (a byte of a longer character stays that byte: `bytes` keeps
+// it exact where the string cannot).
+std::string token_text(const Tokenizer& tokenizer, int id) { return tokenizer.decode(std::span<const int>(&id, 1)); }
+
+json bytes_of(const std::string& text) {
+  json out = json::array();
+  for (unsigned char c : text) out.push_back(int(c));
+  return out;
+}
+
+}  // namespace
+
+json chat_logprobs(const Tokenizer& tokenizer, std::span<const TokenLogprobs> tokens) {
+  json out = json::array();
+  for (const TokenLogprobs& t : tokens) {
+    const std::string text = token_text(tokenizer, t.token);
+    json top = json::array();
+    for (const auto& [id, logprob] : t.top) {
+      const std::string alternative = token_text(tokenizer, id);
+      top.push_back({{"token", alternative}, {"logprob", logprob}, {"bytes", bytes_of(alternative)}});
+    }
+    out.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+  }
+  return out;
+}
+
+json completion_logprobs(const Tokenizer& tokenizer, std::span<const TokenLogprobs> tokens, size_t& text_offset) {
+  json out{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  for (const TokenLogprobs& t : tokens) {
+    const std::string text = token_text(tokenizer, t.token);
+    out["tokens"].push_back(text);
+    out["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, logprob] : t.top) top[token_text(tokenizer, id)] = logprob;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(text_offset);
+    text_offset += text.size();
+  }
+  return out;
+}
+
+}  // namespace larql
