@@ -106,6 +106,10 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
                                     std::to_string(model_.config.vocab - 1) + ")", "invalid_request_error", "prompt", ""};
   }
   if (p.prompt.empty()) return OpenAiError{400, "the prompt has no tokens", "invalid_request_error", param, ""};
+  for (const auto& [id, bias] : r.logit_bias)
+    if (size_t(id) >= model_.config.vocab)
+      return OpenAiError{400, "logit_bias names token " + std::to_string(id) + ", outside the vocabulary (0.." +
+                                  std::to_string(model_.config.vocab - 1) + ")", "invalid_request_error", "logit_bias", ""};
   if (p.prompt.size() >= options_.ctx)
     return OpenAiError{400, "the prompt has " + std::to_string(p.prompt.size()) + " tokens; the context is " +
                                 std::to_string(options_.ctx) + " (--ctx), which leaves no room for a completion",
@@ -126,7 +130,12 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   Prepared p = std::move(std::get<Prepared>(prepared));
   const uint64_t seed = p.request.seed.value_or(std::random_device{}());
   std::shared_ptr<Job> job =
-      scheduler_.submit({p.prompt, p.max_tokens, {p.request.temperature, p.request.top_p, seed}, end_of_turn_, p.request.top_logprobs});
+      scheduler_.submit({p.prompt, p.max_tokens,
+                         {.temperature = p.request.temperature, .top_p = p.request.top_p, .seed = seed, .top_k = p.request.top_k,
+                          .min_p = p.request.min_p, .repetition_penalty = p.request.repetition_penalty,
+                          .presence_penalty = p.request.presence_penalty, .frequency_penalty = p.request.frequency_penalty,
+                          .logit_bias = p.request.logit_bias},
+                         end_of_turn_, p.request.top_logprobs});
   if (!job)
     return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
                                         "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});

@@ -35,6 +35,7 @@ std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
   job->request_ = std::move(request);
   job->arrived_ = std::chrono::steady_clock::now();
   job->sampler_.emplace(job->request_.sampler);
+  job->sampler_->remember_prompt(job->request_.prompt);  // for a repetition penalty
   std::lock_guard lock(mutex_);
   std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });  // a client that left frees its place at once
   if (active_count_ >= options_.parallel && waiting_.size() >= options_.max_waiting) return nullptr;
@@ -123,6 +124,7 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     }
     ++job.generated_;
     job.last_token_ = next;
+    job.sampler_->remember(next);
     std::optional<TokenLogprobs> logprobs;
     if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(raw, next, *job.request_.top_logprobs);
     job.push({next, Job::End::none, std::nullopt, std::move(logprobs)});

@@ -1,6 +1,7 @@
 #include "api/openai_request.h"
 
 #include <cstdint>
+#include <string>
 #include <nlohmann/json.hpp>
 
 namespace larql {
@@ -78,6 +79,35 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
   if (auto e = number("temperature", 0, 2, r.temperature)) return *e;
   if (auto e = number("top_p", 0, 1, r.top_p)) return *e;
   if (r.top_p == 0) return bad("top_p", "top_p must be above 0");
+  if (j.contains("top_k") && !j["top_k"].is_null()) {
+    if (!j["top_k"].is_number_integer() || j["top_k"].get<int64_t>() < -1)
+      return bad("top_k", "top_k must be a whole number (0 or -1: every token)");
+    r.top_k = size_t(std::max<int64_t>(0, j["top_k"].get<int64_t>()));
+  }
+  if (auto e = number("min_p", 0, 1, r.min_p)) return *e;
+  if (auto e = number("repetition_penalty", 0, 10, r.repetition_penalty)) return *e;
+  if (r.repetition_penalty == 0) return bad("repetition_penalty", "repetition_penalty must be above 0");
+  if (auto e = number("presence_penalty", -2, 2, r.presence_penalty)) return *e;
+  if (auto e = number("frequency_penalty", -2, 2, r.frequency_penalty)) return *e;
+  if (j.contains("logit_bias") && !j["logit_bias"].is_null()) {
+    const json& b = j["logit_bias"];
+    if (!b.is_object()) return bad("logit_bias", "logit_bias must be an object of token ids to numbers");
+    constexpr size_t kMaxBiases = 1024;
+    if (b.size() > kMaxBiases) return bad("logit_bias", "logit_bias has more than " + std::to_string(kMaxBiases) + " entries");
+    for (const auto& [key, value] : b.items()) {
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (...) {
+      }
+      if (used != key.size() || id < 0 || id > INT32_MAX)
+        return bad("logit_bias", "logit_bias key '" + key + "' is not a token id");
+      if (!value.is_number() || value.get<double>() < -100 || value.get<double>() > 100)
+        return bad("logit_bias", "logit_bias values must be numbers from -100 to 100");
+      r.logit_bias[int(id)] = value.get<float>();
+    }
+  }
   if (j.contains("seed") && !j["seed"].is_null()) {
     if (!j["seed"].is_number_integer()) return bad("seed", "seed must be an integer");
     r.seed = uint64_t(j["seed"].get<int64_t>());
@@ -106,7 +136,11 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
     if (!r.top_logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
     if (auto e = alternatives("top_logprobs")) return *e;
   }
-  for (const char* key : {"tools", "functions", "logit_bias", "suffix", "echo"})
+  // Plain text is the only format produced (JSON output by constrained decoding is not done yet).
+  if (j.contains("response_format") && !j["response_format"].is_null() &&
+      !(j["response_format"].is_object() && j["response_format"].value("type", std::string()) == "text"))
+    return bad("response_format", "response_format other than {\"type\": \"text\"} is not supported by larql");
+  for (const char* key : {"tools", "functions", "suffix", "echo"})
     if (j.contains(key) && !j[key].is_null() && j[key] != false && !(j[key].is_array() && j[key].empty()) &&
         !(j[key].is_object() && j[key].empty()))
       return bad(key, std::string(key) + " is not supported by larql");

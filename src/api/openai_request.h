@@ -2,6 +2,7 @@
 // larql does not do is refused by name (n > 1, best_of, echo, tools…), never ignored.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -26,6 +27,11 @@ struct CompletionRequest {
   std::optional<size_t> max_tokens;
   float temperature = 1.0f;  // OpenAI's default
   float top_p = 1.0f;
+  size_t top_k = 0;                 // 0 (or -1 in the request): every token
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;  // vLLM's and llama-server's
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  std::map<int, float> logit_bias;  // token id → added to its logit (ids checked against the vocabulary later)
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;

@@ -16,65 +16,88 @@ int argmax(std::span<const float> values) {
   return best;
 }
 
-namespace {
-
-// The nucleus of probabilities p: token ids by decreasing probability (ties in id order),
-// the first `keep` of them the most probable whose mass first exceeds top_p, and that mass.
-struct Nucleus {
-  std::vector<int> order;
-  size_t keep = 0;
-  float mass = 0;
-};
-Nucleus nucleus(std::span<const float> p, float top_p) {
-  Nucleus n;
-  n.order.resize(p.size());
-  std::iota(n.order.begin(), n.order.end(), 0);
-  std::stable_sort(n.order.begin(), n.order.end(), [&](int a, int b) { return p[a] > p[b]; });
-  while (n.keep < n.order.size()) {
-    n.mass += p[n.order[n.keep++]];
-    if (n.mass > top_p) break;
-  }
-  return n;
+void Sampler::remember_prompt(std::span<const int> prompt) {
+  if (options_.repetition_penalty != 1.0f)
+    for (int t : prompt) ++seen_[t];
 }
 
-}  // namespace
+void Sampler::remember(int token) {
+  if (options_.repetition_penalty != 1.0f) ++seen_[token];
+  if (options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f) ++generated_[token];
+}
+
+bool Sampler::shapes() const {
+  return !options_.logit_bias.empty() || !seen_.empty() || !generated_.empty();
+}
+
+void Sampler::shape(std::span<float> logits) const {
+  for (const auto& [t, bias] : options_.logit_bias)
+    if (size_t(t) < logits.size()) logits[size_t(t)] += bias;
+  for (const auto& [t, n] : seen_) {
+    float& l = logits[size_t(t)];
+    l = l > 0 ? l / options_.repetition_penalty : l * options_.repetition_penalty;
+  }
+  for (const auto& [t, n] : generated_) logits[size_t(t)] -= options_.presence_penalty + options_.frequency_penalty * float(n);
+}
+
+bool Sampler::filters() const {
+  return options_.temperature > 0.0f &&
+         (options_.top_k > 0 || (options_.top_p > 0.0f && options_.top_p < 1.0f) || options_.min_p > 0.0f);
+}
 
 int Sampler::sample(std::span<float> logits) {
+  if (shapes()) shape(logits);
   if (options_.temperature <= 0.0f) return argmax(logits);
+  if (filters()) {
+    thread_local std::vector<float> probs;
+    distribution(logits, probs);
+    return draw(probs);
+  }
   for (float& l : logits) l /= options_.temperature;
   softmax(logits.data(), logits.size());
   const float coin = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
-  if (options_.top_p <= 0.0f || options_.top_p >= 1.0f) {
-    float cdf = 0;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      cdf += logits[i];
-      if (coin < cdf) return int(i);
-    }
-    return int(logits.size() - 1);
-  }
-  // Nucleus: the most probable tokens whose mass first exceeds top_p, renormalised.
-  const Nucleus n = nucleus(logits, options_.top_p);
-  const float target = coin * n.mass;
   float cdf = 0;
-  for (size_t i = 0; i < n.keep; ++i) {
-    cdf += logits[n.order[i]];
-    if (target < cdf) return n.order[i];
+  for (size_t i = 0; i < logits.size(); ++i) {
+    cdf += logits[i];
+    if (coin < cdf) return int(i);
   }
-  return n.order[n.keep - 1];
+  return int(logits.size() - 1);
 }
 
 void Sampler::distribution(std::span<const float> logits, std::vector<float>& probs) const {
-  probs.assign(logits.size(), 0.0f);
+  probs.assign(logits.begin(), logits.end());
+  if (shapes()) shape(probs);
   if (options_.temperature <= 0.0f) {
-    probs[size_t(argmax(logits))] = 1.0f;
+    const size_t best = size_t(argmax(probs));
+    probs.assign(logits.size(), 0.0f);
+    probs[best] = 1.0f;
     return;
   }
-  for (size_t i = 0; i < logits.size(); ++i) probs[i] = logits[i] / options_.temperature;
+  for (float& p : probs) p /= options_.temperature;
   softmax(probs.data(), probs.size());
-  if (options_.top_p <= 0.0f || options_.top_p >= 1.0f) return;
-  const Nucleus n = nucleus(probs, options_.top_p);
-  for (size_t i = n.keep; i < n.order.size(); ++i) probs[n.order[i]] = 0.0f;
-  for (size_t i = 0; i < n.keep; ++i) probs[n.order[i]] /= n.mass;
+  if (!filters()) return;
+  // top-k, then the top-p nucleus of what is left (renormalised), then min-p.
+  std::vector<int> order(probs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[size_t(a)] > probs[size_t(b)]; });
+  size_t keep = options_.top_k > 0 ? std::min(options_.top_k, order.size()) : order.size();
+  float mass = 0;
+  for (size_t i = 0; i < keep; ++i) mass += probs[size_t(order[i])];
+  if (options_.top_p > 0.0f && options_.top_p < 1.0f) {
+    float nucleus = 0;
+    size_t n = 0;
+    while (n < keep) {
+      nucleus += probs[size_t(order[n++])] / mass;
+      if (nucleus > options_.top_p) break;
+    }
+    keep = n;
+  }
+  const float floor = options_.min_p * probs[size_t(order[0])];
+  while (keep > 1 && probs[size_t(order[keep - 1])] < floor) --keep;
+  mass = 0;
+  for (size_t i = 0; i < keep; ++i) mass += probs[size_t(order[i])];
+  for (size_t i = keep; i < order.size(); ++i) probs[size_t(order[i])] = 0.0f;
+  for (size_t i = 0; i < keep; ++i) probs[size_t(order[i])] /= mass;
 }
 
 int Sampler::draw(std::span<const float> probs) {
@@ -109,7 +132,7 @@ TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_
   TokenLogprobs out{chosen, float(double(logits[size_t(chosen)]) - log_z), {}};
   if (top == 0) return out;
   std::vector<float> kept;  // the filters' distribution, where they remove tokens
-  const bool filtered = options_.temperature > 0.0f && options_.top_p > 0.0f && options_.top_p < 1.0f;
+  const bool filtered = filters();
   if (filtered) distribution(logits, kept);
   std::vector<int> order(logits.size());
   std::iota(order.begin(), order.end(), 0);

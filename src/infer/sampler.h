@@ -1,8 +1,11 @@
-// Choosing the next token: greedy (temperature 0), or temperature with optional top-p,
-// from a seeded generator so runs repeat.
+// Choosing the next token: greedy (temperature 0), or temperature with optional top-k,
+// top-p and min-p, from a seeded generator so runs repeat; before either, a logit bias and
+// penalties on tokens already seen (vLLM's order: penalties, temperature, top-k and top-p,
+// min-p).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <span>
 #include <utility>
@@ -14,6 +17,14 @@ struct SamplerOptions {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;        // 1: no nucleus cut
   uint64_t seed = 0;
+  size_t top_k = 0;          // 0: every token
+  float min_p = 0.0f;        // tokens below min_p × the most probable's probability are cut; 0: none
+  // HF's repetition penalty on every token of the prompt and the generation: a positive
+  // logit ÷ it, a negative one × it; 1: none.
+  float repetition_penalty = 1.0f;
+  // OpenAI's, on generated tokens: logit − presence (if generated at all) − frequency × times generated.
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  std::map<int, float> logit_bias;  // added to those tokens' logits
 };
 
 // A generated token's log-probabilities as evaluation harnesses read them: the
@@ -27,12 +38,15 @@ struct TokenLogprobs {
 
 class Sampler {
  public:
-  explicit Sampler(SamplerOptions options) : options_(options), rng_(options.seed) {}
-  // May scale `logits` in place.
+  explicit Sampler(SamplerOptions options) : options_(std::move(options)), rng_(options_.seed) {}
+  // The tokens the penalties count: the prompt's (repetition only), then each one chosen.
+  void remember_prompt(std::span<const int> prompt);
+  void remember(int token);
+  // May change `logits` in place (bias, penalties, temperature).
   int sample(std::span<float> logits);
 
-  // The distribution sample() draws from: softmax(logits / temperature), cut to the top-p
-  // nucleus and renormalised; greedy puts all the mass on the argmax.
+  // The distribution sample() draws from: softmax(shaped logits / temperature), cut by
+  // top-k, the top-p nucleus and min-p, renormalised; greedy puts all the mass on the argmax.
   void distribution(std::span<const float> logits, std::vector<float>& probs) const;
   // A token drawn from probs.
   int draw(std::span<const float> probs);
@@ -42,12 +56,18 @@ class Sampler {
   // way the token returned is distributed as probs (the second: whether it is the draft).
   std::pair<int, bool> verify(std::span<const float> probs, int drafted);
   // `chosen`'s log-probability and the `top` most likely tokens' from `logits` (unscaled),
-  // leaving out those this sampler's filters (top-p) could never draw.
+  // leaving out those this sampler's filters (top-k, top-p, min-p) could never draw.
   TokenLogprobs logprobs(std::span<const float> logits, int chosen, size_t top) const;
 
  private:
+  bool shapes() const;  // a bias or a penalty applies
+  void shape(std::span<float> logits) const;  // adds the bias, applies the penalties
+  bool filters() const;  // top-k, top-p or min-p cut tokens
+
   SamplerOptions options_;
   std::mt19937_64 rng_;
+  std::map<int, int> seen_;       // repetition penalty: tokens of the prompt and the generation
+  std::map<int, int> generated_;  // presence and frequency: generated tokens, and how often
 };
 
 // Index of the largest value; the first one on ties (as run.c's argmax).

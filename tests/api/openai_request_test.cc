@@ -2,6 +2,8 @@
 // name with the parameter in `param`, never silently ignored.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "api/openai_request.h"
 
 namespace larql {
@@ -51,6 +53,22 @@ TEST(OpenAiRequest, LogprobsAreCompletionsCountOrChatsSwitchAndCount) {
   EXPECT_EQ(top("{" + messages + R"(,"logprobs":true,"top_logprobs":20})", true), 20u);
 }
 
+TEST(OpenAiRequest, ReadsTheSamplingParameters) {
+  auto r = parse_completion_request(R"({"prompt":"a","top_k":40,"min_p":0.05,"repetition_penalty":1.1,"presence_penalty":0.5,
+                                        "frequency_penalty":-0.5,"logit_bias":{"7":-100,"12":2.5}})", false);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r));
+  const auto& c = std::get<CompletionRequest>(r);
+  EXPECT_EQ(c.top_k, 40u);
+  EXPECT_FLOAT_EQ(c.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(c.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(c.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(c.frequency_penalty, -0.5f);
+  EXPECT_EQ(c.logit_bias, (std::map<int, float>{{7, -100.0f}, {12, 2.5f}}));
+  auto none = parse_completion_request(R"({"prompt":"a","top_k":-1})", false);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(none));
+  EXPECT_EQ(std::get<CompletionRequest>(none).top_k, 0u) << "-1: every token, as vLLM";
+}
+
 TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of("{not json", false).param, "");
   EXPECT_EQ(error_of("[1]", false).message, "the body must be a JSON object");
@@ -75,6 +93,18 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":-1})", true).param,
             "top_logprobs");
   EXPECT_EQ(error_of(R"({"prompt":"a","echo":true})", false).param, "echo");
+  EXPECT_EQ(error_of(R"({"prompt":"a","response_format":{"type":"json_object"}})", false).param, "response_format");
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(R"({"prompt":"a","response_format":{"type":"text"}})", false)));
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_k":-2})", false).param, "top_k");
+  EXPECT_EQ(error_of(R"({"prompt":"a","top_k":1.5})", false).param, "top_k");
+  EXPECT_EQ(error_of(R"({"prompt":"a","min_p":2})", false).param, "min_p");
+  EXPECT_EQ(error_of(R"({"prompt":"a","repetition_penalty":0})", false).param, "repetition_penalty");
+  EXPECT_EQ(error_of(R"({"prompt":"a","presence_penalty":3})", false).param, "presence_penalty");
+  EXPECT_EQ(error_of(R"({"prompt":"a","frequency_penalty":"1"})", false).param, "frequency_penalty");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":{"x":1}})", false).message, "logit_bias key 'x' is not a token id");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":{"5":101}})", false).param, "logit_bias");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":[1]})", false).param, "logit_bias");
+  EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":{"-3":1}})", false).param, "logit_bias");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", true).param, "tools");
   EXPECT_EQ(error_of(R"({"prompt":"a","seed":1.5})", false).param, "seed");
   // Found by fuzz_openai_request: each threw a JSON type error (a 500), or took another token.

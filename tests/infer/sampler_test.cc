@@ -65,5 +65,41 @@ TEST(Sampler, LogprobsAreTheRawLogSoftmaxLessWhatTopPRemoves) {
   EXPECT_TRUE(Sampler({}).logprobs(l, 1, 0).top.empty());
 }
 
+TEST(Sampler, TopKAndMinPCutTheTail) {
+  // top-k 2 keeps the two most probable (1 and 4, tied at 2.0).
+  for (int id : draw({.temperature = 1.5f, .seed = 2, .top_k = 2}, 200)) EXPECT_TRUE(id == 1 || id == 4) << id;
+  // min-p 0.5 at T=1 keeps the tokens within e^(l − 2) ≥ 0.5 of the top: 1, 4, 2 (0.90) and 6 (0.61).
+  std::set<int> seen;
+  for (int id : draw({.temperature = 1.0f, .seed = 3, .min_p = 0.5f}, 400)) seen.insert(id);
+  EXPECT_EQ(seen, (std::set<int>{1, 2, 4, 6}));
+  std::vector<float> probs;
+  Sampler({.temperature = 1.0f, .min_p = 0.5f}).distribution(logits(), probs);
+  float total = 0;
+  for (float p : probs) total += p;
+  EXPECT_NEAR(total, 1.0f, 1e-6f);
+  EXPECT_EQ(probs[5], 0.0f) << "e^(0.5 − 2) ≈ 0.22 of the top: cut";
+}
+
+TEST(Sampler, BiasAndPenaltiesShapeTheLogitsBeforeChoosing) {
+  // A bias of +10 on token 7 makes it greedy's choice.
+  auto l = logits();
+  EXPECT_EQ(Sampler({.logit_bias = {{7, 10.0f}}}).sample(l), 7);
+  // A repetition penalty of 2 on the prompt's tokens 1 and 4 (logits 2.0 → 1.0): 2 (1.9) wins.
+  Sampler repeat({.repetition_penalty = 2.0f});
+  repeat.remember_prompt(std::vector<int>{1, 4});
+  l = logits();
+  EXPECT_EQ(repeat.sample(l), 2);
+  // Presence 0.05 and frequency 0.1 on generated tokens: 1 generated once (2.0 − 0.15) loses to 4.
+  Sampler penalised({.presence_penalty = 0.05f, .frequency_penalty = 0.1f});
+  penalised.remember_prompt(std::vector<int>{4});  // the prompt does not count for these
+  penalised.remember(1);
+  l = logits();
+  EXPECT_EQ(penalised.sample(l), 4);
+  // The distribution speculative decoding and logprobs' filter read sees the same shaping.
+  std::vector<float> probs;
+  penalised.distribution(logits(), probs);
+  EXPECT_EQ(probs[4], 1.0f);
+}
+
 }  // namespace
 }  // namespace larql

@@ -165,6 +165,34 @@ TEST(ApiServer, LogprobsEqualPyTorchsLogSoftmaxThroughTheNodeClient) {
   EXPECT_TRUE(got["chat_without"].is_null()) << "no logprobs unless asked for";
 }
 
+TEST(ApiServer, SamplingParametersReachTheEngine) {
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--api-key", kKey, "--threads", "1"});
+  auto tok = HfTokenizer::load(test::kDemo + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  // A bias of +100 on one token makes it greedy's every choice.
+  auto res = post(api.url(), "/v1/completions",
+                  {{"prompt", "In the beginning"}, {"max_tokens", 3}, {"temperature", 0}, {"logit_bias", {{"500", 100}}}});
+  ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], (*tok)->decode(std::vector<int>{500, 500, 500}));
+  // A strong repetition penalty changes a greedy answer that repeats (the demo model's does).
+  const json plain{{"prompt", "In the beginning"}, {"max_tokens", 24}, {"temperature", 0}};
+  json penalised = plain;
+  penalised["repetition_penalty"] = 5.0;
+  auto a = post(api.url(), "/v1/completions", plain), b = post(api.url(), "/v1/completions", penalised);
+  ASSERT_TRUE(a && b && a->status == 200 && b->status == 200);
+  EXPECT_NE(json::parse(a->body)["choices"][0]["text"], json::parse(b->body)["choices"][0]["text"]);
+  // The same seed, top-k and min-p: the same sampled text.
+  json sampled{{"prompt", "In the beginning"}, {"max_tokens", 16}, {"temperature", 1.2}, {"top_k", 20}, {"min_p", 0.05}, {"seed", 9}};
+  auto s1 = post(api.url(), "/v1/completions", sampled), s2 = post(api.url(), "/v1/completions", sampled);
+  ASSERT_TRUE(s1 && s2 && s1->status == 200 && s2->status == 200);
+  EXPECT_EQ(json::parse(s1->body)["choices"][0]["text"], json::parse(s2->body)["choices"][0]["text"]);
+  // A bias on a token the model does not have: a 400 naming logit_bias.
+  res = post(api.url(), "/v1/completions", {{"prompt", "a"}, {"logit_bias", {{"99999", 1}}}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "logit_bias");
+}
+
 TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
   ChildProcess api({"api", test::kDemo, "--port", "0", "--api-key", kKey, "--threads", "1"});
   // Token ids as the prompt, greedy, equal to larql run; usage counted.
