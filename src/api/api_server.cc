@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -135,7 +136,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                           .min_p = p.request.min_p, .repetition_penalty = p.request.repetition_penalty,
                           .presence_penalty = p.request.presence_penalty, .frequency_penalty = p.request.frequency_penalty,
                           .logit_bias = p.request.logit_bias},
-                         end_of_turn_, p.request.top_logprobs});
+                         end_of_turn_, p.request.top_logprobs, p.request.echo});
   if (!job)
     return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
                                         "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
@@ -157,9 +158,19 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   // reasoning (stop strings apply to the content).
   const bool harmony = chat && options_.chat_format == ChatFormat::harmony;
   using Emit = std::function<bool(const std::string& piece, bool reasoning, std::span<const TokenLogprobs> logprobs)>;
+  // echo: the prompt's text (as given, or its ids decoded) goes first, with its tokens'
+  // log-probabilities when asked for (the first token has none: null).
+  std::string echoed;
+  if (p.request.echo)
+    echoed = std::holds_alternative<std::string>(p.request.prompt) ? std::get<std::string>(p.request.prompt) : tokenizer_->decode(p.prompt);
   auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
-              client_gone = request.client_gone](const Emit& emit) {
+              client_gone = request.client_gone, echoed, first_prompt = p.prompt.front(),
+              echo_logprobs = p.request.echo && p.request.top_logprobs](const Emit& emit) {
     Outcome out;
+    if (!echoed.empty() && !echo_logprobs && !emit(echoed, false, {})) {
+      job->cancel();
+      return out;
+    }
     StopStrings stops(stop);
     TextStream text(*tokenizer_, last_prompt);
     HarmonyChannels channels;
@@ -187,6 +198,15 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       const auto event = job->next(std::chrono::milliseconds(50));
       if (!event) {
         if (client_gone && client_gone()) {  // polled: a waiting or slow client has no event to wake us
+          job->cancel();
+          return out;
+        }
+        continue;
+      }
+      if (event->prompt_logprobs) {
+        std::vector<TokenLogprobs> scored{{first_prompt, std::numeric_limits<float>::quiet_NaN(), {}}};
+        scored.insert(scored.end(), event->prompt_logprobs->begin(), event->prompt_logprobs->end());
+        if (!emit(echoed, false, scored)) {
           job->cancel();
           return out;
         }

@@ -79,6 +79,8 @@ void BatchScheduler::run() {
   for (auto& job : waiting_) job->push({std::nullopt, Job::End::error, shutting_down});
 }
 
+bool BatchScheduler::wants_prompt(const Job& job) { return job.request_.prompt_logprobs && job.request_.top_logprobs; }
+
 void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
   if (active.empty()) return;
@@ -90,7 +92,8 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     const auto& prompt = job->request_.prompt;
     if (job->prefilled_ < prompt.size()) {
       const size_t n = std::min(options_.prefill_chunk, prompt.size() - job->prefilled_);
-      chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, n - 1});
+      // Scoring the prompt needs every position's logits; generating, the last one's.
+      chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, wants_prompt(*job) ? 0 : n - 1});
     } else {
       chunks.push_back({&job->cache_, {&job->last_token_, 1}, prompt.size() + job->generated_ - 1, 0});
     }
@@ -103,14 +106,33 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   }
   // Sample where a sequence's prompt is all in (its logits are those of its last position).
   const size_t V = c.vocab;
+  size_t first_row = 0;  // each chunk's logits follow the previous chunk's
   for (size_t i = 0; i < active.size(); ++i) {
     Job& job = *active[i];
     const auto& prompt = job.request_.prompt;
+    const SequenceChunk& chunk = chunks[i];
+    const size_t rows = chunk.tokens.size() - chunk.first_logit;
+    const size_t last_row = first_row + rows - 1;
+    first_row += rows;
     if (job.prefilled_ < prompt.size()) {
-      job.prefilled_ += chunks[i].tokens.size();
+      if (wants_prompt(job))  // row t scores the prompt's token after it
+        for (size_t t = 0; t < rows && chunk.pos + t + 1 < prompt.size(); ++t)
+          job.prompt_logprobs_.push_back(job.sampler_->logprobs({logits.data() + (last_row + 1 - rows + t) * V, V},
+                                                                prompt[chunk.pos + t + 1], *job.request_.top_logprobs));
+      job.prefilled_ += chunk.tokens.size();
       if (job.prefilled_ < prompt.size()) continue;
+      if (wants_prompt(job)) {
+        // (The last position's row scores no prompt token: it is the first generated one's.)
+        job.push({std::nullopt, Job::End::none, std::nullopt, std::nullopt, std::move(job.prompt_logprobs_)});
+        job.prompt_logprobs_.clear();
+      }
+      if (job.request_.max_tokens == 0) {
+        job.push({std::nullopt, Job::End::length});
+        job.cancel();
+        continue;
+      }
     }
-    std::span<float> row(logits.data() + i * V, V);
+    std::span<float> row(logits.data() + last_row * V, V);
     // Log-probabilities of the raw logits: kept before the sampler scales them in place.
     std::vector<float> raw;
     if (job.request_.top_logprobs) raw.assign(row.begin(), row.end());

@@ -33,6 +33,7 @@ struct JobRequest {
   SamplerOptions sampler;
   std::vector<int> stop_ids;  // besides the model's EOS ids
   std::optional<size_t> top_logprobs;  // set: each token's log-probability and this many alternatives'
+  bool prompt_logprobs = false;        // with top_logprobs: the prompt's tokens' too (max_tokens may be 0)
 };
 
 // One request's side of the engine: the tokens it generated, then how it ended.
@@ -44,6 +45,8 @@ class Job {
     End end = End::none;
     std::optional<Error> error = {};  // End::error: what went wrong (e.g. a shard unreachable)
     std::optional<TokenLogprobs> logprobs = {};  // the token's, when the request asked for them
+    // Once the prompt is in, before any token: its tokens' log-probabilities from the second on.
+    std::optional<std::vector<TokenLogprobs>> prompt_logprobs = {};
   };
   // Waits (up to `wait`) for the next event; nullopt when none came.
   std::optional<Event> next(std::chrono::milliseconds wait);
@@ -65,6 +68,7 @@ class Job {
   KvCache cache_;
   std::optional<Sampler> sampler_;
   size_t prefilled_ = 0;    // prompt tokens in the cache
+  std::vector<TokenLogprobs> prompt_logprobs_;  // gathered chunk by chunk, when asked for
   size_t generated_ = 0;
   int last_token_ = -1;     // fed at the next decode step
 };
@@ -92,6 +96,8 @@ class BatchScheduler {
   void run();
   // One step over the active jobs; false when there were none.
   void step(std::vector<std::shared_ptr<Job>>& active);
+  // Whether a job scores its prompt: every prefill row's logits, not only the last one's.
+  static bool wants_prompt(const Job& job);
 
   Transformer& transformer_;
   const Options options_;

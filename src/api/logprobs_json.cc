@@ -1,5 +1,7 @@
 #include "api/logprobs_json.h"
 
+#include <cmath>
+
 namespace larql {
 namespace {
 
@@ -36,10 +38,12 @@ json completion_logprobs(const Tokenizer& tokenizer, std::span<const TokenLogpro
   for (const TokenLogprobs& t : tokens) {
     const std::string text = token_text(tokenizer, t.token);
     out["tokens"].push_back(text);
-    out["token_logprobs"].push_back(t.logprob);
+    // An echoed prompt's first token has no log-probability (NaN here): null, as OpenAI's.
+    const bool scored = !std::isnan(t.logprob);
+    out["token_logprobs"].push_back(scored ? json(t.logprob) : json());
     json top = json::object();
     for (const auto& [id, logprob] : t.top) top[token_text(tokenizer, id)] = logprob;
-    out["top_logprobs"].push_back(top);
+    out["top_logprobs"].push_back(scored ? top : json());
     out["text_offset"].push_back(text_offset);
     text_offset += text.size();
   }

@@ -71,9 +71,15 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
     out = j[key].get<std::decay_t<decltype(out)>>();
     return std::nullopt;
   };
+  if (j.contains("echo") && !j["echo"].is_null()) {
+    if (chat) return bad("echo", "echo is for completions");
+    if (!j["echo"].is_boolean()) return bad("echo", "echo must be true or false");
+    r.echo = j["echo"].get<bool>();
+  }
   for (const char* key : {"max_tokens", "max_completion_tokens"})
     if (j.contains(key) && !j[key].is_null()) {
-      if (!j[key].is_number_unsigned() || j[key].get<size_t>() == 0) return bad(key, std::string(key) + " must be a positive integer");
+      if (!j[key].is_number_unsigned() || (j[key].get<size_t>() == 0 && !r.echo))
+        return bad(key, std::string(key) + " must be a positive integer (0 only with echo)");
       r.max_tokens = j[key].get<size_t>();
     }
   if (auto e = number("temperature", 0, 2, r.temperature)) return *e;
@@ -140,7 +146,7 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
   if (j.contains("response_format") && !j["response_format"].is_null() &&
       !(j["response_format"].is_object() && j["response_format"].value("type", std::string()) == "text"))
     return bad("response_format", "response_format other than {\"type\": \"text\"} is not supported by larql");
-  for (const char* key : {"tools", "functions", "suffix", "echo"})
+  for (const char* key : {"tools", "functions", "suffix"})
     if (j.contains(key) && !j[key].is_null() && j[key] != false && !(j[key].is_array() && j[key].empty()) &&
         !(j[key].is_object() && j[key].empty()))
       return bad(key, std::string(key) + " is not supported by larql");

@@ -39,6 +39,9 @@ struct CompletionRequest {
   // Each token's log-probability and this many alternatives' (completions: logprobs N;
   // chat: logprobs true with top_logprobs N); unset: none.
   std::optional<size_t> top_logprobs;
+  // Completions: the prompt's text before the completion, with its tokens' log-probabilities
+  // when logprobs is set (max_tokens 0: the prompt alone, as evaluation harnesses score text).
+  bool echo = false;
 };
 
 // Parses `body`; `chat` selects the endpoint's schema.

@@ -92,7 +92,13 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
             "top_logprobs needs logprobs: true");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":-1})", true).param,
             "top_logprobs");
-  EXPECT_EQ(error_of(R"({"prompt":"a","echo":true})", false).param, "echo");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"echo":true})", true).param, "echo");
+  EXPECT_EQ(error_of(R"({"prompt":"a","echo":"yes"})", false).param, "echo");
+  EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":0,"echo":false})", false).param, "max_tokens");
+  const auto scoring = parse_completion_request(R"({"prompt":"a","max_tokens":0,"echo":true,"logprobs":1})", false);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(scoring)) << "what evaluation harnesses send";
+  EXPECT_TRUE(std::get<CompletionRequest>(scoring).echo);
+  EXPECT_EQ(std::get<CompletionRequest>(scoring).max_tokens, 0u);
   EXPECT_EQ(error_of(R"({"prompt":"a","response_format":{"type":"json_object"}})", false).param, "response_format");
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(R"({"prompt":"a","response_format":{"type":"text"}})", false)));
   EXPECT_EQ(error_of(R"({"prompt":"a","top_k":-2})", false).param, "top_k");

@@ -118,10 +118,13 @@ TEST(ApiServer, LogprobsEqualPyTorchsLogSoftmaxThroughTheNodeClient) {
   ASSERT_TRUE(tok.ok());
   const auto rendered = render_chat(ChatFormat::chatml, {{"user", message}});
   ASSERT_TRUE(rendered.ok());
+  std::vector<int> scored_ids = oracle["prompt_ids"].get<std::vector<int>>();  // the prompt and its greedy answer
+  for (const json& step : steps) scored_ids.push_back(step["token"].get<int>());
   const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
                                    "/tests/api/openai_logprobs.js' '" + api.url() + "/v1' '" + kKey + "' '" +
                                    ids_arg(oracle["prompt_ids"].get<std::vector<int>>()) + "' '" + message + "' '" +
-                                   ids_arg((*tok)->encode(*rendered)) + "' " + std::to_string(steps.size()));
+                                   ids_arg((*tok)->encode(*rendered)) + "' " + std::to_string(steps.size()) + " '" +
+                                   ids_arg(scored_ids) + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   const json got = json::parse(r.output);
 
@@ -163,6 +166,19 @@ TEST(ApiServer, LogprobsEqualPyTorchsLogSoftmaxThroughTheNodeClient) {
     EXPECT_EQ(chat[i]["top_logprobs"][0]["logprob"], chat[i]["logprob"]) << "greedy: the chosen token is the most likely";
   }
   EXPECT_TRUE(got["chat_without"].is_null()) << "no logprobs unless asked for";
+
+  // echo + logprobs + max_tokens 0: the answer's tokens scored in one prefill have the
+  // log-probabilities they had when generated (PyTorch's), the first prompt token none.
+  const json& scored = got["scored"];
+  const size_t prompt_size = oracle["prompt_ids"].size();
+  ASSERT_EQ(scored["token_logprobs"].size(), scored_ids.size()) << scored.dump();
+  EXPECT_TRUE(scored["token_logprobs"][0].is_null() && scored["top_logprobs"][0].is_null());
+  EXPECT_EQ(got["scored_finish"], "length");
+  double scored_worst = 0;
+  for (size_t i = 0; i < steps.size(); ++i)
+    scored_worst = std::max(scored_worst, std::fabs(scored["token_logprobs"][prompt_size + i].get<double>() - steps[i]["logprob"].get<double>()));
+  EXPECT_LT(scored_worst, 1e-5) << "the answer scored by echo against PyTorch";
+  for (size_t i = 1; i < prompt_size; ++i) EXPECT_TRUE(scored["token_logprobs"][i].is_number()) << i;
 }
 
 TEST(ApiServer, SamplingParametersReachTheEngine) {
