@@ -129,17 +129,27 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   auto prepared = prepare(std::get<CompletionRequest>(parsed));
   if (auto* e = std::get_if<OpenAiError>(&prepared)) return openai_error_reply(*e);
   Prepared p = std::move(std::get<Prepared>(prepared));
+  // One job per choice, each its own sequence of the batch, choice i sampled with seed + i.
   const uint64_t seed = p.request.seed.value_or(std::random_device{}());
-  std::shared_ptr<Job> job =
-      scheduler_.submit({p.prompt, p.max_tokens,
-                         {.temperature = p.request.temperature, .top_p = p.request.top_p, .seed = seed, .top_k = p.request.top_k,
-                          .min_p = p.request.min_p, .repetition_penalty = p.request.repetition_penalty,
-                          .presence_penalty = p.request.presence_penalty, .frequency_penalty = p.request.frequency_penalty,
-                          .logit_bias = p.request.logit_bias},
-                         end_of_turn_, p.request.top_logprobs, p.request.echo});
-  if (!job)
-    return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
-                                        "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (size_t i = 0; i < p.request.n; ++i) {
+    jobs.push_back(scheduler_.submit({p.prompt, p.max_tokens,
+                                      {.temperature = p.request.temperature, .top_p = p.request.top_p, .seed = seed + i,
+                                       .top_k = p.request.top_k, .min_p = p.request.min_p,
+                                       .repetition_penalty = p.request.repetition_penalty,
+                                       .presence_penalty = p.request.presence_penalty,
+                                       .frequency_penalty = p.request.frequency_penalty, .logit_bias = p.request.logit_bias},
+                                      end_of_turn_, p.request.top_logprobs, p.request.echo}));
+    if (!jobs.back()) {
+      for (auto& job : jobs)
+        if (job) job->cancel();
+      return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
+                                          "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
+    }
+  }
+  auto cancel_all = [jobs] {
+    for (const auto& job : jobs) job->cancel();
+  };
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   const int64_t created = int64_t(std::time(nullptr));
 
@@ -163,9 +173,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   std::string echoed;
   if (p.request.echo)
     echoed = std::holds_alternative<std::string>(p.request.prompt) ? std::get<std::string>(p.request.prompt) : tokenizer_->decode(p.prompt);
-  auto run = [this, job, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
+  auto run = [this, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
               client_gone = request.client_gone, echoed, first_prompt = p.prompt.front(),
-              echo_logprobs = p.request.echo && p.request.top_logprobs](const Emit& emit) {
+              echo_logprobs = p.request.echo && p.request.top_logprobs](const std::shared_ptr<Job>& job, const Emit& emit) {
     Outcome out;
     if (!echoed.empty() && !echo_logprobs && !emit(echoed, false, {})) {
       job->cancel();
@@ -262,6 +272,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     }
     return out;
   };
+  // (The prompt is counted once, as OpenAI counts it for n choices.)
   auto usage = [prompt_tokens = p.prompt.size()](size_t completion) {
     return json{{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion}};
   };
@@ -275,41 +286,51 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   };
 
   if (!p.request.stream) {
-    std::string text, reasoning;
-    std::vector<TokenLogprobs> logprobs;
-    const Outcome o = run([&](const std::string& piece, bool is_reasoning, std::span<const TokenLogprobs> tokens) {
-      (is_reasoning ? reasoning : text) += piece;
-      logprobs.insert(logprobs.end(), tokens.begin(), tokens.end());
-      return true;
-    });
-    if (o.error) return openai_error_for(*o.error);
-    logprobs.insert(logprobs.end(), o.unsent_logprobs.begin(), o.unsent_logprobs.end());
-    size_t text_offset = 0;
-    json message{{"role", "assistant"}, {"content", text}};
-    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
-    json choice = chat ? json{{"index", 0}, {"message", message}, {"logprobs", logprobs_json(logprobs, text_offset)},
-                              {"finish_reason", o.finish_reason}}
-                       : json{{"index", 0}, {"text", text}, {"logprobs", logprobs_json(logprobs, text_offset)},
-                              {"finish_reason", o.finish_reason}};
+    // The choices' jobs run together in the engine; their events are read here in turn.
+    json choices = json::array();
+    size_t completion_tokens = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      std::string text, reasoning;
+      std::vector<TokenLogprobs> logprobs;
+      const Outcome o = run(jobs[i], [&](const std::string& piece, bool is_reasoning, std::span<const TokenLogprobs> tokens) {
+        (is_reasoning ? reasoning : text) += piece;
+        logprobs.insert(logprobs.end(), tokens.begin(), tokens.end());
+        return true;
+      });
+      if (o.error) {
+        cancel_all();
+        return openai_error_for(*o.error);
+      }
+      logprobs.insert(logprobs.end(), o.unsent_logprobs.begin(), o.unsent_logprobs.end());
+      completion_tokens += o.completion_tokens;
+      size_t text_offset = 0;
+      json message{{"role", "assistant"}, {"content", text}};
+      if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+      choices.push_back(chat ? json{{"index", i}, {"message", message}, {"logprobs", logprobs_json(logprobs, text_offset)},
+                                    {"finish_reason", o.finish_reason}}
+                             : json{{"index", i}, {"text", text}, {"logprobs", logprobs_json(logprobs, text_offset)},
+                                    {"finish_reason", o.finish_reason}});
+    }
     return json_reply({{"id", id},
                        {"object", chat ? "chat.completion" : "text_completion"},
                        {"created", created},
                        {"model", options_.model_id},
-                       {"choices", json::array({choice})},
-                       {"usage", usage(o.completion_tokens)}});
+                       {"choices", choices},
+                       {"usage", usage(completion_tokens)}});
   }
 
   // Server-Sent Events: one chunk per piece of text, a last one with the finish reason,
   // usage if asked for, then [DONE]. The turn is held until the stream ends.
   HttpReply reply{200, "text/event-stream", ""};
   reply.headers = {{"Cache-Control", "no-cache"}};
-  reply.stream = [this, run, usage, id, created, chat, include_usage = p.request.include_usage, logprobs_json,
+  // Several choices stream one after the other, each chunk naming its choice's index.
+  reply.stream = [this, run, usage, id, created, chat, include_usage = p.request.include_usage, logprobs_json, jobs, cancel_all,
                   client_gone = request.client_gone](const StreamSend& send) {
-    size_t text_offset = 0;
+    size_t text_offset = 0, index = 0;
     auto chunk = [&](const json& delta_or_text, const json& finish, std::span<const TokenLogprobs> tokens = {}) {
-      json choice = chat ? json{{"index", 0}, {"delta", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
+      json choice = chat ? json{{"index", index}, {"delta", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
                                 {"finish_reason", finish}}
-                         : json{{"index", 0}, {"text", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
+                         : json{{"index", index}, {"text", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
                                 {"finish_reason", finish}};
       return json{{"id", id},
                   {"object", chat ? "chat.completion.chunk" : "text_completion"},
@@ -317,22 +338,27 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                   {"model", options_.model_id},
                   {"choices", json::array({choice})}};
     };
-    if (chat && !send(sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return;
-    const Outcome o = run([&](const std::string& piece, bool reasoning, std::span<const TokenLogprobs> tokens) {
-      if (client_gone && client_gone()) return false;
-      return send(sse(chunk(chat ? json{{reasoning ? "reasoning_content" : "content", piece}} : json(piece), nullptr, tokens)));
-    });
-    if (o.error) {
-      send(sse(error_json({http_status(o.error->code), o.error->message, "server_error", "",
-                            std::string(error_code_name(o.error->code))})));
-      return;
+    size_t completion_tokens = 0;
+    for (; index < jobs.size(); ++index) {
+      text_offset = 0;
+      if (chat && !send(sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return cancel_all();
+      const Outcome o = run(jobs[index], [&](const std::string& piece, bool reasoning, std::span<const TokenLogprobs> tokens) {
+        if (client_gone && client_gone()) return false;
+        return send(sse(chunk(chat ? json{{reasoning ? "reasoning_content" : "content", piece}} : json(piece), nullptr, tokens)));
+      });
+      if (o.error) {
+        send(sse(error_json({http_status(o.error->code), o.error->message, "server_error", "",
+                              std::string(error_code_name(o.error->code))})));
+        return cancel_all();
+      }
+      if (o.finish_reason.empty()) return cancel_all();
+      if (!send(sse(chunk(chat ? json::object() : json(""), o.finish_reason, o.unsent_logprobs)))) return cancel_all();
+      completion_tokens += o.completion_tokens;
     }
-    if (o.finish_reason.empty()) return;
-    if (!send(sse(chunk(chat ? json::object() : json(""), o.finish_reason, o.unsent_logprobs)))) return;
     if (include_usage) {
       json last = chunk(json::object(), nullptr);
       last["choices"] = json::array();
-      last["usage"] = usage(o.completion_tokens);
+      last["usage"] = usage(completion_tokens);
       if (!send(sse(last))) return;
     }
     send("data: [DONE]\n\n");

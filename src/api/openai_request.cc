@@ -118,7 +118,12 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
     if (!j["seed"].is_number_integer()) return bad("seed", "seed must be an integer");
     r.seed = uint64_t(j["seed"].get<int64_t>());
   }
-  if (j.contains("n") && !j["n"].is_null() && j["n"] != 1) return bad("n", "n must be 1: larql answers one choice per request");
+  constexpr size_t kMaxChoices = 16;
+  if (j.contains("n") && !j["n"].is_null()) {
+    if (!j["n"].is_number_unsigned() || j["n"].get<size_t>() == 0 || j["n"].get<size_t>() > kMaxChoices)
+      return bad("n", "n must be an integer from 1 to " + std::to_string(kMaxChoices));
+    r.n = j["n"].get<size_t>();
+  }
   if (j.contains("best_of") && !j["best_of"].is_null() && j["best_of"] != 1) return bad("best_of", "best_of must be 1");
   // Log-probabilities: completions' logprobs is how many alternatives (0: the chosen token's
   // only); chat's is a switch, with top_logprobs alternatives.

@@ -1,5 +1,5 @@
 // The body of POST /v1/completions and /v1/chat/completions, parsed and checked. What
-// larql does not do is refused by name (n > 1, best_of, echo, tools…), never ignored.
+// larql does not do is refused by name (best_of, tools…), never ignored.
 #pragma once
 
 #include <map>
@@ -42,6 +42,7 @@ struct CompletionRequest {
   // Completions: the prompt's text before the completion, with its tokens' log-probabilities
   // when logprobs is set (max_tokens 0: the prompt alone, as evaluation harnesses score text).
   bool echo = false;
+  size_t n = 1;  // choices, each its own sequence of the batch, sampled with seed + its index
 };
 
 // Parses `body`; `chat` selects the endpoint's schema.

@@ -81,7 +81,11 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of(R"({"prompt":"a","max_tokens":"5"})", false).param, "max_tokens");
   EXPECT_EQ(error_of(R"({"prompt":"a","temperature":3})", false).param, "temperature");
   EXPECT_EQ(error_of(R"({"prompt":"a","top_p":0})", false).param, "top_p");
-  EXPECT_EQ(error_of(R"({"prompt":"a","n":2})", false).param, "n");
+  EXPECT_EQ(error_of(R"({"prompt":"a","n":17})", false).param, "n");
+  EXPECT_EQ(error_of(R"({"prompt":"a","n":0})", false).param, "n");
+  const auto three = parse_completion_request(R"({"prompt":"a","n":3})", false);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(three));
+  EXPECT_EQ(std::get<CompletionRequest>(three).n, 3u);
   EXPECT_EQ(error_of(R"({"prompt":"a","stop":["1","2","3","4","5"]})", false).param, "stop");
   EXPECT_EQ(error_of(R"({"prompt":"a","stream":"yes"})", false).param, "stream");
   EXPECT_EQ(error_of(R"({"prompt":"a","logprobs":21})", false).param, "logprobs");

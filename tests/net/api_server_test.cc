@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "api/chat_template.h"
@@ -207,6 +208,41 @@ TEST(ApiServer, SamplingParametersReachTheEngine) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(json::parse(res->body)["error"]["param"], "logit_bias");
+}
+
+TEST(ApiServer, SeveralChoicesAreSequencesOfTheBatchSeededInTurn) {
+  // Choice i is sampled with seed + i, whatever runs beside it: the same texts from a server
+  // that decodes 8 sequences together and from one that decodes them one at a time, and
+  // choice 1 equals a request of its own with seed + 1.
+  ChildProcess wide({"api", test::kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess narrow({"api", test::kDemo, "--port", "0", "--threads", "1", "--parallel", "1"});
+  const json three{{"prompt", "And God said"}, {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 5}, {"n", 3}};
+  auto a = post(wide.url(), "/v1/completions", three, nullptr), b = post(narrow.url(), "/v1/completions", three, nullptr);
+  ASSERT_TRUE(a && b && a->status == 200 && b->status == 200) << (a ? a->body : "");
+  const json choices = json::parse(a->body)["choices"];
+  ASSERT_EQ(choices.size(), 3u);
+  EXPECT_EQ(choices, json::parse(b->body)["choices"]) << "the same whatever --parallel";
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(choices[i]["index"], i);
+  EXPECT_NE(choices[0]["text"], choices[1]["text"]) << "each choice its own seed";
+  json single = three;
+  single["n"] = 1;
+  single["seed"] = 6;
+  auto one = post(narrow.url(), "/v1/completions", single, nullptr);
+  ASSERT_TRUE(one && one->status == 200);
+  EXPECT_EQ(json::parse(one->body)["choices"][0]["text"], choices[1]["text"]);
+  // Streamed, the choices come in turn, each chunk with its index.
+  json streamed = three;
+  streamed["stream"] = true;
+  auto s = post(wide.url(), "/v1/completions", streamed, nullptr);
+  ASSERT_TRUE(s && s->status == 200);
+  std::vector<std::string> texts(3);
+  std::istringstream lines(s->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: {")) continue;
+    const json c = json::parse(line.substr(6))["choices"][0];
+    texts[c["index"].get<size_t>()] += c["text"].get<std::string>();
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(texts[i], choices[i]["text"]) << i;
 }
 
 TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
