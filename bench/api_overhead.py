@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What serving through `larql api` costs against `larql run` on the same model, interleaved
 in one run: decode tok/s of a greedy completion (streamed, tokens counted as SSE chunks
-arrive) and the time to the first token, medians over repetitions.
+arrive) and the time to the first token, medians over repetitions; with --logprobs N also
+the same completion asking for each token's log-probability and N alternatives.
 
-  bench/api_overhead.py MODEL [--larql build/larql] [--reps 5] [--steps 64] [--threads 2]"""
+  bench/api_overhead.py MODEL [--larql build/larql] [--reps 5] [--steps 64] [--threads 2] [--logprobs N]"""
 import argparse
 import json
 import os
@@ -16,11 +17,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from larql_procs import start, stop, stream_completion  # noqa: E402
 
 
-def api_run(url, prompt_ids, steps):
+def api_run(url, prompt_ids, steps, extra=None):
     start = time.monotonic()
     first = last = None
     tokens = 0
-    for now, chunk in stream_completion(url, prompt_ids, steps, timeout=600):
+    for now, chunk in stream_completion(url, prompt_ids, steps, timeout=600, extra=extra):
         if chunk.get("usage"):
             tokens = chunk["usage"]["completion_tokens"]
         elif chunk["choices"][0]["finish_reason"]:
@@ -39,18 +40,21 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--logprobs", type=int, help="also measure the API asked for logprobs N")
     a = ap.parse_args()
     prompt = [1, 2, 3, 4, 5, 6, 7, 8]
     proc, url = start([a.larql, "api", a.model, "--port", "0", "--threads", str(a.threads)], "larql api", health=None)
     try:
-        run_tps, api_tps, run_first, api_first = [], [], [], []
+        run_tps, api_tps, run_first, api_first, logprobs_tps = [], [], [], [], []
         for rep in range(a.reps + 1):  # rep 0 warms the page cache and is dropped
             out = subprocess.run([a.larql, "run", a.model, "--prompt-ids", ",".join(map(str, prompt)), "--steps", str(a.steps),
                                   "--ignore-eos", "--json", "--threads", str(a.threads)], check=True, capture_output=True,
                                  text=True).stdout
             d = json.loads(out)
             first, tps = api_run(url, prompt, a.steps)
+            with_logprobs = api_run(url, prompt, a.steps, {"logprobs": a.logprobs})[1] if a.logprobs is not None else 0
             if rep:
+                logprobs_tps.append(with_logprobs)
                 run_tps.append(d["tokens_per_second"])
                 run_first.append(len(prompt) / d["prefill_tokens_per_second"])
                 api_tps.append(tps)
@@ -61,6 +65,9 @@ def main():
         print(f"  larql run  {statistics.median(run_tps):7.2f} tok/s   prefill of the prompt {statistics.median(run_first) * 1000:6.0f} ms")
         print(f"  larql api  {statistics.median(api_tps):7.2f} tok/s   first token (HTTP, prefill) {statistics.median(api_first) * 1000:6.0f} ms")
         print(f"  api / run  {statistics.median(api_tps) / statistics.median(run_tps):7.3f}")
+        if a.logprobs is not None:
+            print(f"  larql api, logprobs {a.logprobs}: {statistics.median(logprobs_tps):7.2f} tok/s, "
+                  f"{statistics.median(logprobs_tps) / statistics.median(api_tps):.3f}x the api without")
     finally:
         stop([(proc, url)])
 

@@ -76,11 +76,12 @@ def metric(url, name):
     return 0.0
 
 
-def stream_completion(url, prompt, max_tokens, timeout):
-    """POSTs a greedy streamed /v1/completions to `larql api`; yields (monotonic time, chunk)
-    for each server-sent event until [DONE], the usage chunk included."""
+def stream_completion(url, prompt, max_tokens, timeout, extra=None):
+    """POSTs a greedy streamed /v1/completions to `larql api` (with `extra` fields added to
+    the body); yields (monotonic time, chunk) for each server-sent event until [DONE], the
+    usage chunk included."""
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
+                       "stream_options": {"include_usage": True}, **(extra or {})}).encode()
     req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         for raw in r:
