@@ -17,9 +17,12 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 std::string sse(const json& event) { return "data: " + json_text(event) + "\n\n"; }
+
+// Latency histograms' bounds, seconds: a first token waits for the queue and a prefill,
+// later ones for a decode step.
+constexpr double kFirstTokenBuckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+constexpr double kTokenGapBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 
 json error_json(const OpenAiError& e) {
   return {{"error",
@@ -56,7 +59,9 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       options_(std::move(options)),
       scheduler_(transformer_, {.parallel = std::max<size_t>(1, options_.parallel), .max_waiting = options_.max_queue,
                                 .prefill_chunk = 64, .ctx = std::min(options_.ctx, model.config.context)}),
-      created_(int64_t(std::time(nullptr))) {
+      created_(int64_t(std::time(nullptr))),
+      first_token_seconds_(kFirstTokenBuckets),
+      token_gap_seconds_(kTokenGapBuckets) {
   options_.ctx = std::min(options_.ctx, model.config.context);
   if (options_.chat_format && tokenizer_) {
     const std::string_view end = chat_format_info(*options_.chat_format).end_of_turn;
@@ -76,6 +81,8 @@ std::vector<Route> ApiServer::routes() {
       {"POST", "/v1/completions", [this, counted](const HttpRequest& r) { return counted("/v1/completions", complete(r, false)); }},
       {"POST", "/v1/chat/completions",
        [this, counted](const HttpRequest& r) { return counted("/v1/chat/completions", complete(r, true)); }},
+      {"POST", "/tokenize", [this, counted](const HttpRequest& r) { return counted("/tokenize", tokenize(r)); }},
+      {"POST", "/detokenize", [this, counted](const HttpRequest& r) { return counted("/detokenize", detokenize(r)); }},
       {"GET", "/health", [](const HttpRequest&) { return json_reply({{"status", "ok"}}); }, false},
       {"GET", "/metrics", [this](const HttpRequest&) { return metrics_reply(metrics()); }},
   };
@@ -203,7 +210,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       pending.clear();
       return ok;
     };
-    Clock::time_point first_token;
+    Clock::time_point previous_token;
     for (;;) {
       const auto event = job->next(std::chrono::milliseconds(50));
       if (!event) {
@@ -227,11 +234,12 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
           job->cancel();
           return out;
         }
-        if (out.completion_tokens++ == 0) {
-          first_token = Clock::now();
+        {
           std::lock_guard lock(metrics_mutex_);
-          first_token_seconds_ += seconds_since(arrived);
-          ++first_token_count_;
+          const bool first = out.completion_tokens++ == 0;
+          (first ? first_token_seconds_ : token_gap_seconds_)
+              .observe(std::chrono::duration<double>(event->at - (first ? arrived : previous_token)).count());
+          previous_token = event->at;
         }
         if (event->logprobs) pending.push_back(std::move(*event->logprobs));
         const std::string piece = stops.push(shown(text.push(*event->token)));
@@ -266,10 +274,6 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     std::lock_guard lock(metrics_mutex_);
     prompt_tokens_ += prompt_tokens;
     completion_tokens_ += out.completion_tokens;
-    if (out.completion_tokens > 1) {
-      per_token_seconds_ += seconds_since(first_token);
-      per_token_count_ += out.completion_tokens - 1;
-    }
     return out;
   };
   // (The prompt is counted once, as OpenAI counts it for n choices.)
@@ -366,6 +370,41 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   return reply;
 }
 
+// llama-server's: {"content", "add_special"?, "with_pieces"?} → {"tokens": [ids]} (or
+// [{"id", "piece"}] with pieces). add_special (default false) keeps the BOS the
+// tokenizer adds; without it, the text's own tokens only.
+HttpReply ApiServer::tokenize(const HttpRequest& request) const {
+  const json j = json::parse(request.body, nullptr, false);
+  if (!j.is_object() || !j.contains("content") || !j["content"].is_string())
+    return openai_error_reply({400, "the body must be {\"content\": \"text\"}", "invalid_request_error", "content", ""});
+  for (const char* key : {"add_special", "with_pieces"})
+    if (j.contains(key) && !j[key].is_boolean())
+      return openai_error_reply({400, std::string(key) + " must be true or false", "invalid_request_error", key, ""});
+  if (!tokenizer_) return openai_error_reply({500, "the server has no tokenizer", "server_error", "", ""});
+  std::vector<int> ids = tokenizer_->encode(j["content"].get<std::string>());
+  if (!j.value("add_special", false) && !ids.empty() && ids.front() == model_.config.bos_id) ids.erase(ids.begin());
+  json tokens = json::array();
+  for (int id : ids)
+    tokens.push_back(j.value("with_pieces", false) ? json{{"id", id}, {"piece", tokenizer_->decode(std::span<const int>(&id, 1))}} : json(id));
+  return json_reply({{"tokens", tokens}});
+}
+
+// llama-server's: {"tokens": [ids]} → {"content": text}.
+HttpReply ApiServer::detokenize(const HttpRequest& request) const {
+  const json j = json::parse(request.body, nullptr, false);
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+    return openai_error_reply({400, "the body must be {\"tokens\": [ids]}", "invalid_request_error", "tokens", ""});
+  std::vector<int> ids;
+  for (const json& id : j["tokens"]) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || size_t(id.get<int64_t>()) >= model_.config.vocab)
+      return openai_error_reply({400, "token " + id.dump() + " is not an id of the vocabulary (0.." +
+                                          std::to_string(model_.config.vocab - 1) + ")", "invalid_request_error", "tokens", ""});
+    ids.push_back(int(id.get<int64_t>()));
+  }
+  if (!tokenizer_) return openai_error_reply({500, "the server has no tokenizer", "server_error", "", ""});
+  return json_reply({{"content", tokenizer_->decode(ids)}});
+}
+
 std::string ApiServer::metrics() const {
   std::lock_guard lock(metrics_mutex_);
   std::ostringstream o;
@@ -381,13 +420,11 @@ std::string ApiServer::metrics() const {
   o << "# HELP larql_api_engine_steps_total Batched forward passes (one FFN call per layer each).\n"
     << "# TYPE larql_api_engine_steps_total counter\nlarql_api_engine_steps_total " << st.steps << "\n";
   o << "# HELP larql_api_time_to_first_token_seconds From a request's arrival (queue included) to its first token.\n"
-    << "# TYPE larql_api_time_to_first_token_seconds summary\n"
-    << "larql_api_time_to_first_token_seconds_sum " << first_token_seconds_ << "\n"
-    << "larql_api_time_to_first_token_seconds_count " << first_token_count_ << "\n";
-  o << "# HELP larql_api_time_per_output_token_seconds Decode time per token after the first.\n"
-    << "# TYPE larql_api_time_per_output_token_seconds summary\n"
-    << "larql_api_time_per_output_token_seconds_sum " << per_token_seconds_ << "\n"
-    << "larql_api_time_per_output_token_seconds_count " << per_token_count_ << "\n";
+    << "# TYPE larql_api_time_to_first_token_seconds histogram\n";
+  first_token_seconds_.render(o, "larql_api_time_to_first_token_seconds");
+  o << "# HELP larql_api_time_per_output_token_seconds Time between a sequence's tokens after the first.\n"
+    << "# TYPE larql_api_time_per_output_token_seconds histogram\n";
+  token_gap_seconds_.render(o, "larql_api_time_per_output_token_seconds");
   return o.str();
 }
 

@@ -1,6 +1,7 @@
 // `larql api`: the OpenAI-compatible HTTP API over the local engine (its FFN local or on
 // shards). GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed as
-// Server-Sent Events or whole), GET /health, GET /metrics. Up to `parallel` sequences
+// Server-Sent Events or whole), POST /tokenize and /detokenize (llama-server's), GET
+// /health, GET /metrics. Up to `parallel` sequences
 // decode together (BatchScheduler); the rest wait in a bounded queue, and 429 when it is full.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "api/openai_request.h"
 #include "infer/transformer.h"
 #include "model/tokenizer.h"
+#include "net/histogram.h"
 #include "net/http_server.h"
 
 namespace larql {
@@ -44,6 +46,8 @@ class ApiServer {
   std::variant<Prepared, OpenAiError> prepare(const CompletionRequest& r) const;
   nlohmann::json models() const;
   std::string metrics() const;
+  HttpReply tokenize(const HttpRequest& request) const;
+  HttpReply detokenize(const HttpRequest& request) const;
 
   const Model& model_;
   const Tokenizer* tokenizer_;
@@ -58,8 +62,8 @@ class ApiServer {
   mutable std::mutex metrics_mutex_;
   std::map<std::string, uint64_t> requests_;  // by endpoint and status
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
-  double first_token_seconds_ = 0, per_token_seconds_ = 0;
-  uint64_t first_token_count_ = 0, per_token_count_ = 0;
+  Histogram first_token_seconds_;  // from a request's arrival (queue included) to its first token
+  Histogram token_gap_seconds_;    // between a sequence's tokens after the first, as the engine made them
 };
 
 }  // namespace larql

@@ -13,6 +13,7 @@ std::optional<Job::Event> Job::next(std::chrono::milliseconds wait) {
 }
 
 void Job::push(Event e) {
+  e.at = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
   events_.push_back(std::move(e));
   ready_.notify_all();

@@ -47,6 +47,7 @@ class Job {
     std::optional<TokenLogprobs> logprobs = {};  // the token's, when the request asked for them
     // Once the prompt is in, before any token: its tokens' log-probabilities from the second on.
     std::optional<std::vector<TokenLogprobs>> prompt_logprobs = {};
+    std::chrono::steady_clock::time_point at = {};  // when the engine made it (set by push)
   };
   // Waits (up to `wait`) for the next event; nullopt when none came.
   std::optional<Event> next(std::chrono::milliseconds wait);

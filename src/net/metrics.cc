@@ -11,11 +11,7 @@ void Metrics::count_error(ErrorCode code) {
 
 void Metrics::observe_compute(uint32_t layer, double ms) {
   std::lock_guard lock(mutex_);
-  Histogram& h = compute_[layer];
-  for (size_t i = 0; i < kBucketsMs.size(); ++i)
-    if (ms <= kBucketsMs[i]) ++h.buckets[i];
-  ++h.count;
-  h.sum += ms;
+  compute_.try_emplace(layer, kBucketsMs).first->second.observe(ms);
 }
 
 std::string Metrics::render() const {
@@ -44,13 +40,7 @@ std::string Metrics::render() const {
     << "# TYPE " << p << "_coalesced_total counter\n" << p << "_coalesced_total " << coalesced_ << "\n";
   o << "# HELP " << p << "_compute_ms FFN compute time per layer.\n# TYPE " << p << "_compute_ms histogram\n";
   std::lock_guard lock(mutex_);
-  for (const auto& [layer, h] : compute_) {
-    for (size_t i = 0; i < kBucketsMs.size(); ++i)
-      o << p << "_compute_ms_bucket{layer=\"" << layer << "\",le=\"" << kBucketsMs[i] << "\"} " << h.buckets[i] << "\n";
-    o << p << "_compute_ms_bucket{layer=\"" << layer << "\",le=\"+Inf\"} " << h.count << "\n";
-    o << p << "_compute_ms_sum{layer=\"" << layer << "\"} " << h.sum << "\n";
-    o << p << "_compute_ms_count{layer=\"" << layer << "\"} " << h.count << "\n";
-  }
+  for (const auto& [layer, h] : compute_) h.render(o, p + "_compute_ms", "layer=\"" + std::to_string(layer) + "\"");
   return o.str();
 }
 

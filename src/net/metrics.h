@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "net/histogram.h"
 #include "wire/encoding.h"
 
 namespace larql {
@@ -34,11 +35,6 @@ class Metrics {
 
  private:
   static constexpr std::array<double, 10> kBucketsMs{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100};
-  struct Histogram {
-    std::array<uint64_t, kBucketsMs.size()> buckets{};
-    uint64_t count = 0;
-    double sum = 0;
-  };
   std::string prefix_;
   std::atomic<uint64_t> requests_{0}, fallbacks_{0}, cancelled_{0}, coalesced_{0}, json_in_{0}, json_out_{0};
   std::array<std::atomic<uint64_t>, wire::kEncodingCount> bytes_in_{}, bytes_out_{};

@@ -278,7 +278,7 @@ TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
   httplib::Client c(api.url());
   c.set_bearer_token_auth(kKey);
   expect_error(c.Post("/v1/completions", "{bad json", "application/json"), 400, "invalid_json");
-  expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}, {"n", 2}}), 400, "n");
+  expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}, {"n", 17}}), 400, "n");
   expect_error(post(api.url(), "/v1/completions", {{"prompt", "x"}, {"max_tokens", "many"}}), 400, "max_tokens");
   expect_error(post(api.url(), "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}}), 400,
                "no_chat_template");
@@ -300,6 +300,40 @@ TEST(ApiServer, PlainHttpFormsErrorsAndTheKey) {
   EXPECT_GE(test::metric_sum(metrics->body, "larql_api_completion_tokens_total"), 12.0);
   EXPECT_GE(test::metric_sum(metrics->body, "larql_api_requests_total"), 8.0);
   EXPECT_EQ(test::metric_sum(metrics->body, "larql_api_time_to_first_token_seconds_count"), 2.0);
+  // Histograms: every observation in the +Inf bucket; a gap per token after each first.
+  const double gaps = test::metric_sum(metrics->body, "larql_api_time_per_output_token_seconds_count");
+  EXPECT_EQ(gaps, test::metric_sum(metrics->body, "larql_api_completion_tokens_total") - 2.0);
+  const std::string inf = "larql_api_time_per_output_token_seconds_bucket{le=\"+Inf\"} ";
+  EXPECT_NE(metrics->body.find(inf + std::to_string(size_t(gaps)) + "\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("# TYPE larql_api_time_to_first_token_seconds histogram"), std::string::npos);
+}
+
+TEST(ApiServer, TokenizeAndDetokenizeInLlamaServersShapes) {
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--api-key", kKey, "--threads", "1"});
+  auto tok = HfTokenizer::load(test::kDemo + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  const std::string text = "In the beginning God created";
+  std::vector<int> ids = (*tok)->encode(text);  // BOS first, as the demo tokenizer adds it
+  auto res = post(api.url(), "/tokenize", {{"content", text}, {"add_special", true}});
+  ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "");
+  EXPECT_EQ(json::parse(res->body)["tokens"], ids);
+  res = post(api.url(), "/tokenize", {{"content", text}, {"with_pieces", true}});
+  ASSERT_TRUE(res && res->status == 200);
+  const json pieces = json::parse(res->body)["tokens"];
+  ASSERT_EQ(pieces.size(), ids.size() - 1) << "without add_special: no BOS";
+  EXPECT_EQ(pieces[0]["id"], ids[1]);
+  EXPECT_EQ(pieces[1]["piece"], " the");
+  res = post(api.url(), "/detokenize", {{"tokens", std::vector<int>(ids.begin() + 1, ids.end())}});
+  ASSERT_TRUE(res && res->status == 200);
+  EXPECT_EQ(json::parse(res->body)["content"], text);
+  res = post(api.url(), "/detokenize", {{"tokens", {1, 99999}}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "tokens");
+  res = post(api.url(), "/tokenize", {{"text", text}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(post(api.url(), "/tokenize", {{"content", text}}, nullptr)->status, 401) << "behind the key";
 }
 
 TEST(ApiServer, AShardThatIsGoneIsA502InOpenAiShapeWholeOrStreamed) {
