@@ -134,13 +134,17 @@ TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_
   std::vector<float> kept;  // the filters' distribution, where they remove tokens
   const bool filtered = filters();
   if (filtered) distribution(logits, kept);
-  std::vector<int> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  const size_t n = std::min(top, order.size());
-  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n), order.end(),
-                    [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); });
-  for (size_t i = 0; i < n; ++i)
-    if (!filtered || kept[size_t(order[i])] > 0.0f) out.top.emplace_back(order[i], float(double(logits[size_t(order[i])]) - log_z));
+  // The `top` largest in one pass, kept sorted (an id ties with an earlier one: the earlier first).
+  std::vector<std::pair<float, int>> best;
+  best.reserve(top + 1);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (best.size() == top && logits[i] <= best.back().first) continue;
+    auto at = std::find_if(best.begin(), best.end(), [&](const auto& b) { return logits[i] > b.first; });
+    best.insert(at, {logits[i], int(i)});
+    if (best.size() > top) best.pop_back();
+  }
+  for (const auto& [logit, id] : best)
+    if (!filtered || kept[size_t(id)] > 0.0f) out.top.emplace_back(id, float(double(logit) - log_z));
   return out;
 }
 
