@@ -147,9 +147,9 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     }
     ++job.generated_;
     job.last_token_ = next;
-    job.sampler_->remember(next);
-    std::optional<TokenLogprobs> logprobs;
+    std::optional<TokenLogprobs> logprobs;  // (its filters as they were when `next` was drawn)
     if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(raw, next, *job.request_.top_logprobs);
+    job.sampler_->remember(next);
     job.push({next, Job::End::none, std::nullopt, std::move(logprobs)});
     // The token just chosen needs a position of its own to be fed at.
     if (job.generated_ >= job.request_.max_tokens || prompt.size() + job.generated_ >= ctx) {
