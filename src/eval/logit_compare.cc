@@ -6,6 +6,8 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/ops.h"
+
 namespace larql {
 namespace {
 
@@ -22,10 +24,7 @@ std::vector<int> top_k(std::span<const float> v, size_t k) {
 }
 
 std::vector<double> log_softmax(std::span<const float> v) {
-  const double max = *std::max_element(v.begin(), v.end());
-  double sum = 0;
-  for (float x : v) sum += std::exp(double(x) - max);
-  const double log_sum = std::log(sum) + max;
+  const double log_sum = log_sum_exp(v.data(), v.size());
   std::vector<double> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = double(v[i]) - log_sum;
   return out;

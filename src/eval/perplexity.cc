@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
+
 namespace larql {
 namespace {
 
 // -log softmax(logits)[target], in double.
 double negative_log_likelihood(std::span<const float> logits, int target) {
-  const float max = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float l : logits) sum += std::exp(double(l) - max);
-  return std::log(sum) - (double(logits[size_t(target)]) - max);
+  return log_sum_exp(logits.data(), logits.size()) - double(logits[size_t(target)]);
 }
 
 }  // namespace

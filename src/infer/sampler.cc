@@ -1,7 +1,6 @@
 #include "infer/sampler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -125,10 +124,7 @@ std::pair<int, bool> Sampler::verify(std::span<const float> probs, int drafted) 
 }
 
 TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_t top) const {
-  const float max = logits[size_t(argmax(logits))];
-  double sum = 0;
-  for (float l : logits) sum += std::exp(double(l) - max);
-  const double log_z = double(max) + std::log(sum);
+  const double log_z = log_sum_exp(logits.data(), logits.size());
   TokenLogprobs out{chosen, float(double(logits[size_t(chosen)]) - log_z), {}};
   if (top == 0) return out;
   std::vector<float> kept;  // the filters' distribution, where they remove tokens

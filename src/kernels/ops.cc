@@ -158,6 +158,13 @@ void divide(float* x, size_t n, float by) {
 
 void softmax(float* x, size_t n) { softmax_rows(x, 1, n, n); }
 
+double log_sum_exp(const float* x, size_t n) {
+  const double max = *std::max_element(x, x + n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - max);
+  return max + std::log(sum);
+}
+
 void softmax_rows(float* x, size_t rows, size_t stride, size_t n, const float* sinks) {
   if (n == 0) return;
   float sink_terms[4];

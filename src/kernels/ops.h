@@ -29,6 +29,10 @@ void softcap(float* x, size_t n, float cap);
 // of two returns depends on an operand order the compiler may choose.
 void softmax(float* x, size_t n);
 
+// log Σ e^x[i] over n values, summed in double around their maximum: log-softmax's
+// normaliser, as log-probabilities and perplexity need it (n > 0).
+double log_sum_exp(const float* x, size_t n);
+
 // The same softmax over `rows` rows of n values, row r at x + r · stride (attention's
 // query heads that share keys): each row's bits as softmax() gives them, the rows' sums
 // run side by side (one row's is a chain of dependent adds). With sinks, row r has one
