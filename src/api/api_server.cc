@@ -310,10 +310,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       size_t text_offset = 0;
       json message{{"role", "assistant"}, {"content", text}};
       if (!reasoning.empty()) message["reasoning_content"] = reasoning;
-      choices.push_back(chat ? json{{"index", i}, {"message", message}, {"logprobs", logprobs_json(logprobs, text_offset)},
-                                    {"finish_reason", o.finish_reason}}
-                             : json{{"index", i}, {"text", text}, {"logprobs", logprobs_json(logprobs, text_offset)},
-                                    {"finish_reason", o.finish_reason}});
+      choices.push_back({{"index", i}, {chat ? "message" : "text", chat ? message : json(text)},
+                         {"logprobs", logprobs_json(logprobs, text_offset)}, {"finish_reason", o.finish_reason}});
     }
     return json_reply({{"id", id},
                        {"object", chat ? "chat.completion" : "text_completion"},
@@ -332,10 +330,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                   client_gone = request.client_gone](const StreamSend& send) {
     size_t text_offset = 0, index = 0;
     auto chunk = [&](const json& delta_or_text, const json& finish, std::span<const TokenLogprobs> tokens = {}) {
-      json choice = chat ? json{{"index", index}, {"delta", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
-                                {"finish_reason", finish}}
-                         : json{{"index", index}, {"text", delta_or_text}, {"logprobs", logprobs_json(tokens, text_offset)},
-                                {"finish_reason", finish}};
+      const json choice{{"index", index}, {chat ? "delta" : "text", delta_or_text},
+                        {"logprobs", logprobs_json(tokens, text_offset)}, {"finish_reason", finish}};
       return json{{"id", id},
                   {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", created},
@@ -385,7 +381,7 @@ HttpReply ApiServer::tokenize(const HttpRequest& request) const {
   if (!j.value("add_special", false) && !ids.empty() && ids.front() == model_.config.bos_id) ids.erase(ids.begin());
   json tokens = json::array();
   for (int id : ids)
-    tokens.push_back(j.value("with_pieces", false) ? json{{"id", id}, {"piece", tokenizer_->decode(std::span<const int>(&id, 1))}} : json(id));
+    tokens.push_back(j.value("with_pieces", false) ? json{{"id", id}, {"piece", tokenizer_->token_text(id)}} : json(id));
   return json_reply({{"tokens", tokens}});
 }
 

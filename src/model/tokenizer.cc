@@ -30,7 +30,7 @@ std::string TextStream::push(int token) {
   if (window_.size() > 16) {
     for (size_t start = window_.size() - 2; start > 0; --start) {
       const int first = window_[start];
-      if (tokenizer_.decode(std::span<const int>(&first, 1)).find(utf8::kReplacementChar) != std::string::npos) continue;
+      if (tokenizer_.token_text(first).find(utf8::kReplacementChar) != std::string::npos) continue;
       window_.erase(window_.begin(), window_.begin() + std::ptrdiff_t(start));
       emitted_ = tokenizer_.decode(window_).size();
       break;

@@ -21,6 +21,8 @@ class Tokenizer {
   virtual std::string piece(int id) const = 0;
   // The text of a sequence of ids, as the format's own decoder writes it.
   virtual std::string decode(std::span<const int> ids) const = 0;
+  // One id's text on its own (a byte of a longer character stays that byte).
+  std::string token_text(int id) const { return decode(std::span<const int>(&id, 1)); }
 };
 
 // Turns generated ids into text as they arrive. Each push returns the text that became
