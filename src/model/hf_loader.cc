@@ -201,9 +201,7 @@ Status read_e_model_config(const json& j, ModelConfig& c, const std::string& whe
     c.ple_scale = std::sqrt(float(c.ple_dim));  // rounded to the table's dtype once it is known
   }
   if (auto s = share_kv_of_last_layers(c, shared); !s) return make_error(ErrorCode::invalid_argument, where + s.error().message);
-  if (j.value("use_double_wide_mlp", false))
-    for (size_t l = 0; l < c.layers; ++l)
-      if (!c.owns_kv(l)) c.layer_configs[l].ffn = 2 * c.ffn;
+  if (j.value("use_double_wide_mlp", false)) widen_kv_shared_ffn(c);
   return Ok{};
 }
 

@@ -34,4 +34,9 @@ Status share_kv_of_last_layers(ModelConfig& c, size_t shared) {
   return Ok{};
 }
 
+void widen_kv_shared_ffn(ModelConfig& c) {
+  for (size_t l = 0; l < c.layer_configs.size(); ++l)
+    if (!c.owns_kv(l)) c.layer_configs[l].ffn = 2 * c.ffn;
+}
+
 }  // namespace larql

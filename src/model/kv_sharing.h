@@ -13,4 +13,7 @@ namespace larql {
 // with no earlier layer to read, naming it.
 Status share_kv_of_last_layers(ModelConfig& c, size_t shared);
 
+// E2B's use_double_wide_mlp: the KV-shared layers' FFN twice the model's width.
+void widen_kv_shared_ffn(ModelConfig& c);
+
 }  // namespace larql

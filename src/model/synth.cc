@@ -227,8 +227,7 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   c.layer_scalar = family->gemma4_attention;
   if (auto shared = share_kv_of_last_layers(c, s.kv_shared); !shared)
     return make_error(ErrorCode::invalid_argument, "synth: " + shared.error().message);
-  for (size_t l = 0; l < s.layers; ++l)
-    if (s.double_wide && !c.owns_kv(l)) c.layer_configs[l].ffn = 2 * s.ffn;
+  if (s.double_wide) widen_kv_shared_ffn(c);
   c.ple_dim = s.ple_dim;
   c.ple_vocab = s.vocab;
   if (gemma4_moe) {
