@@ -2,9 +2,11 @@
 """What serving through `larql api` costs against `larql run` on the same model, interleaved
 in one run: decode tok/s of a greedy completion (streamed, tokens counted as SSE chunks
 arrive) and the time to the first token, medians over repetitions; with --logprobs N also
-the same completion asking for each token's log-probability and N alternatives.
+the same completion asking for each token's log-probability and N alternatives; with
+--json-schema the same completion under response_format json_schema (constrained decoding:
+the allowed-token mask at every step; the answer may close before --steps).
 
-  bench/api_overhead.py MODEL [--larql build/larql] [--reps 5] [--steps 64] [--threads 2] [--logprobs N]"""
+  bench/api_overhead.py MODEL [--larql build/larql] [--reps 5] [--steps 64] [--threads 2] [--logprobs N] [--json-schema]"""
 import argparse
 import json
 import os
@@ -15,6 +17,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from larql_procs import start, stop, stream_completion  # noqa: E402
+
+
+# The structured-output test's schema, with a free string last so answers run long.
+PERSON = {"type": "json_schema", "json_schema": {"name": "person", "schema": {
+    "type": "object", "required": ["name", "age", "colours", "home", "story"],
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                   "colours": {"type": "array", "items": {"enum": ["red", "green", "blue"]}},
+                   "home": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                   "story": {"type": "string"}}}}}
 
 
 def api_run(url, prompt_ids, steps, extra=None):
@@ -41,11 +52,12 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--logprobs", type=int, help="also measure the API asked for logprobs N")
+    ap.add_argument("--json-schema", action="store_true", help="also measure the API under a response_format json_schema")
     a = ap.parse_args()
     prompt = [1, 2, 3, 4, 5, 6, 7, 8]
     proc, url = start([a.larql, "api", a.model, "--port", "0", "--threads", str(a.threads)], "larql api", health=None)
     try:
-        run_tps, api_tps, run_first, api_first, logprobs_tps = [], [], [], [], []
+        run_tps, api_tps, run_first, api_first, logprobs_tps, schema_tps = [], [], [], [], [], []
         for rep in range(a.reps + 1):  # rep 0 warms the page cache and is dropped
             out = subprocess.run([a.larql, "run", a.model, "--prompt-ids", ",".join(map(str, prompt)), "--steps", str(a.steps),
                                   "--ignore-eos", "--json", "--threads", str(a.threads)], check=True, capture_output=True,
@@ -53,7 +65,9 @@ def main():
             d = json.loads(out)
             first, tps = api_run(url, prompt, a.steps)
             with_logprobs = api_run(url, prompt, a.steps, {"logprobs": a.logprobs})[1] if a.logprobs is not None else 0
+            with_schema = api_run(url, prompt, a.steps, {"response_format": PERSON})[1] if a.json_schema else 0
             if rep:
+                schema_tps.append(with_schema)
                 logprobs_tps.append(with_logprobs)
                 run_tps.append(d["tokens_per_second"])
                 run_first.append(len(prompt) / d["prefill_tokens_per_second"])
@@ -68,6 +82,9 @@ def main():
         if a.logprobs is not None:
             print(f"  larql api, logprobs {a.logprobs}: {statistics.median(logprobs_tps):7.2f} tok/s, "
                   f"{statistics.median(logprobs_tps) / statistics.median(api_tps):.3f}x the api without")
+        if a.json_schema:
+            print(f"  larql api, json_schema: {statistics.median(schema_tps):7.2f} tok/s, "
+                  f"{statistics.median(schema_tps) / statistics.median(api_tps):.3f}x the api without")
     finally:
         stop([(proc, url)])
 

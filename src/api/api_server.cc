@@ -70,6 +70,11 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
   }
 }
 
+std::shared_ptr<const TokenTrie> ApiServer::token_trie() const {
+  std::call_once(trie_once_, [this] { trie_ = std::make_shared<const TokenTrie>(TokenTrie::of(*tokenizer_)); });
+  return trie_;
+}
+
 std::vector<Route> ApiServer::routes() {
   auto counted = [this](const char* endpoint, HttpReply reply) {
     std::lock_guard lock(metrics_mutex_);
@@ -114,6 +119,9 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
                                     std::to_string(model_.config.vocab - 1) + ")", "invalid_request_error", "prompt", ""};
   }
   if (p.prompt.empty()) return OpenAiError{400, "the prompt has no tokens", "invalid_request_error", param, ""};
+  if (r.grammar && r.chat && options_.chat_format == ChatFormat::harmony)
+    return OpenAiError{400, "response_format json_object/json_schema is not supported with the harmony chat format yet "
+                            "(its answer comes after an analysis channel)", "invalid_request_error", "response_format", ""};
   for (const auto& [id, bias] : r.logit_bias)
     if (size_t(id) >= model_.config.vocab)
       return OpenAiError{400, "logit_bias names token " + std::to_string(id) + ", outside the vocabulary (0.." +
@@ -146,7 +154,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                                        .repetition_penalty = p.request.repetition_penalty,
                                        .presence_penalty = p.request.presence_penalty,
                                        .frequency_penalty = p.request.frequency_penalty, .logit_bias = p.request.logit_bias},
-                                      end_of_turn_, p.request.top_logprobs, p.request.echo}));
+                                      end_of_turn_, p.request.top_logprobs, p.request.echo, p.request.grammar,
+                                      p.request.grammar ? token_trie() : nullptr}));
     if (!jobs.back()) {
       for (auto& job : jobs)
         if (job) job->cancel();

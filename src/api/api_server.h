@@ -48,6 +48,8 @@ class ApiServer {
   std::string metrics() const;
   HttpReply tokenize(const HttpRequest& request) const;
   HttpReply detokenize(const HttpRequest& request) const;
+  // The vocabulary's trie for structured output, built at the first request that needs it.
+  std::shared_ptr<const TokenTrie> token_trie() const;
 
   const Model& model_;
   const Tokenizer* tokenizer_;
@@ -55,6 +57,8 @@ class ApiServer {
   ApiOptions options_;
   BatchScheduler scheduler_;  // after transformer_: its engine thread stops first
   std::vector<int> end_of_turn_;  // the chat format's end-of-turn token, where the vocabulary has it
+  mutable std::once_flag trie_once_;
+  mutable std::shared_ptr<const TokenTrie> trie_;
   std::atomic<uint64_t> next_id_{0};
   const int64_t created_;
 

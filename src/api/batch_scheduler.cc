@@ -1,6 +1,8 @@
 #include "api/batch_scheduler.h"
 
 #include <algorithm>
+#include <iostream>
+#include <limits>
 
 namespace larql {
 
@@ -37,6 +39,7 @@ std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
   job->arrived_ = std::chrono::steady_clock::now();
   job->sampler_.emplace(job->request_.sampler);
   job->sampler_->remember_prompt(job->request_.prompt);  // for a repetition penalty
+  if (job->request_.grammar) job->matcher_.emplace(*job->request_.grammar);
   std::lock_guard lock(mutex_);
   std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });  // a client that left frees its place at once
   if (active_count_ >= options_.parallel && waiting_.size() >= options_.max_waiting) return nullptr;
@@ -81,6 +84,26 @@ void BatchScheduler::run() {
 }
 
 bool BatchScheduler::wants_prompt(const Job& job) { return job.request_.prompt_logprobs && job.request_.top_logprobs; }
+
+bool BatchScheduler::constrain(Job& job, std::span<float> row, size_t ctx) const {
+  const JobRequest& r = job.request_;
+  // Tokens that can still follow this one, each adding at least a byte to close the value.
+  const size_t last = std::min(r.max_tokens, ctx - r.prompt.size());
+  const size_t left = last > job.generated_ + 1 ? last - job.generated_ - 1 : 0;
+  r.trie->allowed(*job.matcher_, left, job.allowed_);
+  if (job.matcher_->accepting()) {  // a complete value that could still grow (a number): the end may come
+    for (int id : transformer_.config().eos_ids)
+      if (size_t(id) < job.allowed_.size()) job.allowed_[size_t(id)] = 1;
+    for (int id : r.stop_ids)
+      if (size_t(id) < job.allowed_.size()) job.allowed_[size_t(id)] = 1;
+  }
+  bool any = false;
+  for (size_t t = 0; t < row.size(); ++t) {
+    if (t < job.allowed_.size() && job.allowed_[t]) any = true;
+    else row[t] = -std::numeric_limits<float>::infinity();
+  }
+  return any;
+}
 
 void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
@@ -137,6 +160,13 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     // Log-probabilities of the raw logits: kept before the sampler scales them in place.
     std::vector<float> raw;
     if (job.request_.top_logprobs) raw.assign(row.begin(), row.end());
+    if (job.matcher_ && !constrain(job, row, ctx)) {
+      std::cerr << "larql api: structured output stopped: no token of the vocabulary can continue the JSON value "
+                   "within the tokens left\n";
+      job.push({std::nullopt, Job::End::eos});
+      job.cancel();
+      continue;
+    }
     const int next = job.sampler_->sample(row);
     const auto& stops = job.request_.stop_ids;
     if (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
@@ -148,9 +178,14 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     ++job.generated_;
     job.last_token_ = next;
     std::optional<TokenLogprobs> logprobs;  // (its filters as they were when `next` was drawn)
-    if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(raw, next, *job.request_.top_logprobs);
+    if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(raw, next, *job.request_.top_logprobs, job.allowed_);
     job.sampler_->remember(next);
     job.push({next, Job::End::none, std::nullopt, std::move(logprobs)});
+    if (job.matcher_ && (!job.matcher_->feed(job.request_.trie->bytes(next)) || job.matcher_->closed())) {
+      job.push({std::nullopt, Job::End::eos});  // the value is closed: nothing may follow it
+      job.cancel();
+      continue;
+    }
     // The token just chosen needs a position of its own to be fed at.
     if (job.generated_ >= job.request_.max_tokens || prompt.size() + job.generated_ >= ctx) {
       job.push({std::nullopt, Job::End::length});

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "constrain/token_mask.h"
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 
@@ -34,6 +35,10 @@ struct JobRequest {
   std::vector<int> stop_ids;  // besides the model's EOS ids
   std::optional<size_t> top_logprobs;  // set: each token's log-probability and this many alternatives'
   bool prompt_logprobs = false;        // with top_logprobs: the prompt's tokens' too (max_tokens may be 0)
+  // Structured output: the text follows this grammar, token by token over the vocabulary's
+  // trie; the choice ends (eos) when the value closes.
+  std::shared_ptr<const JsonGrammar> grammar = nullptr;
+  std::shared_ptr<const TokenTrie> trie = nullptr;
 };
 
 // One request's side of the engine: the tokens it generated, then how it ended.
@@ -72,6 +77,8 @@ class Job {
   std::vector<TokenLogprobs> prompt_logprobs_;  // gathered chunk by chunk, when asked for
   size_t generated_ = 0;
   int last_token_ = -1;     // fed at the next decode step
+  std::optional<JsonMatcher> matcher_;  // structured output: the text so far
+  std::vector<uint8_t> allowed_;        // structured output: this step's tokens
 };
 
 class BatchScheduler {
@@ -99,6 +106,9 @@ class BatchScheduler {
   void step(std::vector<std::shared_ptr<Job>>& active);
   // Whether a job scores its prompt: every prefill row's logits, not only the last one's.
   static bool wants_prompt(const Job& job);
+  // Structured output: sets the logits of tokens the grammar does not allow next to −inf;
+  // false when none is allowed (the automaton is stuck; the job is ended).
+  bool constrain(Job& job, std::span<float> row, size_t ctx) const;
 
   Transformer& transformer_;
   const Options options_;

@@ -25,6 +25,30 @@ std::optional<std::string> content_text(const json& content) {
   return out;
 }
 
+// response_format: text, any JSON object, or a JSON schema's values (compiled here, so
+// a schema larql cannot follow is a 400 naming the keyword before any work is queued).
+std::optional<OpenAiError> response_format(const std::string& body, const json& f, CompletionRequest& r) {
+  auto refused = [](const std::string& message) { return bad("response_format", message); };
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+    return refused("response_format must be an object with a type: text, json_object or json_schema");
+  const std::string type = f["type"].get<std::string>();
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    r.grammar = JsonGrammar::any_object();
+    return std::nullopt;
+  }
+  if (type != "json_schema") return refused("response_format type '" + type + "' is not one of text, json_object, json_schema");
+  if (!f.contains("json_schema") || !f["json_schema"].is_object())
+    return refused("response_format json_schema needs a json_schema object ({\"name\": ..., \"schema\": {...}})");
+  // The schema again, with its properties in the order written (they are generated in it).
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+  const auto& spec = ordered["response_format"]["json_schema"];
+  auto grammar = JsonGrammar::from_schema(spec.contains("schema") ? spec["schema"] : nlohmann::ordered_json(true));
+  if (!grammar) return refused(grammar.error().message);
+  r.grammar = *grammar;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std::string& body, bool chat) {
@@ -147,10 +171,9 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
     if (!r.top_logprobs) return bad("top_logprobs", "top_logprobs needs logprobs: true");
     if (auto e = alternatives("top_logprobs")) return *e;
   }
-  // Plain text is the only format produced (JSON output by constrained decoding is not done yet).
-  if (j.contains("response_format") && !j["response_format"].is_null() &&
-      !(j["response_format"].is_object() && j["response_format"].value("type", std::string()) == "text"))
-    return bad("response_format", "response_format other than {\"type\": \"text\"} is not supported by larql");
+  if (j.contains("response_format") && !j["response_format"].is_null()) {
+    if (auto e = response_format(body, j["response_format"], r)) return *e;
+  }
   for (const char* key : {"tools", "functions", "suffix"})
     if (j.contains(key) && !j[key].is_null() && j[key] != false && !(j[key].is_array() && j[key].empty()) &&
         !(j[key].is_object() && j[key].empty()))

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "api/chat_template.h"
+#include "constrain/json_schema.h"
 
 namespace larql {
 
@@ -43,6 +45,8 @@ struct CompletionRequest {
   // when logprobs is set (max_tokens 0: the prompt alone, as evaluation harnesses score text).
   bool echo = false;
   size_t n = 1;  // choices, each its own sequence of the batch, sampled with seed + its index
+  // response_format json_object or json_schema: what the text must be; null: plain text.
+  std::shared_ptr<const JsonGrammar> grammar;
 };
 
 // Parses `body`; `chat` selects the endpoint's schema.

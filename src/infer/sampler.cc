@@ -123,7 +123,7 @@ std::pair<int, bool> Sampler::verify(std::span<const float> probs, int drafted) 
   return {draw(residual), false};
 }
 
-TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_t top) const {
+TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_t top, std::span<const uint8_t> allowed) const {
   const double log_z = log_sum_exp(logits.data(), logits.size());
   TokenLogprobs out{chosen, float(double(logits[size_t(chosen)]) - log_z), {}};
   if (top == 0) return out;
@@ -135,6 +135,7 @@ TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_
   best.reserve(top + 1);
   for (size_t i = 0; i < logits.size(); ++i) {
     if (best.size() == top && logits[i] <= best.back().first) continue;
+    if (!allowed.empty() && (i >= allowed.size() || !allowed[i])) continue;
     auto at = std::find_if(best.begin(), best.end(), [&](const auto& b) { return logits[i] > b.first; });
     best.insert(at, {logits[i], int(i)});
     if (best.size() > top) best.pop_back();

@@ -56,8 +56,9 @@ class Sampler {
   // way the token returned is distributed as probs (the second: whether it is the draft).
   std::pair<int, bool> verify(std::span<const float> probs, int drafted);
   // `chosen`'s log-probability and the `top` most likely tokens' from `logits` (unscaled),
-  // leaving out those this sampler's filters (top-k, top-p, min-p) could never draw.
-  TokenLogprobs logprobs(std::span<const float> logits, int chosen, size_t top) const;
+  // leaving out those this sampler's filters (top-k, top-p, min-p) could never draw, and
+  // those `allowed` (when given, a 0/1 per token) rules out.
+  TokenLogprobs logprobs(std::span<const float> logits, int chosen, size_t top, std::span<const uint8_t> allowed = {}) const;
 
  private:
   bool shapes() const;  // a bias or a penalty applies

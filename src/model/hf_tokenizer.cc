@@ -193,6 +193,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_document(const json& doc,
     AddedToken t{a.value("content", std::string()), a["id"].get<int>(), a.value("special", false), a.value("lstrip", false),
                  a.value("rstrip", false)};
     if (t.content.empty()) return bad_file(path, "an added token lacks content");
+    if (t.special) tok->special_ids_.insert(t.id);
     tok->added_.push_back(t);
     tok->vocab_.emplace(t.content, t.id);
   }
@@ -513,6 +514,20 @@ std::vector<int> HfTokenizer::encode(std::string_view text) const {
 std::string HfTokenizer::decode(std::span<const int> ids) const {
   std::vector<std::string> tokens;
   for (int id : ids) tokens.push_back(piece(id));
+  return decode_pieces(std::move(tokens), true);
+}
+
+std::optional<std::string> HfTokenizer::token_bytes(int id) const {
+  if (id < 0 || size_t(id) >= id_to_token_.size()) return std::nullopt;
+  if (special_ids_.count(id)) return std::nullopt;
+  // After a plain "a", so that rules for a text's start (a stripped leading space) do not apply.
+  const std::string context = decode_pieces({"a"}, false);
+  std::string text = decode_pieces({"a", piece(id)}, false);
+  if (text.compare(0, context.size(), context) != 0) return std::nullopt;
+  return text.substr(context.size());
+}
+
+std::string HfTokenizer::decode_pieces(std::vector<std::string> tokens, bool lossy) const {
   for (const auto& d : decoders_) {
     switch (d.kind) {
       case DecoderStep::byte_level: {
@@ -523,7 +538,7 @@ std::string HfTokenizer::decode(std::span<const int> ids) const {
             if (utf8::char_to_byte(c, &b)) bytes += char(b);
             else bytes += c;
           }
-        tokens = {utf8::lossy(bytes)};
+        tokens = {lossy ? utf8::lossy(bytes) : bytes};
         break;
       }
       case DecoderStep::replace:
@@ -535,8 +550,7 @@ std::string HfTokenizer::decode(std::span<const int> ids) const {
         size_t pending_count = 0;
         auto flush = [&] {
           if (pending_count == 0) return;
-          const std::string fixed = utf8::lossy(pending);
-          if (fixed == pending) {
+          if (!lossy || utf8::lossy(pending) == pending) {
             out.push_back(pending);
           } else {
             for (size_t k = 0; k < pending_count; ++k) out.push_back(std::string(utf8::kReplacementChar));

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "model/string_trie.h"
@@ -38,6 +39,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<int> encode_plain(std::string_view text) const;
   std::string piece(int id) const override;
   std::string decode(std::span<const int> ids) const override;
+  std::optional<std::string> token_bytes(int id) const override;
   // Whether `id` is one of the file's added tokens (matched whole in raw text).
   bool is_added_token(int id) const;
 
@@ -59,11 +61,15 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::string> pre_tokenize(const std::string& s, bool at_text_start) const;
   void bpe(const std::string& word, std::vector<int>& out) const;
   int token_id(const std::string& token) const;
+  // The decoder chain over vocabulary strings; `lossy`: bytes that are no whole UTF-8
+  // character become U+FFFD (decode), else they stay as they are (token_bytes).
+  std::string decode_pieces(std::vector<std::string> tokens, bool lossy) const;
 
   std::unordered_map<std::string, int> vocab_;
   std::vector<std::string> id_to_token_;
   std::unordered_map<std::string, int> merge_rank_;  // "left\0right" → rank
   std::vector<AddedToken> added_;                    // longest first
+  std::unordered_set<int> special_ids_;              // added tokens marked special
   StringTrie added_at_;                              // content -> index into added_
   std::vector<NormalizerStep> normalizers_;
   std::vector<PreTokenizerStep> pre_tokenizers_;

@@ -120,6 +120,11 @@ std::string Llama2cTokenizer::decode(std::span<const int> ids) const {
   return out;
 }
 
+std::optional<std::string> Llama2cTokenizer::token_bytes(int id) const {
+  if (id <= 2 || size_t(id) >= pieces_.size()) return std::nullopt;
+  return decode_step(kBos + 1, id);
+}
+
 std::string Llama2cTokenizer::decode_step(int prev, int token) const {
   std::string_view p = token >= 0 && size_t(token) < pieces_.size() ? std::string_view(pieces_[token]) : "";
   if (prev == kBos && !p.empty() && p[0] == ' ') p.remove_prefix(1);  // run.c strips the prefix space after BOS

@@ -21,6 +21,8 @@ class Llama2cTokenizer : public Tokenizer {
   std::string piece(int id) const override;
   // run.c's decode of each id after its predecessor (the first id is only context).
   std::string decode(std::span<const int> ids) const override;
+  // <unk>, BOS and EOS stand for no text.
+  std::optional<std::string> token_bytes(int id) const override;
   // The text `token` adds after `prev`, exactly as run.c prints it.
   std::string decode_step(int prev, int token) const;
 

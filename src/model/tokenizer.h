@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,10 @@ class Tokenizer {
   virtual std::string decode(std::span<const int> ids) const = 0;
   // One id's text on its own (a byte of a longer character stays that byte).
   std::string token_text(int id) const { return decode(std::span<const int>(&id, 1)); }
+  // The bytes `id` adds in the middle of a text, exactly (a lone byte of a longer character
+  // stays that byte, no start-of-text rule applies); nullopt for a token that stands for no
+  // text (BOS, EOS, control tokens). What constrained decoding matches.
+  virtual std::optional<std::string> token_bytes(int id) const = 0;
 };
 
 // Turns generated ids into text as they arrive. Each push returns the text that became

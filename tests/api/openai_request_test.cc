@@ -103,8 +103,17 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(scoring)) << "what evaluation harnesses send";
   EXPECT_TRUE(std::get<CompletionRequest>(scoring).echo);
   EXPECT_EQ(std::get<CompletionRequest>(scoring).max_tokens, 0u);
-  EXPECT_EQ(error_of(R"({"prompt":"a","response_format":{"type":"json_object"}})", false).param, "response_format");
+  EXPECT_EQ(error_of(R"({"prompt":"a","response_format":{"type":"yaml"}})", false).param, "response_format");
+  EXPECT_EQ(error_of(R"({"prompt":"a","response_format":{"type":"json_schema"}})", false).param, "response_format");
+  const auto pattern = error_of(R"({"prompt":"a","response_format":{"type":"json_schema","json_schema":{"name":"x",
+      "schema":{"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"}}}}}})", false);
+  EXPECT_EQ(pattern.param, "response_format");
+  EXPECT_NE(pattern.message.find("json_schema/properties/id: the keyword 'pattern' is not supported"), std::string::npos)
+      << pattern.message;
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(R"({"prompt":"a","response_format":{"type":"text"}})", false)));
+  const auto object = parse_completion_request(R"({"prompt":"a","response_format":{"type":"json_object"}})", false);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(object));
+  EXPECT_NE(std::get<CompletionRequest>(object).grammar, nullptr);
   EXPECT_EQ(error_of(R"({"prompt":"a","top_k":-2})", false).param, "top_k");
   EXPECT_EQ(error_of(R"({"prompt":"a","top_k":1.5})", false).param, "top_k");
   EXPECT_EQ(error_of(R"({"prompt":"a","min_p":2})", false).param, "min_p");

@@ -379,6 +379,30 @@ TEST(ApiServer, GenerationEndsAtTheModelsEndTokenWithFinishReasonStop) {
   fs::remove_all(dir);
 }
 
+// Structured output through the Node client: 100 chat completions at temperature 1 under a
+// JSON schema (a free string, an integer, an enum array, a nested object), each validated by
+// ajv, all ending with "stop" (the value closes within max_tokens, forced when the budget
+// runs low); streamed and json_object answers too; a schema keyword larql cannot follow is
+// a 400 naming it.
+TEST(ApiServer, JsonSchemaAnswersAlwaysValidateThroughTheNodeClient) {
+  ASSERT_TRUE(std::filesystem::exists(test::js_cache() / "node_modules/ajv"))
+      << "the ajv npm package is missing: scripts/install-js-tokenizers.sh installs it (make test runs it)";
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", kKey, "--threads", "2"});
+  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
+                                   "/tests/api/openai_structured.js' '" + api.url() + "/v1' '" + kKey + "' 10 10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+  EXPECT_EQ(got["completions"], 100);
+  EXPECT_TRUE(got["invalid"].empty()) << got["invalid"].dump(1);
+  EXPECT_EQ(got["finish_reasons"], json({{"stop", 100}}));
+  EXPECT_TRUE(got["streamed_valid"].get<bool>()) << got["streamed"];
+  EXPECT_TRUE(got["object_valid"].get<bool>());
+  EXPECT_EQ(got["refusal"]["status"], 400);
+  EXPECT_EQ(got["refusal"]["param"], "response_format");
+  EXPECT_NE(got["refusal"]["message"].get<std::string>().find("'pattern'"), std::string::npos) << got["refusal"];
+  std::printf("structured output, streamed: %s\n", got["streamed"].get<std::string>().c_str());
+}
+
 TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
   ChildProcess shard({"serve", test::kDemo, "--port", "0", "--threads", "1"});
   test::GatedProxy gate(shard.url());  // holds every FFN call until opened

@@ -1,0 +1,53 @@
+// Which tokens may come next under a JSON grammar: the vocabulary as a trie of token bytes,
+// walked once per step from the matcher's state, so a shared prefix is matched once and a
+// rejected byte drops every token under it. Inside a free string, a subtree whose tokens are
+// all plain text (no quote, backslash or control byte; whole UTF-8 characters) is taken
+// whole without walking it: that is most of a vocabulary, and most of a JSON answer's steps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "constrain/json_matcher.h"
+
+namespace larql {
+
+class Tokenizer;
+
+class TokenTrie {
+ public:
+  // token_bytes[id]: what the token adds to text (Tokenizer::token_bytes); tokens with none
+  // or empty ones are never allowed inside a value.
+  explicit TokenTrie(const std::vector<std::optional<std::string>>& token_bytes);
+  static TokenTrie of(const Tokenizer& tokenizer);
+
+  size_t vocab() const { return vocab_; }
+  // The token's bytes (empty for one without text).
+  const std::string& bytes(int id) const { return bytes_[size_t(id)]; }
+  size_t nodes() const { return nodes_.size(); }
+  // allowed[id] = 1 where `state` accepts the token's bytes and the value can still close in
+  // `tokens_left` more tokens after it (every token adds at least one byte); else 0.
+  // Tokens without text (the end tokens among them) are left 0: the caller decides those.
+  void allowed(const JsonMatcher& state, size_t tokens_left, std::vector<uint8_t>& allowed) const;
+
+ private:
+  static constexpr uint32_t kNotPlain = UINT32_MAX;
+  struct Node {
+    uint32_t end = 0;             // preorder index just past the subtree
+    uint32_t tokens_begin = 0;    // tokens_[tokens_begin, tokens_here) end at this node,
+    uint32_t tokens_here = 0;     // tokens_[tokens_begin, tokens_end) in its subtree
+    uint32_t tokens_end = 0;
+    uint32_t plain_chars = kNotPlain;  // plain subtree: its longest token's characters
+    uint32_t depth = 0;
+    uint8_t byte = 0;
+  };
+  std::vector<Node> nodes_;  // preorder; nodes_[0] is the empty prefix
+  std::vector<int> tokens_;  // ids ordered by bytes, so each subtree's are contiguous
+  std::vector<std::string> bytes_;  // by id
+  size_t vocab_ = 0;
+  size_t longest_ = 0;
+};
+
+}  // namespace larql

@@ -1,0 +1,106 @@
+#include "constrain/token_mask.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/hf_tokenizer.h"
+
+namespace larql {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr const char* kSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 6},
+    "tags": {"type": "array", "items": {"enum": ["a", "bb"]}},
+    "n": {"type": "number"},
+    "any": {}
+  },
+  "required": ["name", "n"]
+})";
+
+// The mask by brute force: every token fed to a copy of the state.
+std::vector<uint8_t> brute_force(const TokenTrie& trie, const JsonMatcher& state, size_t tokens_left) {
+  std::vector<uint8_t> allowed(trie.vocab(), 0);
+  for (size_t id = 0; id < trie.vocab(); ++id) {
+    const std::string& bytes = trie.bytes(int(id));
+    JsonMatcher m = state;
+    if (!bytes.empty() && m.feed(bytes) && m.bytes_to_close() <= tokens_left) allowed[id] = 1;
+  }
+  return allowed;
+}
+
+// Walks `grammar` with random allowed tokens, checking the trie's mask against brute force
+// at every step, with a budget that runs out so the forced closing is exercised too.
+void check_walks(const TokenTrie& trie, const JsonGrammar& grammar, int walks, size_t budget) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> allowed;
+  for (int walk = 0; walk < walks; ++walk) {
+    JsonMatcher m(grammar);
+    std::string text;
+    for (size_t step = 0; step < budget && !m.closed(); ++step) {
+      const size_t left = budget - step - 1;
+      trie.allowed(m, left, allowed);
+      ASSERT_EQ(allowed, brute_force(trie, m, left)) << "after " << text;
+      std::vector<int> options;
+      for (size_t id = 0; id < allowed.size(); ++id)
+        if (allowed[id]) options.push_back(int(id));
+      if (options.empty()) break;  // only the end can come (a complete number)
+      const int pick = options[rng() % options.size()];
+      ASSERT_TRUE(m.feed(trie.bytes(pick)));
+      text += trie.bytes(pick);
+    }
+    EXPECT_TRUE(m.closed() || m.accepting()) << "the budget forced the value closed: " << text;
+    EXPECT_FALSE(nlohmann::json::parse(text, nullptr, false).is_discarded()) << text;
+  }
+}
+
+TEST(TokenTrie, MaskEqualsFeedingEveryTokenOnASyntheticVocabulary) {
+  // Every single byte (as byte-level vocabularies have), and longer pieces around the
+  // structure: quotes with text, keys, numbers, UTF-8 whole and split, escapes.
+  std::vector<std::optional<std::string>> vocab;
+  for (int b = 0; b < 256; ++b) vocab.push_back(std::string(1, char(b)));
+  for (const char* piece : {"\"", "\":", "\",\"", "{\"", "name", "\"name\":\"", "tags", "\":[\"", "a\"", "bb\",\"",
+                            "12", "-0.", "e+5", "true", "null", "}", "\"}", "]}", ", ", "\n  ", "hello", " world", "\\n",
+                            "\\u00", "\xc3\xa9", "\xc3", "\xa9t", "\xe2\x82\xac", "\xf0\x9f", "\x98\x80", "ab\"", "x\\\""})
+    vocab.push_back(std::string(piece));
+  vocab.push_back(std::nullopt);  // a control token
+  vocab.push_back(std::string());  // a token without text
+  const TokenTrie trie(vocab);
+  auto g = JsonGrammar::from_schema(ojson::parse(kSchema));
+  ASSERT_TRUE(g) << g.error().message;
+  check_walks(trie, **g, 40, 48);
+  check_walks(trie, **g, 20, 20);  // tight: the close is forced early
+  check_walks(trie, *JsonGrammar::any_object(), 40, 40);
+}
+
+TEST(TokenTrie, MaskEqualsFeedingEveryTokenOnTheDemoModelsVocabulary) {
+  auto tok = HfTokenizer::load(std::string(LARQL_SOURCE_DIR) + "/models/demo/tokenizer.json");
+  ASSERT_TRUE(tok) << tok.error().message;
+  const TokenTrie trie = TokenTrie::of(**tok);
+  ASSERT_EQ(trie.vocab(), (*tok)->vocab_size());
+  auto g = JsonGrammar::from_schema(ojson::parse(kSchema));
+  ASSERT_TRUE(g);
+  check_walks(trie, **g, 8, 40);
+}
+
+TEST(TokenBytes, ConcatenatedTheyAreTheDecodedText) {
+  auto tok = HfTokenizer::load(std::string(LARQL_SOURCE_DIR) + "/models/demo/tokenizer.json");
+  ASSERT_TRUE(tok) << tok.error().message;
+  const std::string text = "And God said, \"Let there be light\": and there was light \xc3\xa9\xe2\x82\xac.";
+  const auto ids = (*tok)->encode_plain(text);
+  std::string joined;
+  for (int id : ids) {
+    auto bytes = (*tok)->token_bytes(id);
+    ASSERT_TRUE(bytes) << id;
+    joined += *bytes;
+  }
+  EXPECT_EQ(joined, (*tok)->decode(ids));
+}
+
+}  // namespace
+}  // namespace larql
