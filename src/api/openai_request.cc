@@ -41,9 +41,14 @@ std::optional<OpenAiError> response_format(const std::string& body, const json& 
   if (!f.contains("json_schema") || !f["json_schema"].is_object())
     return refused("response_format json_schema needs a json_schema object ({\"name\": ..., \"schema\": {...}})");
   // The schema again, with its properties in the order written (they are generated in it).
+  // A body with a key twice can read differently here (the first one kept, not the last).
   const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
-  const auto& spec = ordered["response_format"]["json_schema"];
-  auto grammar = JsonGrammar::from_schema(spec.contains("schema") ? spec["schema"] : nlohmann::ordered_json(true));
+  const nlohmann::ordered_json* spec = nullptr;
+  if (ordered.is_object() && ordered.contains("response_format") && ordered["response_format"].is_object() &&
+      ordered["response_format"].contains("json_schema") && ordered["response_format"]["json_schema"].is_object())
+    spec = &ordered["response_format"]["json_schema"];
+  if (!spec) return refused("response_format is given twice, differently");
+  auto grammar = JsonGrammar::from_schema(spec->contains("schema") ? (*spec)["schema"] : nlohmann::ordered_json(true));
   if (!grammar) return refused(grammar.error().message);
   r.grammar = *grammar;
   return std::nullopt;

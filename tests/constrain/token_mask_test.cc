@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/hf_tokenizer.h"
+#include "support/js_tokenizers.h"
 
 namespace larql {
 namespace {
@@ -100,6 +101,30 @@ TEST(TokenBytes, ConcatenatedTheyAreTheDecodedText) {
     joined += *bytes;
   }
   EXPECT_EQ(joined, (*tok)->decode(ids));
+}
+
+// SentencePiece-style files (▁ for spaces, <0xNN> byte tokens, a stripped leading space):
+// token_bytes is each token's text mid-sentence, so the joined bytes are the decoded text
+// with the space the decoder strips at a text's start, and a character the vocabulary
+// lacks comes out as its UTF-8 bytes, one byte token each.
+TEST(TokenBytes, SentencePieceFilesGiveEachTokensTextMidSentence) {
+  for (const char* name : {"llama2", "gemma3"}) {
+    const auto path = test::js_tokenizer_json(name);
+    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: scripts/install-js-tokenizers.sh installs it";
+    auto tok = HfTokenizer::load(path.string());
+    ASSERT_TRUE(tok) << tok.error().message;
+    const std::string text = "Hello \"world\": {x} caf\xc3\xa9 \xf0\x9f\xa6\x9c\xe2\x82\xac";
+    const auto ids = (*tok)->encode_plain(text);
+    std::string joined;
+    for (int id : ids) {
+      auto bytes = (*tok)->token_bytes(id);
+      ASSERT_TRUE(bytes) << name << ": " << id;
+      joined += *bytes;
+    }
+    const std::string decoded = (*tok)->decode(ids);
+    EXPECT_EQ(decoded, text) << name;
+    EXPECT_TRUE(joined == decoded || joined == " " + decoded) << name << ": [" << joined << "]";
+  }
 }
 
 }  // namespace
