@@ -27,6 +27,7 @@ enum ObjectPhase : uint8_t { o_first, o_next, o_key, o_colon, o_value, o_after }
 enum ArrayPhase : uint8_t { a_first, a_next, a_after };
 enum StringPhase : uint8_t { s_body, s_escape, s_unicode, s_utf8 };
 enum NumberPhase : uint8_t { n_minus, n_zero, n_int, n_dot, n_frac, n_e, n_esign, n_exp };
+enum WrappedPhase : uint8_t { w_prefix, w_value, w_suffix };
 
 bool number_complete(uint8_t phase) { return phase == n_zero || phase == n_int || phase == n_frac || phase == n_exp; }
 
@@ -100,6 +101,10 @@ bool JsonMatcher::begin_value(uint32_t node, uint8_t byte) {
     case SchemaKind::literals:
       f.set = (n.literals.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1);
       return literal_byte(f, n, byte) == Step::consumed;
+    case SchemaKind::wrapped:
+      f.set = (n.literals.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1);
+      f.phase = w_prefix;
+      return wrapped_byte(f, n, byte) == Step::consumed;
     case SchemaKind::any_of:
     case SchemaKind::any: break;
   }
@@ -119,8 +124,41 @@ JsonMatcher::Step JsonMatcher::step(Frame& f, uint8_t byte) {
     case SchemaKind::number:
     case SchemaKind::integer: return number_byte(f, n, byte);
     case SchemaKind::literals: return literal_byte(f, n, byte);
+    case SchemaKind::wrapped: return wrapped_byte(f, n, byte);
     case SchemaKind::any_of:
     case SchemaKind::any: break;
+  }
+  return Step::rejected;
+}
+
+JsonMatcher::Step JsonMatcher::wrapped_byte(Frame& f, const SchemaNode& n, uint8_t byte) {
+  switch (f.phase) {
+    case w_prefix: {
+      uint64_t kept = 0;
+      for (uint64_t s = f.set; s; s &= s - 1) {
+        const size_t i = size_t(__builtin_ctzll(s));
+        if (n.literals[i].size() > f.index && uint8_t(n.literals[i][f.index]) == byte) kept |= uint64_t{1} << i;
+      }
+      if (!kept) return Step::rejected;
+      f.set = kept;
+      ++f.index;
+      for (uint64_t s = kept; s; s &= s - 1) {
+        const size_t i = size_t(__builtin_ctzll(s));
+        if (n.literals[i].size() == f.index) {  // no opening is another's prefix: this one is chosen
+          f.count = uint32_t(i);
+          f.phase = w_value;
+        }
+      }
+      return Step::consumed;
+    }
+    case w_value:
+      f.phase = w_suffix;
+      f.index = 0;
+      return begin_value(n.alternatives[f.count], byte) ? Step::consumed : Step::rejected;
+    case w_suffix:
+      if (f.index >= n.suffix.size() || uint8_t(n.suffix[f.index]) != byte) return Step::rejected;
+      if (++f.index == n.suffix.size()) end_value();
+      return Step::consumed;
   }
   return Step::rejected;
 }
@@ -421,6 +459,16 @@ size_t JsonMatcher::frame_to_close(const Frame& f) const {
     case SchemaKind::literals: {
       size_t best = kInfinite;
       for (uint64_t s = f.set; s; s &= s - 1) best = std::min(best, n.literals[size_t(__builtin_ctzll(s))].size() - f.index);
+      return best;
+    }
+    case SchemaKind::wrapped: {
+      if (f.phase == w_suffix) return n.suffix.size() - f.index;
+      if (f.phase == w_value) return add(grammar_->node(n.alternatives[f.count]).min_bytes, n.suffix.size());
+      size_t best = kInfinite;
+      for (uint64_t s = f.set; s; s &= s - 1) {
+        const size_t i = size_t(__builtin_ctzll(s));
+        best = std::min(best, add(n.literals[i].size() - f.index + n.suffix.size(), grammar_->node(n.alternatives[i]).min_bytes));
+      }
       return best;
     }
     case SchemaKind::any_of:

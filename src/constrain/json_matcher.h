@@ -42,8 +42,9 @@ class JsonMatcher {
  private:
   struct Frame {
     uint32_t node = 0;
-    uint32_t index = 0;  // object: next property; array: items begun; string: characters; literal/number: bytes
-    uint32_t count = 0;  // object: key bytes matched, then the chosen property; string: next UTF-8 byte's range; number: 1 if signed
+    uint32_t index = 0;  // object: next property; array: items begun; string: characters; literal/number/wrapped: bytes
+    uint32_t count = 0;  // object: key bytes matched, then the chosen property; string: next UTF-8 byte's range;
+                     // number: 1 if signed; wrapped: the chosen text
     uint8_t phase = 0;
     uint8_t aux = 0;     // string: escape digits or continuation bytes still due; number: exponent digits
     uint8_t space = 0;   // whitespace bytes in the current gap
@@ -59,6 +60,7 @@ class JsonMatcher {
   Step string_byte(Frame& f, const SchemaNode& n, uint8_t byte);
   Step number_byte(Frame& f, const SchemaNode& n, uint8_t byte);
   Step literal_byte(Frame& f, const SchemaNode& n, uint8_t byte);
+  Step wrapped_byte(Frame& f, const SchemaNode& n, uint8_t byte);
   static std::optional<Step> gap(Frame& f, uint8_t byte);
   bool start_key(Frame& f, const SchemaNode& n);
   size_t frame_to_close(const Frame& f) const;

@@ -259,6 +259,31 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const json& 
   return std::shared_ptr<const JsonGrammar>(std::move(g));
 }
 
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::tool_call(const std::vector<Function>& functions, std::string_view before,
+                                                                  std::string_view between, std::string_view after) {
+  if (functions.empty() || functions.size() > kMaxLiterals)
+    return make_error(ErrorCode::bad_request, "tool_call: between 1 and " + std::to_string(kMaxLiterals) + " functions");
+  if (after.empty()) return make_error(ErrorCode::internal, "tool_call: a call must end with a closing text");
+  auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  SchemaNode call = node_of(SchemaKind::wrapped);
+  call.suffix = std::string(after);
+  for (const auto& f : functions) {
+    uint32_t arguments = g->any_object_;
+    if (f.parameters) {
+      SchemaCompiler compiler(*g, *f.parameters);  // each schema is its own document for its $refs
+      auto node = compiler.compile(*f.parameters, "(function " + f.name + ")", 0);
+      if (!node) return node.error();
+      arguments = *node;
+    }
+    call.literals.push_back(std::string(before) + f.name + std::string(between));
+    call.alternatives.push_back(arguments);
+  }
+  g->nodes_.push_back(std::move(call));
+  g->root_ = uint32_t(g->nodes_.size() - 1);
+  if (auto s = g->derive(); !s) return s.error();
+  return std::shared_ptr<const JsonGrammar>(std::move(g));
+}
+
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
   g->root_ = g->any_object_;
@@ -282,6 +307,9 @@ Status JsonGrammar::derive() {
         for (const auto& l : n.literals) set_byte(n.first_bytes, uint8_t(l[0]));
         break;
       case SchemaKind::any: n.first_bytes = bytes_of("{[\"-0123456789tfn"); break;
+      case SchemaKind::wrapped:
+        for (const auto& l : n.literals) set_byte(n.first_bytes, uint8_t(l[0]));
+        break;
       case SchemaKind::any_of: break;
     }
   }
@@ -312,6 +340,10 @@ Status JsonGrammar::derive() {
         case SchemaKind::any: m = 1; break;
         case SchemaKind::literals:
           for (const auto& l : n.literals) m = std::min(m, l.size());
+          break;
+        case SchemaKind::wrapped:
+          for (size_t i = 0; i < n.literals.size(); ++i)
+            m = std::min(m, add(n.literals[i].size() + n.suffix.size(), nodes_[n.alternatives[i]].min_bytes));
           break;
         case SchemaKind::any_of:
           for (uint32_t a : n.alternatives) {

@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -32,6 +33,8 @@ enum class SchemaKind : uint8_t {
   literals,  // one of a few JSON values, written compactly (enum, const, true/false/null)
   any_of,    // one alternative, chosen by the value's first byte
   any,       // any JSON value (json_object mode's values)
+  wrapped,   // one of several texts around a value: literals[i], value alternatives[i], then suffix
+             // (a tool call: the format's opening and the function's name, its arguments, the closing)
 };
 
 struct SchemaProperty {
@@ -48,7 +51,8 @@ struct SchemaNode {
   size_t min_items = 0, max_items = std::numeric_limits<size_t>::max();
   size_t min_length = 0, max_length = std::numeric_limits<size_t>::max();  // string, in characters
   std::vector<std::string> literals;        // literals: compact JSON texts
-  std::vector<uint32_t> alternatives;       // any_of
+  std::vector<uint32_t> alternatives;       // any_of; wrapped: the value after each literal
+  std::string suffix;                       // wrapped
   // Derived by compile: the bytes that can start the value, the fewest bytes it can take,
   // and for objects the fewest bytes the required properties from i on take, each with its
   // comma ("required_tail[i]"), and the shortest property entry from i on.
@@ -68,6 +72,14 @@ class JsonGrammar {
   static Result<std::shared_ptr<const JsonGrammar>> from_schema(const nlohmann::ordered_json& schema);
   // response_format json_object: any object.
   static std::shared_ptr<const JsonGrammar> any_object();
+  // A tool call in a chat format's words: `before` + the name + `between`, then arguments
+  // of that function's schema, then `after`. Errors name the function.
+  struct Function {
+    std::string name;             // as written (JSON-escaped)
+    nlohmann::ordered_json const* parameters;  // its schema; null: any object
+  };
+  static Result<std::shared_ptr<const JsonGrammar>> tool_call(const std::vector<Function>& functions, std::string_view before,
+                                                              std::string_view between, std::string_view after);
 
   const SchemaNode& node(uint32_t i) const { return nodes_[i]; }
   uint32_t root() const { return root_; }

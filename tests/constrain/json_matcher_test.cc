@@ -83,6 +83,27 @@ TEST(JsonMatcher, NumbersAndLiteralsEndAtTheNextByteOrAtTheEnd) {
   EXPECT_FALSE(takes(*any, R"({"a":tru1)"));
 }
 
+TEST(JsonMatcher, ToolCallsFollowTheChosenFunctionsSchema) {
+  const auto weather = ojson::parse(R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]})");
+  const auto time = ojson::parse(R"({"type":"object","properties":{"zone":{"enum":["UTC","CET"]}},"required":["zone"]})");
+  auto g = JsonGrammar::tool_call({{"get_weather", &weather}, {"get_time", &time}, {"get", nullptr}}, "<tool_call>\n{\"name\": \"",
+                                  "\", \"arguments\": ", "}\n</tool_call>");
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_TRUE(closes(**g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\",\"days\":3}}\n</tool_call>"));
+  EXPECT_TRUE(closes(**g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>"));
+  EXPECT_TRUE(closes(**g, "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"x\": [1]}}\n</tool_call>"));
+  EXPECT_FALSE(takes(**g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"city\"")) << "another function's arguments";
+  EXPECT_FALSE(takes(**g, "<tool_call>\n{\"name\": \"get_date")) << "no such function";
+  EXPECT_FALSE(takes(**g, "Sure! <tool_call>")) << "the call and nothing else";
+  JsonMatcher m(**g);
+  ASSERT_TRUE(m.feed("<tool_call>\n{\"name\": \"get_w"));
+  EXPECT_EQ(m.bytes_to_close(), std::string("eather\", \"arguments\": {\"city\":\"\"}}\n</tool_call>").size());
+  const auto bad = ojson::parse(R"({"type":"string","pattern":"x"})");
+  auto refused = JsonGrammar::tool_call({{"f", &bad}}, "<", ">", "</>");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("(function f)"), std::string::npos) << refused.error().message;
+}
+
 // From every prefix of valid texts, bytes_to_close is exact: some byte brings it down by
 // one, until the value closes.
 TEST(JsonMatcher, BytesToCloseIsAlwaysReachable) {
