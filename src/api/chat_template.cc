@@ -1,6 +1,9 @@
 #include "api/chat_template.h"
 
+#include <algorithm>
+
 #include "api/harmony.h"
+#include "api/python_json.h"
 
 namespace larql {
 namespace {
@@ -26,10 +29,77 @@ std::string render_llama3(const std::vector<ChatMessage>& messages) {
   return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
-// ChatML (Qwen): <|im_start|>role\ncontent<|im_end|>\n per message.
-std::string render_chatml(const std::vector<ChatMessage>& messages) {
+// Llama 3.1's template with tools (its defaults: tools in the first user message, date
+// 26 Jul 2024): the system turn says ipython and the dates, the definitions (indented JSON)
+// open the first user message, a call is the whole assistant turn as
+// {"name": …, "parameters": …}, and a result is an ipython turn, JSON-encoded (the template
+// tojson's any content).
+Result<std::string> render_llama31_tools(const std::vector<ChatMessage>& messages, const std::vector<nlohmann::ordered_json>& tools) {
+  auto [system, rest] = split_system(messages);
+  std::string out = "<|start_header_id|>system<|end_header_id|>\n\n" + std::string(tools.empty() ? "" : "Environment: ipython\n") +
+                    "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + trim(system.value_or("")) + "<|eot_id|>";
+  size_t next = 0;
+  if (!tools.empty()) {
+    if (rest.empty() || rest[0].role != "user")
+      return make_error(ErrorCode::invalid_argument, "the llama3 format puts tools in the first user message; there is none");
+    out += "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function "
+           "call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function "
+           "name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n";
+    for (const auto& t : tools) out += python_json(t, 4) + "\n\n";
+    out += trim(rest[0].content) + "<|eot_id|>";
+    next = 1;
+  }
+  for (size_t i = next; i < rest.size(); ++i) {
+    const ChatMessage& m = rest[i];
+    if (!m.tool_calls.empty()) {
+      if (m.tool_calls.size() != 1)
+        return make_error(ErrorCode::invalid_argument, "the llama3 format takes one tool call per assistant message");
+      const auto arguments = nlohmann::ordered_json::parse(m.tool_calls[0].arguments, nullptr, false);
+      out += "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"" + m.tool_calls[0].name + "\", \"parameters\": " +
+             python_json(arguments) + "}<|eot_id|>";
+    } else if (m.role == "tool") {
+      out += "<|start_header_id|>ipython<|end_header_id|>\n\n" + python_json(nlohmann::ordered_json(m.content)) + "<|eot_id|>";
+    } else {
+      out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+    }
+  }
+  return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+// ChatML (Qwen): <|im_start|>role\ncontent<|im_end|>\n per message. With tools, Qwen 3's
+// template: the definitions in the system turn (after the system text), the assistant's
+// calls as <tool_call> blocks after its text, consecutive tool results in one user turn.
+std::string render_chatml(const std::vector<ChatMessage>& messages, const std::vector<nlohmann::ordered_json>& tools) {
   std::string out;
-  for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  size_t first = 0;
+  if (!tools.empty()) {
+    out += "<|im_start|>system\n";
+    if (messages[0].role == "system") {
+      out += messages[0].content + "\n\n";
+      first = 1;
+    }
+    out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const auto& t : tools) out += "\n" + python_json(t);
+    out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+           "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+           "<args-json-object>}\n</tool_call><|im_end|>\n";
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+      continue;
+    }
+    out += "<|im_start|>" + m.role + "\n" + m.content;
+    for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+      if (k > 0 || !m.content.empty()) out += "\n";
+      out += "<tool_call>\n{\"name\": \"" + m.tool_calls[k].name + "\", \"arguments\": " + m.tool_calls[k].arguments + "}\n</tool_call>";
+    }
+    out += "<|im_end|>\n";
+  }
   return out + "<|im_start|>assistant\n";
 }
 
@@ -100,20 +170,34 @@ std::optional<ChatFormat> detect_chat_format(std::string_view template_text) {
   return std::nullopt;
 }
 
-Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage>& messages) {
+Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                const std::vector<nlohmann::ordered_json>& tools) {
   if (messages.empty()) return make_error(ErrorCode::invalid_argument, "messages is empty");
+  const bool with_tools = chat_format_info(format).tool_call.supported();
+  if (!tools.empty() && !with_tools)
+    return make_error(ErrorCode::invalid_argument, "tools are not supported with the " + std::string(chat_format_info(format).name) +
+                                                       " chat format (larql has tool calls for chatml and llama3)");
   if (format == ChatFormat::harmony) return render_harmony(messages, harmony_today());  // its own roles
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant")
-      return make_error(ErrorCode::invalid_argument, "messages[" + std::to_string(i) + "].role is '" + role +
-                                                         "'; expected system, user or assistant");
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (role != "system" && role != "user" && role != "assistant" && !(role == "tool" && with_tools))
+      return make_error(ErrorCode::invalid_argument, where + ".role is '" + role + "'; expected system, user, assistant" +
+                                                         (with_tools ? " or tool" : ""));
     if (role == "system" && i != 0)
-      return make_error(ErrorCode::invalid_argument, "messages[" + std::to_string(i) + "]: a system message must come first");
+      return make_error(ErrorCode::invalid_argument, where + ": a system message must come first");
+    if (!messages[i].tool_calls.empty() && !with_tools)
+      return make_error(ErrorCode::invalid_argument, where + ".tool_calls: the " + std::string(chat_format_info(format).name) +
+                                                         " chat format has no tool calls in larql");
   }
+  const bool tool_turns = std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+    return m.role == "tool" || !m.tool_calls.empty();
+  });
   switch (format) {
-    case ChatFormat::llama3: return render_llama3(messages);
-    case ChatFormat::chatml: return render_chatml(messages);
+    case ChatFormat::llama3:
+      if (!tools.empty() || tool_turns) return render_llama31_tools(messages, tools);
+      return render_llama3(messages);
+    case ChatFormat::chatml: return render_chatml(messages, tools);
     case ChatFormat::llama2: return render_llama2(messages);
     case ChatFormat::gemma: return render_gemma(messages);
     case ChatFormat::gemma4: return render_gemma4(messages);

@@ -10,17 +10,27 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/errors.h"
 
 namespace larql {
 
 enum class ChatFormat { llama3, llama2, chatml, gemma, gemma4, harmony };
 
+// How a format's assistant writes a tool call: `before` + the function's name + `between`
+// + its arguments as a JSON object + `after` (all empty: larql has no tool calls for it).
+struct ToolCallWords {
+  std::string_view before, between, after;
+  bool supported() const { return !before.empty(); }
+};
+
 struct ChatFormatInfo {
   ChatFormat format;
   std::string_view name;    // for --chat-template and logs
   std::string_view marker;  // text only this family's template contains
   std::string_view end_of_turn;  // the token that ends an assistant turn (generation stops there)
+  ToolCallWords tool_call = {};
 };
 
 // Checked in this order: Gemma 4's "<|turn>" before Gemma's "<start_of_turn>".
@@ -28,8 +38,11 @@ inline constexpr ChatFormatInfo kChatFormats[] = {
     {ChatFormat::harmony, "harmony", "<|channel|>", "<|return|>"},  // GPT-OSS (api/harmony.h)
     {ChatFormat::gemma4, "gemma4", "<|turn>", "<turn|>"},
     {ChatFormat::gemma, "gemma", "<start_of_turn>", "<end_of_turn>"},
-    {ChatFormat::llama3, "llama3", "<|start_header_id|>", "<|eot_id|>"},
-    {ChatFormat::chatml, "chatml", "<|im_start|>", "<|im_end|>"},
+    // Llama 3.1's JSON tool calls ("parameters"), the whole answer.
+    {ChatFormat::llama3, "llama3", "<|start_header_id|>", "<|eot_id|>", {"{\"name\": \"", "\", \"parameters\": ", "}"}},
+    // Hermes-style, as Qwen 2.5 and 3 write them, after any text.
+    {ChatFormat::chatml, "chatml", "<|im_start|>", "<|im_end|>",
+     {"<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>"}},
     {ChatFormat::llama2, "llama2", "[INST]", "</s>"},
 };
 
@@ -38,14 +51,23 @@ std::optional<ChatFormat> find_chat_format(std::string_view name);
 // The format whose marker the template text contains, if any.
 std::optional<ChatFormat> detect_chat_format(std::string_view template_text);
 
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object's text, as OpenAI sends it
+};
+
 struct ChatMessage {
-  std::string role;  // system, user or assistant (harmony: also developer)
+  std::string role;  // system, user, assistant or tool (harmony: also developer)
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // an assistant's
 };
 
 // The prompt text for `messages` followed by the assistant's opening (the generation
 // prompt), without BOS. Errors name what a format cannot express (e.g. Gemma 2's
 // template refuses a system message; we fold it into the first user turn, as Gemma 3's does).
-Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
+// `tools`: OpenAI's tool definitions ({"type": "function", "function": {...}}), rendered as
+// the format's template does (formats whose tool_call words are empty refuse them).
+Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                const std::vector<nlohmann::ordered_json>& tools = {});
 
 }  // namespace larql

@@ -1,5 +1,7 @@
 #include "api/openai_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <string>
 #include <nlohmann/json.hpp>
@@ -54,6 +56,79 @@ std::optional<OpenAiError> response_format(const std::string& body, const json& 
   return std::nullopt;
 }
 
+// An assistant message's tool_calls: [{"type": "function", "function": {"name", "arguments"}}],
+// arguments a JSON object's text.
+std::optional<OpenAiError> tool_calls_of(const json& calls, const std::string& where, ChatMessage& message) {
+  if (!calls.is_array()) return bad(where, where + " must be an array");
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const json& c = calls[k];
+    const std::string at = where + "[" + std::to_string(k) + "]";
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+        !c["function"]["name"].is_string() || !c["function"].contains("arguments") || !c["function"]["arguments"].is_string())
+      return bad(at, at + " must be {\"type\": \"function\", \"function\": {\"name\": string, \"arguments\": string}}");
+    const std::string arguments = c["function"]["arguments"].get<std::string>();
+    if (!json::parse(arguments, nullptr, false).is_object())
+      return bad(at + ".function.arguments", at + ".function.arguments must be a JSON object's text");
+    message.tool_calls.push_back({c["function"]["name"].get<std::string>(), arguments});
+  }
+  return std::nullopt;
+}
+
+bool valid_function_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 &&
+         std::all_of(name.begin(), name.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-'; });
+}
+
+// tools and tool_choice. The definitions are kept as sent, their keys in order (the body
+// again as ordered JSON: chat templates print them).
+std::optional<OpenAiError> tools(const std::string& body, const json& j, CompletionRequest& r) {
+  const bool has_tools = j.contains("tools") && !j["tools"].is_null() && !(j["tools"].is_array() && j["tools"].empty());
+  const bool has_choice = j.contains("tool_choice") && !j["tool_choice"].is_null();
+  if (!has_tools) {
+    if (has_choice && j["tool_choice"] != "none") return bad("tool_choice", "tool_choice needs tools");
+    return std::nullopt;
+  }
+  if (!r.chat) return bad("tools", "tools are for chat completions");
+  const json& list = j["tools"];
+  constexpr size_t kMaxTools = 64;
+  if (!list.is_array() || list.size() > kMaxTools) return bad("tools", "tools must be an array of at most 64 function definitions");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& t = list[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object() || t.value("type", std::string()) != "function" || !t.contains("function") || !t["function"].is_object())
+      return bad(where, where + " must be {\"type\": \"function\", \"function\": {...}}");
+    const json& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || !valid_function_name(f["name"].get<std::string>()))
+      return bad(where + ".function.name", where + ".function.name must be 1 to 64 letters, digits, _ or -");
+    if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+      return bad(where + ".function.parameters", where + ".function.parameters must be a JSON schema object");
+    if (std::find(names.begin(), names.end(), f["name"].get<std::string>()) != names.end())
+      return bad(where + ".function.name", "two tools are named '" + f["name"].get<std::string>() + "'");
+    names.push_back(f["name"].get<std::string>());
+  }
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (!ordered.is_object() || !ordered.contains("tools") || !ordered["tools"].is_array() || ordered["tools"].size() != list.size())
+    return bad("tools", "tools is given twice, differently");
+  r.tools.assign(ordered["tools"].begin(), ordered["tools"].end());
+  r.tool_choice = CompletionRequest::ToolChoice::automatic;
+  if (!has_choice) return std::nullopt;
+  const json& c = j["tool_choice"];
+  if (c == "none") r.tool_choice = CompletionRequest::ToolChoice::none;
+  else if (c == "auto") r.tool_choice = CompletionRequest::ToolChoice::automatic;
+  else if (c == "required") r.tool_choice = CompletionRequest::ToolChoice::required;
+  else if (c.is_object() && c.value("type", std::string()) == "function" && c.contains("function") && c["function"].is_object() &&
+           c["function"].contains("name") && c["function"]["name"].is_string()) {
+    r.tool_name = c["function"]["name"].get<std::string>();
+    if (std::find(names.begin(), names.end(), r.tool_name) == names.end())
+      return bad("tool_choice", "tool_choice names '" + r.tool_name + "', which is not among the tools");
+    r.tool_choice = CompletionRequest::ToolChoice::named;
+  } else {
+    return bad("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std::string& body, bool chat) {
@@ -71,9 +146,16 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
       const std::string where = "messages[" + std::to_string(i) + "]";
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
         return bad(where + ".role", where + " must be an object with a string role");
-      auto text = m.contains("content") ? content_text(m["content"]) : std::nullopt;
+      const bool calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+      // An assistant message that calls tools may have no content.
+      auto text = m.contains("content") && !(calls && m["content"].is_null()) ? content_text(m["content"])
+                                                                               : calls ? std::optional<std::string>("") : std::nullopt;
       if (!text) return bad(where + ".content", where + ".content must be a string or an array of text parts");
-      r.messages.push_back({m["role"].get<std::string>(), *text});
+      ChatMessage message{m["role"].get<std::string>(), *text};
+      if (calls) {
+        if (auto e = tool_calls_of(m["tool_calls"], where + ".tool_calls", message)) return *e;
+      }
+      r.messages.push_back(std::move(message));
     }
   } else {
     if (!j.contains("prompt")) return bad("prompt", "prompt is required");
@@ -179,7 +261,8 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
   if (j.contains("response_format") && !j["response_format"].is_null()) {
     if (auto e = response_format(body, j["response_format"], r)) return *e;
   }
-  for (const char* key : {"tools", "functions", "suffix"})
+  if (auto e = tools(body, j, r)) return *e;
+  for (const char* key : {"functions", "suffix"})
     if (j.contains(key) && !j[key].is_null() && j[key] != false && !(j[key].is_array() && j[key].empty()) &&
         !(j[key].is_object() && j[key].empty()))
       return bad(key, std::string(key) + " is not supported by larql");

@@ -47,6 +47,12 @@ struct CompletionRequest {
   size_t n = 1;  // choices, each its own sequence of the batch, sampled with seed + its index
   // response_format json_object or json_schema: what the text must be; null: plain text.
   std::shared_ptr<const JsonGrammar> grammar;
+  // Chat tools: the definitions as sent (key order kept: templates print them), and which
+  // may be called: none (the tools are left out of the prompt), auto (the model decides),
+  // required (a call of one of them), or the one named.
+  std::vector<nlohmann::ordered_json> tools;
+  enum class ToolChoice { none, automatic, required, named } tool_choice = ToolChoice::none;
+  std::string tool_name;  // named
 };
 
 // Parses `body`; `chat` selects the endpoint's schema.

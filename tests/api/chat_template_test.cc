@@ -2,6 +2,7 @@
 // documented output of each family's chat_template for the same conversation, BOS left
 // to the tokenizer), and the formats are recognised from the real templates' markers.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "api/chat_template.h"
 
@@ -65,13 +66,76 @@ TEST(ChatTemplate, RecognisedByTheMarkersOfTheRealTemplates) {
 }
 
 TEST(ChatTemplate, RefusesWhatNoFormatExpresses) {
-  for (const auto& bad : std::vector<std::vector<ChatMessage>>{{}, {{"tool", "x"}}, {{"user", "a"}, {"system", "late"}}}) {
+  for (const auto& bad : std::vector<std::vector<ChatMessage>>{{}, {{"user", "a"}, {"system", "late"}}}) {
     auto r = render_chat(ChatFormat::llama3, bad);
     EXPECT_FALSE(r.ok());
   }
+  EXPECT_FALSE(render_chat(ChatFormat::gemma, {{"tool", "x"}}).ok()) << "a format without tool calls has no tool role";
+  auto no_tools = render_chat(ChatFormat::gemma, {{"user", "a"}}, {nlohmann::ordered_json::parse(R"({"type":"function","function":{"name":"f"}})")});
+  ASSERT_FALSE(no_tools.ok());
+  EXPECT_NE(no_tools.error().message.find("tools are not supported with the gemma chat format"), std::string::npos);
   auto r = render_chat(ChatFormat::chatml, {{"user", "a"}, {"system", "late"}});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("messages[1]"), std::string::npos) << r.error().message;
+}
+
+// A weather tool and one round trip: the user asks, the assistant calls, the tool answers.
+const std::vector<nlohmann::ordered_json> kTools = {nlohmann::ordered_json::parse(
+    R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})")};
+const std::vector<ChatMessage> kRoundTrip = {
+    {"system", "Be brief."},
+    {"user", "Weather in Oslo?"},
+    {"assistant", "", {{"get_weather", R"({"city": "Oslo"})"}}},
+    {"tool", "{\"temp\": 3}"},
+};
+
+// Qwen 3's template (tokenizer_config.json chat_template) expanded by hand for these messages.
+TEST(ChatTemplate, ChatmlToolsAsQwen3sTemplateRendersThem) {
+  auto r = render_chat(ChatFormat::chatml, kRoundTrip, kTools);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r,
+            "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+            "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a city\", "
+            "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n"
+            "</tools>\n\nFor each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+            "</tool_call><|im_end|>\n"
+            "<|im_start|>user\nWeather in Oslo?<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\n{\"temp\": 3}\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+  // Two results in a row share one user turn; text before a call is kept, a newline between.
+  auto two = render_chat(ChatFormat::chatml, {{"user", "q"}, {"assistant", "Let me see.", {{"f", "{}"}, {"g", "{}"}}},
+                                              {"tool", "1"}, {"tool", "2"}});
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nLet me see.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
+                  "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+                  "<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+}
+
+// Llama 3.1's template with its defaults, expanded by hand.
+TEST(ChatTemplate, Llama3ToolsAsLlama31sTemplateRendersThem) {
+  auto r = render_chat(ChatFormat::llama3, kRoundTrip, kTools);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r,
+            "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function "
+            "call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
+            "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n"
+            "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n"
+            "        \"description\": \"Weather in a city\",\n        \"parameters\": {\n            \"type\": \"object\",\n"
+            "            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\"\n                }\n"
+            "            },\n            \"required\": [\n                \"city\"\n            ]\n        }\n    }\n}\n\n"
+            "Weather in Oslo?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}<|eot_id|>"
+            "<|start_header_id|>ipython<|end_header_id|>\n\n\"{\\\"temp\\\": 3}\"<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  auto two = render_chat(ChatFormat::llama3, {{"user", "q"}, {"assistant", "", {{"f", "{}"}, {"g", "{}"}}}}, kTools);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.error().message.find("one tool call per assistant message"), std::string::npos);
 }
 
 }  // namespace

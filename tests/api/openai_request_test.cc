@@ -111,6 +111,18 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_NE(pattern.message.find("json_schema/properties/id: the keyword 'pattern' is not supported"), std::string::npos)
       << pattern.message;
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(R"({"prompt":"a","response_format":{"type":"text"}})", false)));
+  const auto with_tools = parse_completion_request(R"({"messages":[{"role":"user","content":"a"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}]},
+      {"role":"tool","tool_call_id":"c","content":"2"}],
+      "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required"})", true);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(with_tools)) << std::get<OpenAiError>(with_tools).message;
+  const auto& t = std::get<CompletionRequest>(with_tools);
+  EXPECT_EQ(t.tool_choice, CompletionRequest::ToolChoice::required);
+  ASSERT_EQ(t.tools.size(), 1u);
+  EXPECT_EQ(t.tools[0].dump(), R"({"type":"function","function":{"name":"f","parameters":{"type":"object"}}})") << "key order kept";
+  ASSERT_EQ(t.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(t.messages[1].tool_calls[0].arguments, "{\"x\": 1}");
+  EXPECT_EQ(t.messages[2].role, "tool");
   const auto object = parse_completion_request(R"({"prompt":"a","response_format":{"type":"json_object"}})", false);
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(object));
   EXPECT_NE(std::get<CompletionRequest>(object).grammar, nullptr);
@@ -124,7 +136,16 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":{"5":101}})", false).param, "logit_bias");
   EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":[1]})", false).param, "logit_bias");
   EXPECT_EQ(error_of(R"({"prompt":"a","logit_bias":{"-3":1}})", false).param, "logit_bias");
-  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", true).param, "tools");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]})", true).param, "tools[0]");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"a b"}}]})", true).param,
+            "tools[0].function.name");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],
+                        "tool_choice":{"type":"function","function":{"name":"g"}}})", true).message,
+            "tool_choice names 'g', which is not among the tools");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tool_choice":"required"})", true).param, "tool_choice");
+  EXPECT_EQ(error_of(R"({"prompt":"a","tools":[{"type":"function","function":{"name":"f"}}]})", false).param, "tools");
+  EXPECT_EQ(error_of(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]})", true).param,
+            "messages[0].tool_calls[0].function.arguments");
   EXPECT_EQ(error_of(R"({"prompt":"a","seed":1.5})", false).param, "seed");
   // Found by fuzz_openai_request: each threw a JSON type error (a 500), or took another token.
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":[{"type":5,"text":"a"}]}]})", true).param,
