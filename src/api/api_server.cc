@@ -1,15 +1,15 @@
 #include "api/api_server.h"
 
-#include "api/harmony.h"
-#include "api/logprobs_json.h"
-
 #include <chrono>
 #include <ctime>
 #include <limits>
 #include <random>
 #include <sstream>
 
+#include "api/harmony.h"
+#include "api/logprobs_json.h"
 #include "api/stop_strings.h"
+#include "api/tool_calls.h"
 
 namespace larql {
 namespace {
@@ -50,7 +50,19 @@ struct ApiServer::Prepared {
   CompletionRequest request;
   std::vector<int> prompt;
   size_t max_tokens = 0;
+  std::optional<ToolCallWords> tool_call;  // tools offered: the answer's calls are read back in these words
 };
+
+namespace {
+
+// A tool call in OpenAI's shape; its id from the completion's and its place in the answer.
+json tool_call_json(const std::string& completion_id, size_t k, const ToolCall& call) {
+  return {{"id", "call_" + completion_id + "_" + std::to_string(k)},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+}  // namespace
 
 ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend& ffn, ThreadPool& pool, ApiOptions options)
     : model_(model),
@@ -106,9 +118,32 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
       return OpenAiError{400, "this model has no chat template larql recognises; start larql api with --chat-template NAME "
                               "(llama3, llama2, chatml, gemma, gemma4, harmony), or use /v1/completions", "invalid_request_error",
                          "messages", "no_chat_template"};
-    auto text = render_chat(*options_.chat_format, r.messages);
+    const bool offered = !r.tools.empty() && r.tool_choice != CompletionRequest::ToolChoice::none;
+    const ToolCallWords& words = chat_format_info(*options_.chat_format).tool_call;
+    if (offered && !words.supported())
+      return OpenAiError{400, "tools are not supported with the " + std::string(chat_format_info(*options_.chat_format).name) +
+                                  " chat format (larql has tool calls for chatml and llama3)", "invalid_request_error", "tools", ""};
+    auto text = render_chat(*options_.chat_format, r.messages, offered ? r.tools : std::vector<nlohmann::ordered_json>{});
     if (!text) return OpenAiError{400, text.error().message, "invalid_request_error", "messages", ""};
     p.prompt = tokenizer_->encode(*text);
+    if (offered) p.tool_call = words;
+    // A call required (of any tool, or the one named): the whole call is constrained, its
+    // arguments by that function's parameters.
+    if (r.tool_choice == CompletionRequest::ToolChoice::required || r.tool_choice == CompletionRequest::ToolChoice::named) {
+      if (r.grammar)
+        return OpenAiError{400, "response_format and a required tool call cannot both constrain the answer",
+                           "invalid_request_error", "tool_choice", ""};
+      std::vector<JsonGrammar::Function> functions;
+      for (const auto& t : r.tools) {
+        const auto& f = t["function"];
+        if (r.tool_choice == CompletionRequest::ToolChoice::named && f["name"] != r.tool_name) continue;
+        const bool schema = f.contains("parameters") && f["parameters"].is_object();
+        functions.push_back({f["name"].get<std::string>(), schema ? &f["parameters"] : nullptr});
+      }
+      auto grammar = JsonGrammar::tool_call(functions, words.before, words.between, words.after);
+      if (!grammar) return OpenAiError{400, grammar.error().message, "invalid_request_error", "tools", ""};
+      p.request.grammar = *grammar;
+    }
   } else if (const auto* text = std::get_if<std::string>(&r.prompt)) {
     p.prompt = tokenizer_->encode(*text);
   } else {
@@ -172,8 +207,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   // The request's tokens as the engine makes them, turned into text on this thread. `emit`
   // gets each piece of text as it becomes final (content, or a harmony answer's reasoning)
   // with the log-probabilities of the tokens generated since the last content piece (when
-  // asked for), and returns false when the client is gone; the result is the finish reason,
-  // or an error. The job is cancelled when it ends early.
+  // asked for) and the tool calls completed with it (when tools are offered), and returns
+  // false when the client is gone; the result is the finish reason, or an error. The job
+  // is cancelled when it ends early.
   struct Outcome {
     std::string finish_reason;
     size_t completion_tokens = 0;
@@ -183,7 +219,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   // A harmony chat answers in channels: the final one is its content, the analysis one its
   // reasoning (stop strings apply to the content).
   const bool harmony = chat && options_.chat_format == ChatFormat::harmony;
-  using Emit = std::function<bool(const std::string& piece, bool reasoning, std::span<const TokenLogprobs> logprobs)>;
+  using Emit = std::function<bool(const std::string& piece, bool reasoning, std::span<const TokenLogprobs> logprobs,
+                                  std::span<const ToolCall> calls)>;
   // echo: the prompt's text (as given, or its ids decoded) goes first, with its tokens'
   // log-probabilities when asked for (the first token has none: null).
   std::string echoed;
@@ -191,9 +228,10 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     echoed = std::holds_alternative<std::string>(p.request.prompt) ? std::get<std::string>(p.request.prompt) : tokenizer_->decode(p.prompt);
   auto run = [this, stop = p.request.stop, last_prompt = p.prompt.back(), prompt_tokens = p.prompt.size(), arrived, harmony,
               client_gone = request.client_gone, echoed, first_prompt = p.prompt.front(),
-              echo_logprobs = p.request.echo && p.request.top_logprobs](const std::shared_ptr<Job>& job, const Emit& emit) {
+              echo_logprobs = p.request.echo && p.request.top_logprobs,
+              tool_call = p.tool_call](const std::shared_ptr<Job>& job, const Emit& emit) {
     Outcome out;
-    if (!echoed.empty() && !echo_logprobs && !emit(echoed, false, {})) {
+    if (!echoed.empty() && !echo_logprobs && !emit(echoed, false, {}, {})) {
       job->cancel();
       return out;
     }
@@ -209,15 +247,22 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     };
     std::vector<TokenLogprobs> pending;  // the log-probabilities of tokens whose text is not out yet
     auto pass_reasoning = [&] {
-      const bool ok = reasoning.empty() || emit(reasoning, true, {});
+      const bool ok = reasoning.empty() || emit(reasoning, true, {}, {});
       reasoning.clear();
       return ok;
     };
-    auto pass_content = [&](const std::string& piece) {
-      if (piece.empty()) return true;
-      const bool ok = emit(piece, false, pending);
+    // Tools offered: the content is read for calls before it is passed on.
+    std::optional<ToolCallParser> calls;
+    if (tool_call) calls.emplace(*tool_call);
+    auto pass = [&](const ToolCallParser::Out& o) {
+      if (o.content.empty() && o.calls.empty()) return true;
+      const bool ok = emit(o.content, false, pending, o.calls);
       pending.clear();
       return ok;
+    };
+    auto pass_content = [&](const std::string& piece, bool last = false) {
+      if (!calls) return pass({piece, {}});
+      return pass(calls->push(piece)) && (!last || pass(calls->finish()));
     };
     Clock::time_point previous_token;
     for (;;) {
@@ -232,7 +277,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       if (event->prompt_logprobs) {
         std::vector<TokenLogprobs> scored{{first_prompt, std::numeric_limits<float>::quiet_NaN(), {}}};
         scored.insert(scored.end(), event->prompt_logprobs->begin(), event->prompt_logprobs->end());
-        if (!emit(echoed, false, scored)) {
+        if (!emit(echoed, false, scored, {})) {
           job->cancel();
           return out;
         }
@@ -258,7 +303,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         }
         if (stops.stopped()) {
           job->cancel();
-          out.finish_reason = "stop";
+          pass_content("", true);
+          out.unsent_logprobs = std::move(pending);
+          out.finish_reason = calls && calls->called() ? "tool_calls" : "stop";
           break;
         }
         continue;
@@ -275,9 +322,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       }
       const std::string rest = stops.push(last) + stops.finish();
       pass_reasoning();
-      pass_content(rest);
+      pass_content(rest, true);
       out.unsent_logprobs = std::move(pending);
-      out.finish_reason = stops.stopped() || event->end == Job::End::eos ? "stop" : "length";
+      out.finish_reason = stops.stopped() || event->end == Job::End::eos ? (calls && calls->called() ? "tool_calls" : "stop") : "length";
       break;
     }
     std::lock_guard lock(metrics_mutex_);
@@ -305,9 +352,12 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       std::string text, reasoning;
       std::vector<TokenLogprobs> logprobs;
-      const Outcome o = run(jobs[i], [&](const std::string& piece, bool is_reasoning, std::span<const TokenLogprobs> tokens) {
+      json tool_calls = json::array();
+      const Outcome o = run(jobs[i], [&](const std::string& piece, bool is_reasoning, std::span<const TokenLogprobs> tokens,
+                                         std::span<const ToolCall> calls) {
         (is_reasoning ? reasoning : text) += piece;
         logprobs.insert(logprobs.end(), tokens.begin(), tokens.end());
+        for (const auto& c : calls) tool_calls.push_back(tool_call_json(id, tool_calls.size(), c));
         return true;
       });
       if (o.error) {
@@ -319,6 +369,10 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       size_t text_offset = 0;
       json message{{"role", "assistant"}, {"content", text}};
       if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+      if (!tool_calls.empty()) {
+        message["tool_calls"] = tool_calls;
+        if (text.empty()) message["content"] = nullptr;  // as OpenAI answers a call without text
+      }
       choices.push_back({{"index", i}, {chat ? "message" : "text", chat ? message : json(text)},
                          {"logprobs", logprobs_json(logprobs, text_offset)}, {"finish_reason", o.finish_reason}});
     }
@@ -351,9 +405,22 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     for (; index < jobs.size(); ++index) {
       text_offset = 0;
       if (chat && !send(sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return cancel_all();
-      const Outcome o = run(jobs[index], [&](const std::string& piece, bool reasoning, std::span<const TokenLogprobs> tokens) {
+      size_t calls_sent = 0;
+      const Outcome o = run(jobs[index], [&](const std::string& piece, bool reasoning, std::span<const TokenLogprobs> tokens,
+                                             std::span<const ToolCall> calls) {
         if (client_gone && client_gone()) return false;
-        return send(sse(chunk(chat ? json{{reasoning ? "reasoning_content" : "content", piece}} : json(piece), nullptr, tokens)));
+        if (!chat) return send(sse(chunk(json(piece), nullptr, tokens)));
+        json delta = json::object();
+        if (!piece.empty()) delta[reasoning ? "reasoning_content" : "content"] = piece;
+        if (!calls.empty()) {
+          delta["tool_calls"] = json::array();
+          for (const auto& c : calls) {
+            json call = tool_call_json(id, calls_sent, c);
+            call["index"] = calls_sent++;
+            delta["tool_calls"].push_back(std::move(call));
+          }
+        }
+        return send(sse(chunk(delta, nullptr, tokens)));
       });
       if (o.error) {
         send(sse(error_json({http_status(o.error->code), o.error->message, "server_error", "",

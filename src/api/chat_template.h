@@ -20,8 +20,11 @@ enum class ChatFormat { llama3, llama2, chatml, gemma, gemma4, harmony };
 
 // How a format's assistant writes a tool call: `before` + the function's name + `between`
 // + its arguments as a JSON object + `after` (all empty: larql has no tool calls for it).
+// A call is read back from the text between `open` and `close`, or, when they are empty,
+// from the whole answer.
 struct ToolCallWords {
   std::string_view before, between, after;
+  std::string_view open = {}, close = {};
   bool supported() const { return !before.empty(); }
 };
 
@@ -42,7 +45,7 @@ inline constexpr ChatFormatInfo kChatFormats[] = {
     {ChatFormat::llama3, "llama3", "<|start_header_id|>", "<|eot_id|>", {"{\"name\": \"", "\", \"parameters\": ", "}"}},
     // Hermes-style, as Qwen 2.5 and 3 write them, after any text.
     {ChatFormat::chatml, "chatml", "<|im_start|>", "<|im_end|>",
-     {"<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>"}},
+     {"<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "<tool_call>", "</tool_call>"}},
     {ChatFormat::llama2, "llama2", "[INST]", "</s>"},
 };
 

@@ -403,6 +403,29 @@ TEST(ApiServer, JsonSchemaAnswersAlwaysValidateThroughTheNodeClient) {
   std::printf("structured output, streamed: %s\n", got["streamed"].get<std::string>().c_str());
 }
 
+// Tool calls through the Node client (chatml, the Hermes-style calls Qwen writes): with
+// tool_choice named or required the whole call is constrained, so the demo model's calls
+// name the function and their arguments validate against its parameters (ajv), whole and
+// streamed; the call goes back with the tool's result and is answered; tool_choice none
+// answers in text.
+TEST(ApiServer, ToolCallsRoundTripThroughTheNodeClient) {
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", kKey, "--threads", "2"});
+  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
+                                   "/tests/api/openai_tools.js' '" + api.url() + "/v1' '" + kKey + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+  EXPECT_EQ(got["named"]["finish"], "tool_calls") << got.dump();
+  ASSERT_EQ(got["named"]["calls"].size(), 1u) << got.dump();
+  EXPECT_TRUE(got["named"]["content"].is_null()) << "a call without text has null content";
+  EXPECT_EQ(got["streamed"]["finish"], "tool_calls") << got.dump();
+  EXPECT_EQ(got["streamed"]["calls"].size(), 1u) << got.dump();
+  EXPECT_TRUE(got["arguments_valid"].get<bool>()) << got.dump();
+  EXPECT_TRUE(got["round_trip"]["content"].is_string()) << got.dump();
+  EXPECT_EQ(got["round_trip"]["finish"], "length");
+  EXPECT_FALSE(got["none"]["has_calls"].get<bool>());
+  std::printf("tool call (named): %s\n", got["named"]["calls"][0].dump().c_str());
+}
+
 TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
   ChildProcess shard({"serve", test::kDemo, "--port", "0", "--threads", "1"});
   test::GatedProxy gate(shard.url());  // holds every FFN call until opened
