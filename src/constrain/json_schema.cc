@@ -158,18 +158,25 @@ class SchemaCompiler {
     return v.get<size_t>();
   }
 
+  // A lower and an upper count (minLength/maxLength, minItems/maxItems); `hi` is left as it
+  // is (unbounded) when its keyword is absent.
+  static Status bounds(const json& s, const char* min_key, const char* max_key, const std::string& where, size_t& lo, size_t& hi) {
+    auto low = count(s, min_key, where);
+    if (!low) return low.error();
+    auto high = count(s, max_key, where);
+    if (!high) return high.error();
+    lo = *low;
+    if (s.contains(max_key)) hi = *high;
+    if (lo > hi) return refuse(where, std::string(min_key) + " is above " + max_key);
+    return Ok{};
+  }
+
   // Keywords of a kind the value is not do not apply to it (JSON Schema's rule), so a
   // type list shares one schema object.
   Result<uint32_t> typed(const json& s, const std::string& type, const std::string& where, size_t depth) {
     if (type == "string") {
       SchemaNode n = node_of(SchemaKind::string);
-      auto lo = count(s, "minLength", where);
-      auto hi = count(s, "maxLength", where);
-      if (!lo) return lo.error();
-      if (!hi) return hi.error();
-      n.min_length = *lo;
-      if (s.contains("maxLength")) n.max_length = *hi;
-      if (n.min_length > n.max_length) return refuse(where, "minLength is above maxLength");
+      if (auto b = bounds(s, "minLength", "maxLength", where, n.min_length, n.max_length); !b) return b.error();
       return add_node(std::move(n));
     }
     if (type == "number") return add_node(node_of(SchemaKind::number));
@@ -178,13 +185,7 @@ class SchemaCompiler {
     if (type == "null") return add_node(literal_node({"null"}));
     if (type == "array") {
       SchemaNode n = node_of(SchemaKind::array);
-      auto lo = count(s, "minItems", where);
-      auto hi = count(s, "maxItems", where);
-      if (!lo) return lo.error();
-      if (!hi) return hi.error();
-      n.min_items = *lo;
-      if (s.contains("maxItems")) n.max_items = *hi;
-      if (n.min_items > n.max_items) return refuse(where, "minItems is above maxItems");
+      if (auto b = bounds(s, "minItems", "maxItems", where, n.min_items, n.max_items); !b) return b.error();
       n.items = g_.any_value_;
       if (s.contains("items")) {
         auto items = compile(s["items"], where + "/items", depth + 1);
