@@ -55,9 +55,10 @@ struct ApiServer::Prepared {
 
 namespace {
 
-// A tool call in OpenAI's shape; its id from the completion's and its place in the answer.
-json tool_call_json(const std::string& completion_id, size_t k, const ToolCall& call) {
-  return {{"id", "call_" + completion_id + "_" + std::to_string(k)},
+// A tool call in OpenAI's shape; its id from the completion's, the choice's and its place
+// in the answer, so ids are unique within a response.
+json tool_call_json(const std::string& completion_id, size_t choice, size_t k, const ToolCall& call) {
+  return {{"id", "call_" + completion_id + "_" + std::to_string(choice) + "_" + std::to_string(k)},
           {"type", "function"},
           {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
@@ -357,7 +358,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                                          std::span<const ToolCall> calls) {
         (is_reasoning ? reasoning : text) += piece;
         logprobs.insert(logprobs.end(), tokens.begin(), tokens.end());
-        for (const auto& c : calls) tool_calls.push_back(tool_call_json(id, tool_calls.size(), c));
+        for (const auto& c : calls) tool_calls.push_back(tool_call_json(id, i, tool_calls.size(), c));
         return true;
       });
       if (o.error) {
@@ -415,7 +416,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         if (!calls.empty()) {
           delta["tool_calls"] = json::array();
           for (const auto& c : calls) {
-            json call = tool_call_json(id, calls_sent, c);
+            json call = tool_call_json(id, index, calls_sent, c);
             call["index"] = calls_sent++;
             delta["tool_calls"].push_back(std::move(call));
           }
