@@ -159,10 +159,24 @@ void divide(float* x, size_t n, float by) {
 void softmax(float* x, size_t n) { softmax_rows(x, 1, n, n); }
 
 double log_sum_exp(const float* x, size_t n) {
-  const double max = *std::max_element(x, x + n);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - max);
-  return max + std::log(sum);
+  if (n == 0) return -std::numeric_limits<double>::infinity();
+  const float max = row_max(x, n);
+  if (!std::isfinite(max)) return max;  // all −inf (log 0), or an infinity or NaN that decides it
+  // The exponentials by the vectorised kernel a block at a time (a vocabulary's row is 10^5
+  // values: std::exp in double was most of a log-probability's cost), summed in double.
+  constexpr size_t kBlock = 2048;
+  float block[kBlock];
+  double lanes[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    std::copy(x + i, x + i + m, block);
+    exp_shifted_in_place(block, m, max);
+    size_t j = 0;
+    for (; j + 4 <= m; j += 4)
+      for (size_t l = 0; l < 4; ++l) lanes[l] += block[j + l];
+    for (; j < m; ++j) lanes[0] += block[j];
+  }
+  return double(max) + std::log((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]));
 }
 
 void softmax_rows(float* x, size_t rows, size_t stride, size_t n, const float* sinks) {

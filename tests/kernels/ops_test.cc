@@ -122,6 +122,31 @@ TEST(RmsNorm, RowsSideBySideGiveEachRowsBitsInOrder) {
   EXPECT_GT(checked, 10000u);
 }
 
+// Against long double: rows of a vocabulary's size (blocks and a ragged tail), wide and
+// narrow spreads, with masked (−inf) entries; and the edge cases.
+TEST(LogSumExp, WithinAMillionthOfTheExactValue) {
+  std::mt19937 rng(5);
+  for (size_t n : {size_t(1), size_t(7), size_t(2048), size_t(151669)}) {
+    for (float spread : {1.0f, 30.0f}) {
+      std::normal_distribution<float> logit(0.0f, spread);
+      std::vector<float> row(n);
+      for (auto& v : row) v = logit(rng);
+      if (n > 4) row[3] = -std::numeric_limits<float>::infinity();
+      const long double max = *std::max_element(row.begin(), row.end());
+      long double sum = 0;
+      for (float v : row) sum += std::exp((long double)v - max);
+      const double exact = double(max + std::log(sum));
+      EXPECT_NEAR(log_sum_exp(row.data(), n), exact, 1e-6 * std::max(1.0, std::fabs(exact))) << n << " values, spread " << spread;
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> masked = {-inf, -inf};
+  EXPECT_EQ(log_sum_exp(masked.data(), 2), -double(inf)) << "log 0";
+  EXPECT_EQ(log_sum_exp(nullptr, 0), -double(inf));
+  const std::vector<float> one = {2.5f};
+  EXPECT_DOUBLE_EQ(log_sum_exp(one.data(), 1), 2.5);
+}
+
 TEST(Softmax, ANanFirstOrLaterMakesTheRowNan) {
   for (size_t at : {0u, 1u, 17u}) {
     std::vector<float> x(20, 1.0f);
