@@ -29,6 +29,9 @@ enum StringPhase : uint8_t { s_body, s_escape, s_unicode, s_utf8 };
 enum NumberPhase : uint8_t { n_minus, n_zero, n_int, n_dot, n_frac, n_e, n_esign, n_exp };
 enum WrappedPhase : uint8_t { w_prefix, w_value, w_suffix };
 
+// A frame's whitespace gap: spaces and tabs in the low bits, then two flags.
+constexpr uint8_t kIndent = 0x3F, kBreak = 0x40, kReturn = 0x80;
+
 bool number_complete(uint8_t phase) { return phase == n_zero || phase == n_int || phase == n_frac || phase == n_exp; }
 
 uint32_t byte_range(uint8_t lo, uint8_t hi) { return uint32_t(lo) << 8 | hi; }
@@ -163,14 +166,21 @@ JsonMatcher::Step JsonMatcher::wrapped_byte(Frame& f, const SchemaNode& n, uint8
   return Step::rejected;
 }
 
-// Whitespace in a gap between tokens: taken while the gap is short enough. Any other byte
-// ends the gap.
+// Whitespace in a gap between tokens: at most one line break (a \r only right before its
+// \n) and kMaxIndent spaces or tabs. Any other byte ends the gap.
 std::optional<JsonMatcher::Step> JsonMatcher::gap(Frame& f, uint8_t byte) {
   if (!is_space(byte)) {
+    if (f.space & kReturn) return Step::rejected;  // a \r not followed by \n
     f.space = 0;
     return std::nullopt;
   }
-  if (f.space >= kMaxSpace) return Step::rejected;
+  if (f.space & kReturn && byte != '\n') return Step::rejected;
+  if (byte == '\n' || byte == '\r') {
+    if (f.space & kBreak) return Step::rejected;
+    f.space = byte == '\n' ? uint8_t((f.space & kIndent) | kBreak) : uint8_t(f.space | kReturn);
+    return Step::consumed;
+  }
+  if ((f.space & kIndent) >= kMaxIndent) return Step::rejected;
   ++f.space;
   return Step::consumed;
 }
@@ -482,7 +492,8 @@ size_t JsonMatcher::bytes_to_close() const {
   if (depth_ == 0) return grammar_->node(grammar_->root()).min_bytes;
   size_t total = 0;
   for (size_t d = 0; d < depth_; ++d) total = add(total, frame_to_close(frames_[d]));
-  return total;
+  // A gap's \r must be followed by its \n (only the innermost frame can be in a gap).
+  return add(total, frames_[depth_ - 1].space & kReturn ? 1 : 0);
 }
 
 }  // namespace larql

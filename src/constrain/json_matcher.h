@@ -2,8 +2,9 @@
 // with one small frame per open value. Structured output feeds it each token's bytes and
 // asks, for every candidate token, whether its bytes can come next (token_mask.h).
 //
-// The text is compact except for whitespace between tokens (at most kMaxSpace bytes per
-// gap, so a model cannot pad forever); nothing precedes the value and nothing follows it.
+// The text is compact except for whitespace between tokens, as pretty-printers write it: in
+// each gap at most one line break (\n or \r\n) and kMaxIndent spaces or tabs, so a model
+// cannot pad forever; nothing precedes the value and nothing follows it.
 #pragma once
 
 #include <array>
@@ -18,7 +19,7 @@ namespace larql {
 
 class JsonMatcher {
  public:
-  static constexpr uint8_t kMaxSpace = 32;
+  static constexpr uint8_t kMaxIndent = 16;
 
   explicit JsonMatcher(const JsonGrammar& grammar) : grammar_(&grammar) {}
   JsonMatcher(const JsonMatcher& other) { *this = other; }
@@ -47,7 +48,7 @@ class JsonMatcher {
                      // number: 1 if signed; wrapped: the chosen text
     uint8_t phase = 0;
     uint8_t aux = 0;     // string: escape digits or continuation bytes still due; number: exponent digits
-    uint8_t space = 0;   // whitespace bytes in the current gap
+    uint8_t space = 0;   // the current gap: spaces and tabs (low bits), a line break (kBreak), a \r (kReturn)
     uint64_t set = 0;    // object: candidate keys (bit i: property index + i); literals: candidates
   };
   enum class Step { consumed, rejected, passed };

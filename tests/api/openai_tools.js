@@ -12,7 +12,7 @@ const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
 
 const parameters = {
   type: "object",
-  properties: { city: { type: "string", maxLength: 8 }, days: { type: "integer" } },
+  properties: { city: { type: "string", maxLength: 8 } },
   required: ["city"],
   additionalProperties: false,
 };

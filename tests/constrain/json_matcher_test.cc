@@ -62,7 +62,10 @@ TEST(JsonMatcher, FollowsTheSchema) {
   EXPECT_FALSE(takes(*g, "{\"name\":\"\xed\xa0\x80")) << "a UTF-16 surrogate in UTF-8";
   EXPECT_FALSE(takes(*g, R"({"name":"\x")")) << "an unknown escape";
   EXPECT_FALSE(takes(*g, R"( {)")) << "nothing before the value";
-  EXPECT_FALSE(takes(*g, "{" + std::string(JsonMatcher::kMaxSpace + 1, ' '))) << "whitespace is bounded";
+  EXPECT_TRUE(takes(*g, "{\r\n" + std::string(JsonMatcher::kMaxIndent, ' ') + "\"name\":\t\"x\" ,\n  \"age\""));
+  EXPECT_FALSE(takes(*g, "{" + std::string(JsonMatcher::kMaxIndent + 1, ' '))) << "indentation is bounded";
+  EXPECT_FALSE(takes(*g, "{\n\n")) << "one line break per gap";
+  EXPECT_FALSE(takes(*g, "{\r ")) << "a \\r only before its \\n";
 }
 
 TEST(JsonMatcher, NumbersAndLiteralsEndAtTheNextByteOrAtTheEnd) {
