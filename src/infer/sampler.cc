@@ -1,6 +1,7 @@
 #include "infer/sampler.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -129,7 +130,14 @@ TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_
   if (top == 0) return out;
   std::vector<float> kept;  // the filters' distribution, where they remove tokens
   const bool filtered = filters();
-  if (filtered) distribution(logits, kept);
+  if (filtered && !allowed.empty()) {  // the filters cut the distribution the mask left
+    std::vector<float> masked(logits.begin(), logits.end());
+    for (size_t i = 0; i < masked.size(); ++i)
+      if (i >= allowed.size() || !allowed[i]) masked[i] = -std::numeric_limits<float>::infinity();
+    distribution(masked, kept);
+  } else if (filtered) {
+    distribution(logits, kept);
+  }
   // The `top` largest in one pass, kept sorted (an id ties with an earlier one: the earlier first).
   std::vector<std::pair<float, int>> best;
   best.reserve(top + 1);

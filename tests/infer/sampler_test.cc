@@ -63,6 +63,18 @@ TEST(Sampler, LogprobsAreTheRawLogSoftmaxLessWhatTopPRemoves) {
   ASSERT_EQ(cut.top.size(), 3u);
   EXPECT_EQ(cut.top[2].first, 2);
   EXPECT_TRUE(Sampler({}).logprobs(l, 1, 0).top.empty());
+  // Structured output's mask: masked tokens are left out of the top, the values stay the raw
+  // log-softmax, and the filters cut what the mask left (top-k 1 keeps the best allowed one).
+  std::vector<uint8_t> allowed(l.size(), 1);
+  allowed[1] = allowed[4] = 0;
+  const TokenLogprobs masked = Sampler({}).logprobs(l, 2, 2, allowed);
+  ASSERT_EQ(masked.top.size(), 2u);
+  EXPECT_EQ(masked.top[0].first, 2);
+  EXPECT_EQ(masked.top[1].first, 6);
+  EXPECT_FLOAT_EQ(masked.top[0].second, expected(2));
+  const TokenLogprobs masked_k = Sampler({.temperature = 1.0f, .top_k = 1}).logprobs(l, 2, 3, allowed);
+  ASSERT_EQ(masked_k.top.size(), 1u);
+  EXPECT_EQ(masked_k.top[0].first, 2);
 }
 
 TEST(Sampler, TopKAndMinPCutTheTail) {
