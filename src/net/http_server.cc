@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "net/http_dispatch.h"
+#include "net/systemd_notify.h"
 #include "net/timed_socket.h"
 
 namespace larql {
@@ -341,6 +342,7 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
   std::cout << describe << ", listening on " << (tls ? "https" : "http") << "://" << o.host << ":"
             << acceptor.local_endpoint().port() << std::endl;
   if (o.on_listening) o.on_listening(acceptor.local_endpoint().port());
+  notify_systemd("READY=1");  // a Type=notify unit is started once it listens
 
   const Dispatcher dispatcher(routes, o);
   ConnectionSet connections(o.max_connections);
@@ -356,6 +358,7 @@ int serve_http(const std::vector<Route>& routes, const HttpServerOptions& o, con
     sigaddset(&set, SIGTERM);
     int sig = 0;
     sigwait(&set, &sig);
+    notify_systemd("STOPPING=1");
     stopping = true;
     ::shutdown(acceptor.native_handle(), SHUT_RDWR);  // wakes the blocking accept()
     connections.stop_all();
