@@ -12,7 +12,7 @@ SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
 SYNTH_G4_31B := build/models/synth-gemma4-31b-width-4l
 SYNTH_QWEN3_MOE := build/models/synth-qwen3-30b-a3b-width-12l
 
-.PHONY: all deps build test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model clean
+.PHONY: all deps build package test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model clean
 
 all: build
 
@@ -22,6 +22,11 @@ deps:
 build: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build build -j $(JOBS)
+
+# A Debian package of the release build (build/larql_VERSION_ARCH.deb): the binary, the demo
+# models, a man page and the systemd units (scripts/make-package.sh).
+package: build
+	@bash scripts/make-package.sh build
 
 # Everything CI runs: the normal build and all its tests, all tests again under ASan+UBSan
 # (the integration tests then start sanitized servers and routers), each fuzz target for

@@ -87,14 +87,18 @@ std::string generate_text(const Model& m, const Tokenizer* tok, FfnBackend& ffn,
 }
 
 // A committed demo model (models/demo, or models/demo-moe): under the current directory,
-// else next to the build directory this binary sits in (build/larql -> models/demo), so
-// `larql demo` works from the repository root and from anywhere else in a checkout.
+// else next to the build directory this binary sits in (build/larql -> models/demo), else
+// where the package installs it (/usr/bin/larql -> /usr/share/larql/models/demo), so
+// `larql demo` works from the repository root, from anywhere else in a checkout, and
+// installed.
 std::string default_model(const std::string& name) {
   namespace fs = std::filesystem;
   if (fs::exists(name + "/config.json")) return name;
   std::error_code ec;
-  const fs::path beside_build = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / name;
-  if (!ec && fs::exists(beside_build / "config.json")) return beside_build.string();
+  const fs::path prefix = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (ec) return name;
+  for (const fs::path& candidate : {prefix / name, prefix / "share/larql" / name})
+    if (fs::exists(candidate / "config.json")) return candidate.string();
   return name;
 }
 
