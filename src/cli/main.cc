@@ -14,6 +14,7 @@
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
 #include "cli/perplexity_command.h"
+#include "cli/plan_command.h"
 #include "cli/quantize_command.h"
 #include "cli/synth_command.h"
 #include "cli/tokenize_command.h"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   larql::cli::add_quantize_command(app);
   larql::cli::add_export_llama2c_command(app);
   larql::cli::add_perplexity_command(app);
+  larql::cli::add_plan_command(app);
   // The commands return their errors; what still escapes one (an allocation a checkpoint's
   // sizes made fail) ends larql with a message rather than an abort and a core dump.
   try {

@@ -298,5 +298,29 @@ TEST(DemoCli, WithoutTheDemoModelItSaysWhatToPass) {
   EXPECT_NE(r.out.find("pass MODEL"), std::string::npos) << r.out;
 }
 
+// `larql plan` as an operator runs it: JSON with the map, the KV cache at the model's own
+// context (the demo's 512, not --ctx 4096), and a clear error when the client cannot fit.
+TEST(PlanCli, PrintsAPlanAndRefusesAClientThatCannotHoldItsPart) {
+  const std::string model = std::string(LARQL_SOURCE_DIR) + "/models/demo";
+  const Output ok = larql("plan " + model + " --machines a=1G,b=1G --parallel 2 --json");
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  const auto plan = nlohmann::json::parse(ok.out);
+  EXPECT_EQ(plan["map"], "0-2=http://a:9001,3-5=http://b:9001");
+  EXPECT_EQ(plan["split"], "layers");
+  EXPECT_EQ(plan["client_kv_bytes"].get<uint64_t>() % (512 * 2), 0u);
+  const Output text = larql("plan " + model + " --machines a=1G,b=1G");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("larql serve " + model + " --host 0.0.0.0 --port 9001 --layers 3-5"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("larql router --host 0.0.0.0 --port 9000 --shards \"0-2=http://a:9001,3-5=http://b:9001\""),
+            std::string::npos)
+      << text.out;
+  const Output tight = larql("plan " + model + " --machines a=1G --client 10M");
+  EXPECT_EQ(tight.status, 1);
+  EXPECT_NE(tight.out.find("does not fit its 10.0 MiB"), std::string::npos) << tight.out;
+  const Output bad = larql("plan " + model + " --machines a");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("NAME=MEMORY"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace larql

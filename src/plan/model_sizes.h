@@ -1,0 +1,40 @@
+// What a model's parts weigh, read from its headers only (config.json and safetensors
+// headers, or a GGUF header; no weight is read): each layer's FFN as a shard holds it (the
+// dense MLP, and the experts of a mixture-of-experts layer), and what stays with the client
+// (embeddings, attention, norms, routers, the classifier) plus its KV cache per position.
+// `larql plan` lays a model over machines from these numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/errors.h"
+
+namespace larql {
+
+struct ModelSizes {
+  size_t layers = 0;
+  size_t experts = 0;                 // per mixture-of-experts layer; 0: dense model
+  std::vector<uint64_t> dense_ffn;    // per layer: MLP bytes (and a shared expert's)
+  std::vector<uint64_t> expert_ffn;   // per layer: all its experts' bytes
+  uint64_t client = 0;                // every other tensor
+  uint64_t kv_per_position = 0;       // a sequence's KV cache, bytes per position (f32)
+  size_t context = 0;                 // the model's positions
+
+  uint64_t ffn_total() const;
+  uint64_t total() const { return ffn_total() + client; }
+};
+
+// Which part of the model a tensor belongs to, by its name (Hugging Face's or GGUF's).
+enum class TensorPart { client, dense_ffn, experts };
+struct TensorPlace {
+  TensorPart part = TensorPart::client;
+  size_t layer = 0;  // dense_ffn, experts
+};
+TensorPlace place_tensor(const std::string& name);
+
+// A Hugging Face directory (every *.safetensors file in it) or a GGUF file.
+Result<ModelSizes> read_model_sizes(const std::string& path);
+
+}  // namespace larql

@@ -1,0 +1,54 @@
+// Laying a model's FFN over machines: contiguous layer ranges (or, for a mixture-of-experts
+// model, contiguous expert ranges of every layer) sized to each machine's memory, so that the
+// fullest machine is as empty as it can be. With replicas, each run of that many machines in
+// the list holds the same range. Sizes come from model_sizes.h; nothing is loaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/errors.h"
+#include "plan/model_sizes.h"
+
+namespace larql {
+
+struct Machine {
+  std::string name;  // its host name, as the router and clients reach it
+  uint64_t bytes = 0;
+};
+
+// "a=24G,b=16G": names and memory (K, M, G, T: powers of 1024; a plain number is bytes).
+Result<std::vector<Machine>> parse_machines(std::string_view spec);
+// "24G" → bytes.
+Result<uint64_t> parse_bytes(std::string_view text);
+
+struct PlanOptions {
+  size_t replicas = 1;
+  double headroom = 0.10;                    // of each machine's memory left free
+  uint64_t process_bytes = uint64_t(256) << 20;  // a shard process's own memory besides weights
+  enum class Split { automatic, layers, experts } split = Split::automatic;  // automatic: experts for MoE models
+};
+
+struct ShardAssignment {
+  std::vector<std::string> machines;  // the machines holding it (its replicas)
+  size_t first = 0, last = 0;         // layers, or experts (by_experts), inclusive
+  bool dense = false;                 // by_experts: also the dense MLPs
+  uint64_t bytes = 0;                 // FFN weights it holds
+  uint64_t usable = 0;                // what its smallest machine can hold for weights
+};
+
+struct ShardPlan {
+  bool by_experts = false;
+  std::vector<ShardAssignment> shards;
+  std::vector<std::string> unused;  // machines the model did not need
+};
+
+Result<ShardPlan> plan_shards(const ModelSizes& sizes, const std::vector<Machine>& machines, const PlanOptions& options);
+
+// The map for `larql router --shards` (and `--ffn`): "0-2=http://a:9001|http://c:9001,…", or
+// by experts "0-27/0-63=http://a:9001,…,0-27/dense=http://a:9001".
+std::string shard_map(const ShardPlan& plan, const ModelSizes& sizes, int port);
+
+}  // namespace larql
