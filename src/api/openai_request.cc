@@ -108,7 +108,8 @@ std::optional<OpenAiError> tools(const std::string& body, const json& j, Complet
     names.push_back(f["name"].get<std::string>());
   }
   const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
-  if (!ordered.is_object() || !ordered.contains("tools") || !ordered["tools"].is_array() || ordered["tools"].size() != list.size())
+  // (A body with "tools" twice reads the first here and the last above: they must agree.)
+  if (!ordered.is_object() || !ordered.contains("tools") || json::parse(ordered["tools"].dump()) != list)
     return bad("tools", "tools is given twice, differently");
   r.tools.assign(ordered["tools"].begin(), ordered["tools"].end());
   r.tool_choice = CompletionRequest::ToolChoice::automatic;

@@ -144,6 +144,11 @@ TEST(OpenAiRequest, ErrorsNameTheParameter) {
             "tool_choice names 'g', which is not among the tools");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"user","content":"a"}],"tool_choice":"required"})", true).param, "tool_choice");
   EXPECT_EQ(error_of(R"({"prompt":"a","tools":[{"type":"function","function":{"name":"f"}}]})", false).param, "tools");
+  // A key given twice: both parses keep the last one, so the tools checked are the tools rendered.
+  const auto twice = parse_completion_request(R"({"messages":[{"role":"user","content":"a"}],
+      "tools":[{"type":"function","function":{"name":"bad name"}}],"tools":[{"type":"function","function":{"name":"f"}}]})", true);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(twice));
+  EXPECT_EQ(std::get<CompletionRequest>(twice).tools.at(0)["function"]["name"], "f");
   EXPECT_EQ(error_of(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]})", true).param,
             "messages[0].tool_calls[0].function.arguments");
   EXPECT_EQ(error_of(R"({"prompt":"a","seed":1.5})", false).param, "seed");
