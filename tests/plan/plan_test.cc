@@ -12,8 +12,11 @@
 
 #include "model/gguf_loader.h"
 #include "model/loader.h"
+#include "model/synth.h"
 #include "net/shard_spec.h"
+#include "support/command.h"
 #include "support/demo_model.h"
+#include "support/process.h"
 
 namespace larql {
 namespace {
@@ -187,6 +190,56 @@ TEST(Plan, The085BShapeSplitsByMemoryAndTooLittleIsRefused) {
   auto refused = plan_shards(*sizes, *small, {});
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("does not fit these machines"), std::string::npos) << refused.error().message;
+  fs::remove_all(dir);
+}
+
+// A plan carried out on loopback: each machine's `larql serve` arguments as the plan gives
+// them, the plan's map with each machine's name and port replaced by its shard's URL, and
+// `larql run --ffn MAP` over f32 gives the local run's greedy ids. The demo (by layers) and a
+// Qwen3-MoE with a dense layer (by experts, the dense MLPs on the first shard).
+void expect_plan_runs_like_local(const std::string& model, const std::string& extra_run_args) {
+  auto sizes = read_model_sizes(model);
+  ASSERT_TRUE(sizes) << sizes.error().message;
+  auto machines = parse_machines("a=1G,b=1G");
+  ASSERT_TRUE(machines);
+  auto plan = plan_shards(*sizes, *machines, {});
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_EQ(plan->shards.size(), 2u);
+  std::string map = shard_map(*plan, *sizes, 9001);
+  std::vector<std::unique_ptr<test::ChildProcess>> shards;
+  for (const auto& a : plan->shards) {
+    const std::string range = std::to_string(a.first) + "-" + std::to_string(a.last);
+    shards.push_back(std::make_unique<test::ChildProcess>(std::vector<std::string>{
+        "serve", model, "--port", "0", "--threads", "1", plan->by_experts ? "--experts" : "--layers", range}));
+    const std::string name = "http://" + a.machines[0] + ":9001";
+    for (size_t at = map.find(name); at != std::string::npos; at = map.find(name)) map.replace(at, name.size(), shards.back()->url());
+  }
+  const std::string run = std::string(LARQL_BINARY) + " run " + model + " --prompt-ids 1 2 3 --steps 8 --json";
+  const auto local = test::run_command(run + " 2>/dev/null");
+  const auto remote = test::run_command(run + " --wire f32 " + extra_run_args + " --ffn '" + map + "' 2>&1");
+  ASSERT_EQ(local.status, 0) << local.output;
+  ASSERT_EQ(remote.status, 0) << map << "\n" << remote.output;
+  const auto ids = [](const std::string& out) { return nlohmann::json::parse(out.substr(out.rfind("\n{") + 1))["generated_ids"]; };
+  EXPECT_EQ(ids(remote.output), ids("\n" + local.output)) << map;
+  EXPECT_EQ(ids(remote.output).size(), 8u);
+  std::printf("plan on loopback: %s -> %s\n", map.c_str(), ids(remote.output).dump().c_str());
+}
+
+TEST(Plan, ItsMapAndCommandsRunTheModelsOnLoopbackAsLocally) {
+  expect_plan_runs_like_local(test::kDemo, "");
+  const fs::path dir = fs::temp_directory_path() / ("larql-plan-q3moe-" + std::to_string(::getpid()));
+  SynthSpec spec;
+  spec.family = "qwen3moe";
+  spec.hidden = 64;
+  spec.ffn = 128;
+  spec.layers = 4;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.vocab = 256;
+  spec.seed = 3;
+  spec.dense_layers = {0};
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), spec));
+  expect_plan_runs_like_local(dir.string(), "--expert-rows");
   fs::remove_all(dir);
 }
 
