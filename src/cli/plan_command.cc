@@ -79,7 +79,7 @@ void add_plan_command(CLI::App& app) {
     const char* unit = plan->by_experts ? "experts" : "layers";
     auto serve_args = [&](const ShardAssignment& a) {
       if (!plan->by_experts) return "--layers " + std::to_string(a.first) + "-" + std::to_string(a.last);
-      if (a.first > a.last) return std::string("--experts 0-0 (the dense MLPs; it serves expert 0 too)");
+      if (a.first > a.last) return std::string("--experts 0-0   # for the dense MLPs (expert 0 is mapped, not routed here)");
       return "--experts " + std::to_string(a.first) + "-" + std::to_string(a.last);
     };
     if (o->json) {
@@ -107,7 +107,6 @@ void add_plan_command(CLI::App& app) {
                     a.first > a.last ? "-" : (std::to_string(a.first) + "-" + std::to_string(a.last)).c_str(),
                     size_text(a.bytes).c_str(), size_text(a.usable).c_str(), 100.0 * double(a.bytes) / double(a.usable),
                     a.dense ? ", and the dense MLPs" : "");
-        std::fflush(stdout);
       }
       if (!plan->unused.empty()) std::cout << "  not needed: " << join(plan->unused) << "\n";
       std::cout << "\nshard map: " << map << "\n\n";
