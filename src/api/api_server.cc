@@ -265,6 +265,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       if (!calls) return pass({piece, {}});
       return pass(calls->push(piece)) && (!last || pass(calls->finish()));
     };
+    auto stopped = [&] { return calls && calls->called() ? "tool_calls" : "stop"; };  // an answer that ended by itself
     Clock::time_point previous_token;
     for (;;) {
       const auto event = job->next(std::chrono::milliseconds(50));
@@ -306,7 +307,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
           job->cancel();
           pass_content("", true);
           out.unsent_logprobs = std::move(pending);
-          out.finish_reason = calls && calls->called() ? "tool_calls" : "stop";
+          out.finish_reason = stopped();
           break;
         }
         continue;
@@ -325,7 +326,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       pass_reasoning();
       pass_content(rest, true);
       out.unsent_logprobs = std::move(pending);
-      out.finish_reason = stops.stopped() || event->end == Job::End::eos ? (calls && calls->called() ? "tool_calls" : "stop") : "length";
+      out.finish_reason = stops.stopped() || event->end == Job::End::eos ? stopped() : "length";
       break;
     }
     std::lock_guard lock(metrics_mutex_);

@@ -91,12 +91,10 @@ bool BatchScheduler::constrain(Job& job, std::span<float> row, size_t ctx) const
   const size_t last = std::min(r.max_tokens, ctx - r.prompt.size());
   const size_t left = last > job.generated_ + 1 ? last - job.generated_ - 1 : 0;
   r.trie->allowed(*job.matcher_, left, job.allowed_);
-  if (job.matcher_->accepting()) {  // a complete value that could still grow (a number): the end may come
-    for (int id : transformer_.config().eos_ids)
-      if (size_t(id) < job.allowed_.size()) job.allowed_[size_t(id)] = 1;
-    for (int id : r.stop_ids)
-      if (size_t(id) < job.allowed_.size()) job.allowed_[size_t(id)] = 1;
-  }
+  if (job.matcher_->accepting())  // a complete value that could still grow (a number): the end may come
+    for (const auto* ends : {&transformer_.config().eos_ids, &r.stop_ids})
+      for (int id : *ends)
+        if (size_t(id) < job.allowed_.size()) job.allowed_[size_t(id)] = 1;
   bool any = false;
   for (size_t t = 0; t < row.size(); ++t) {
     if (t < job.allowed_.size() && job.allowed_[t]) any = true;

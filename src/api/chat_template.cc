@@ -22,11 +22,14 @@ std::pair<std::optional<std::string>, std::vector<ChatMessage>> split_system(con
   return {std::nullopt, messages};
 }
 
-// Llama 3: <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> per message.
+// A Llama 3 turn's opening: <|start_header_id|>role<|end_header_id|>\n\n (then its text and <|eot_id|>).
+std::string llama3_header(std::string_view role) { return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n"; }
+
+// Llama 3: one turn per message, its content trimmed.
 std::string render_llama3(const std::vector<ChatMessage>& messages) {
   std::string out;
-  for (const auto& m : messages) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
-  return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  for (const auto& m : messages) out += llama3_header(m.role) + trim(m.content) + "<|eot_id|>";
+  return out + llama3_header("assistant");
 }
 
 // Llama 3.1's template with tools (its defaults: tools in the first user message, date
@@ -36,13 +39,13 @@ std::string render_llama3(const std::vector<ChatMessage>& messages) {
 // tojson's any content).
 Result<std::string> render_llama31_tools(const std::vector<ChatMessage>& messages, const std::vector<nlohmann::ordered_json>& tools) {
   auto [system, rest] = split_system(messages);
-  std::string out = "<|start_header_id|>system<|end_header_id|>\n\n" + std::string(tools.empty() ? "" : "Environment: ipython\n") +
+  std::string out = llama3_header("system") + std::string(tools.empty() ? "" : "Environment: ipython\n") +
                     "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + trim(system.value_or("")) + "<|eot_id|>";
   size_t next = 0;
   if (!tools.empty()) {
     if (rest.empty() || rest[0].role != "user")
       return make_error(ErrorCode::invalid_argument, "the llama3 format puts tools in the first user message; there is none");
-    out += "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function "
+    out += llama3_header("user") + "Given the following functions, please respond with a JSON for a function "
            "call with its proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function "
            "name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n";
     for (const auto& t : tools) out += python_json(t, 4) + "\n\n";
@@ -55,15 +58,15 @@ Result<std::string> render_llama31_tools(const std::vector<ChatMessage>& message
       if (m.tool_calls.size() != 1)
         return make_error(ErrorCode::invalid_argument, "the llama3 format takes one tool call per assistant message");
       const auto arguments = nlohmann::ordered_json::parse(m.tool_calls[0].arguments, nullptr, false);
-      out += "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"" + m.tool_calls[0].name + "\", \"parameters\": " +
+      out += llama3_header("assistant") + "{\"name\": \"" + m.tool_calls[0].name + "\", \"parameters\": " +
              python_json(arguments) + "}<|eot_id|>";
     } else if (m.role == "tool") {
-      out += "<|start_header_id|>ipython<|end_header_id|>\n\n" + python_json(nlohmann::ordered_json(m.content)) + "<|eot_id|>";
+      out += llama3_header("ipython") + python_json(nlohmann::ordered_json(m.content)) + "<|eot_id|>";
     } else {
-      out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+      out += llama3_header(m.role) + trim(m.content) + "<|eot_id|>";
     }
   }
-  return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out + llama3_header("assistant");
 }
 
 // ChatML (Qwen): <|im_start|>role\ncontent<|im_end|>\n per message. With tools, Qwen 3's

@@ -331,6 +331,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::from_document(const json& doc,
       tok->template_ids_[name] = std::move(ids);
     }
   }
+  tok->token_context_ = tok->decode_pieces({"a"}, false);
   return tok;
 }
 
@@ -521,10 +522,9 @@ std::optional<std::string> HfTokenizer::token_bytes(int id) const {
   if (id < 0 || size_t(id) >= id_to_token_.size()) return std::nullopt;
   if (special_ids_.count(id)) return std::nullopt;
   // After a plain "a", so that rules for a text's start (a stripped leading space) do not apply.
-  const std::string context = decode_pieces({"a"}, false);
   std::string text = decode_pieces({"a", piece(id)}, false);
-  if (text.compare(0, context.size(), context) != 0) return std::nullopt;
-  return text.substr(context.size());
+  if (text.compare(0, token_context_.size(), token_context_) != 0) return std::nullopt;
+  return text.substr(token_context_.size());
 }
 
 std::string HfTokenizer::decode_pieces(std::vector<std::string> tokens, bool lossy) const {

@@ -70,6 +70,7 @@ class HfTokenizer : public Tokenizer {
   std::unordered_map<std::string, int> merge_rank_;  // "left\0right" → rank
   std::vector<AddedToken> added_;                    // longest first
   std::unordered_set<int> special_ids_;              // added tokens marked special
+  std::string token_context_;                        // token_bytes' context: "a" as the decoders write it
   StringTrie added_at_;                              // content -> index into added_
   std::vector<NormalizerStep> normalizers_;
   std::vector<PreTokenizerStep> pre_tokenizers_;

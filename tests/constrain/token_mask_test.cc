@@ -35,6 +35,17 @@ std::vector<uint8_t> brute_force(const TokenTrie& trie, const JsonMatcher& state
   return allowed;
 }
 
+// The token_bytes of `ids`, joined (every one must have some).
+std::string joined_token_bytes(const Tokenizer& tok, const std::vector<int>& ids) {
+  std::string joined;
+  for (int id : ids) {
+    auto bytes = tok.token_bytes(id);
+    EXPECT_TRUE(bytes) << "token " << id;
+    joined += bytes.value_or("");
+  }
+  return joined;
+}
+
 // Walks `grammar` with random allowed tokens, checking the trie's mask against brute force
 // at every step, with a budget that runs out so the forced closing is exercised too.
 void check_walks(const TokenTrie& trie, const JsonGrammar& grammar, int walks, size_t budget) {
@@ -94,13 +105,7 @@ TEST(TokenBytes, ConcatenatedTheyAreTheDecodedText) {
   ASSERT_TRUE(tok) << tok.error().message;
   const std::string text = "And God said, \"Let there be light\": and there was light \xc3\xa9\xe2\x82\xac.";
   const auto ids = (*tok)->encode_plain(text);
-  std::string joined;
-  for (int id : ids) {
-    auto bytes = (*tok)->token_bytes(id);
-    ASSERT_TRUE(bytes) << id;
-    joined += *bytes;
-  }
-  EXPECT_EQ(joined, (*tok)->decode(ids));
+  EXPECT_EQ(joined_token_bytes(**tok, ids), (*tok)->decode(ids));
 }
 
 // SentencePiece-style files (▁ for spaces, <0xNN> byte tokens, a stripped leading space):
@@ -115,12 +120,7 @@ TEST(TokenBytes, SentencePieceFilesGiveEachTokensTextMidSentence) {
     ASSERT_TRUE(tok) << tok.error().message;
     const std::string text = "Hello \"world\": {x} caf\xc3\xa9 \xf0\x9f\xa6\x9c\xe2\x82\xac";
     const auto ids = (*tok)->encode_plain(text);
-    std::string joined;
-    for (int id : ids) {
-      auto bytes = (*tok)->token_bytes(id);
-      ASSERT_TRUE(bytes) << name << ": " << id;
-      joined += *bytes;
-    }
+    const std::string joined = joined_token_bytes(**tok, ids);
     const std::string decoded = (*tok)->decode(ids);
     EXPECT_EQ(decoded, text) << name;
     EXPECT_TRUE(joined == decoded || joined == " " + decoded) << name << ": [" << joined << "]";
