@@ -121,11 +121,9 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
                          "messages", "no_chat_template"};
     const bool offered = !r.tools.empty() && r.tool_choice != CompletionRequest::ToolChoice::none;
     const ToolCallWords& words = chat_format_info(*options_.chat_format).tool_call;
-    if (offered && !words.supported())
-      return OpenAiError{400, "tools are not supported with the " + std::string(chat_format_info(*options_.chat_format).name) +
-                                  " chat format (larql has tool calls for chatml and llama3)", "invalid_request_error", "tools", ""};
     auto text = render_chat(*options_.chat_format, r.messages, offered ? r.tools : std::vector<nlohmann::ordered_json>{});
-    if (!text) return OpenAiError{400, text.error().message, "invalid_request_error", "messages", ""};
+    if (!text)  // (a format without tool calls refuses the tools, naming the format)
+      return OpenAiError{400, text.error().message, "invalid_request_error", offered && !words.supported() ? "tools" : "messages", ""};
     p.prompt = tokenizer_->encode(*text);
     if (offered) p.tool_call = words;
     // A call required (of any tool, or the one named): the whole call is constrained, its
