@@ -8,7 +8,8 @@ attention, and the sparse MoE block: router logits h @ gate^T, softmax over all 
 f32, top-k, divided by their sum (Mixtral; Qwen3-MoE when norm_topk_prob), then for each
 expert in ascending id: expert(h) * weight added into a zero f32 sum (index_add_). Experts
 are read per expert (experts.N.{w1,w3,w2} / {gate,up,down}_proj) or stacked
-(transformers v5's experts.gate_up_proj [E, 2I, H], gate rows first, and experts.down_proj).
+(transformers v5's experts.gate_up_proj [E, 2I, H], gate rows first, and experts.down_proj;
+v5 also renamed Mixtral's block_sparse_moe to mlp).
 Qwen3-MoE layers in mlp_only_layers, or off decoder_sparse_step, are dense MLPs.
 
 Usage: moe_reference.py CHECKPOINT_DIR --tokens 2,5,9,... [--greedy N] > reference.json
@@ -28,7 +29,9 @@ class MoeModel:
         self.config = config = read_config(path)
         self.w = read_checkpoint_tensors(path)
         self.mixtral = config["model_type"] == "mixtral"
-        self.module = "block_sparse_moe" if self.mixtral else "mlp"
+        # transformers v5 saves Mixtral's block_sparse_moe as mlp (its router mlp.gate).
+        legacy = self.mixtral and "model.layers.0.block_sparse_moe.gate.weight" in self.w
+        self.module = "block_sparse_moe" if legacy else "mlp"
         self.projections = ("w1", "w3", "w2") if self.mixtral else ("gate_proj", "up_proj", "down_proj")
         self.experts = config["num_local_experts"] if self.mixtral else config["num_experts"]
         self.top_k = config["num_experts_per_tok"]

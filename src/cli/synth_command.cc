@@ -49,6 +49,8 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe, gemma4moe, gpt-oss: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
   cmd->add_flag("--stacked-experts", spec->stacked_experts,
                 "mixtral, qwen3moe, gemma4moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
+  cmd->add_option("--reachable-experts", spec->reachable_experts,
+                  "mixtral, qwen3moe: routers choose among the first N experts only (to measure memory with most experts unread)");
   cmd->add_option("--dense-layers", spec->dense_layers, "qwen3moe: layers with a dense MLP of --ffn (mlp_only_layers)")->delimiter(',');
   cmd->add_option("--sliding-period", spec->sliding_period,
                   "Gemma: a full-attention layer after every N - 1 sliding ones (default: 2 / 6 / 6)")

@@ -58,9 +58,12 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
     if (auto s = check_found_tensor(*found, name, shape); !s) return s.error();
     return found;
   };
+  const MoeNames* family_names = names;
   for (size_t l = 0; l < c.layers; ++l) {
     if (!c.layer(l).sparse) continue;
     LayerWeights& w = m.layers[l];
+    names = family_names;
+    if (hf && names->v5 && !find(hf_router_name(*names, l)) && find(hf_router_name(*names->v5, l))) names = names->v5;
     const std::string router_name = hf ? hf_router_name(*names, l) : gguf_router_name(l);
     auto router = take(router_name, {E, H});
     if (!router) return router.error();

@@ -31,9 +31,15 @@ struct MoeNames {
   // *_scales [E][rows][...]), converted at load (gpt_oss_experts.h); the router's bias.
   bool gpt_oss_layout = false;
   std::string_view hf_router_bias = {};
+  // Where transformers v5 renamed the module (Mixtral's block_sparse_moe became mlp): the
+  // names it saves, tried when a layer's router is not under these ones.
+  const MoeNames* v5 = nullptr;
 };
+inline constexpr MoeNames kMixtralV5Moe{"mlp.gate.weight", "mlp.experts.", "w1", "w3", "w2",
+                                        "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised};
 inline constexpr MoeNames kMixtralMoe{"block_sparse_moe.gate.weight", "block_sparse_moe.experts.", "w1", "w3", "w2",
-                                      "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised};
+                                      "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised,
+                                      false, false, {}, &kMixtralV5Moe};
 inline constexpr MoeNames kQwenMoe{"mlp.gate.weight", "mlp.experts.", "gate_proj", "up_proj", "down_proj",
                                    "num_experts", "num_experts_per_tok", "moe_intermediate_size", RouterWeights::softmax_top_k};
 inline constexpr MoeNames kGemma4Moe{"router.proj.weight", "experts.", "gate_proj", "up_proj", "down_proj",

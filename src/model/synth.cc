@@ -105,6 +105,27 @@ std::vector<std::pair<size_t, float>> massive_coordinates(const SynthSpec& s) {
 
 namespace {
 
+// --reachable-experts (SynthSpec): which tensors carry the constant coordinate 0 and the
+// routers' preference.
+enum class RoutingSteer { none, embedding, residual_writer, router };
+
+void steer_routing(RoutingSteer steer, const std::vector<size_t>& shape, size_t reachable, std::vector<float>& values) {
+  const size_t cols = shape.back(), rows = shape.size() > 1 ? shape[shape.size() - 2] : 1;
+  switch (steer) {
+    case RoutingSteer::none:
+      return;
+    case RoutingSteer::embedding:  // [vocab][hidden]: every token's coordinate 0
+      for (size_t t = 0; t < rows; ++t) values[t * cols] = std::sqrt(float(cols));
+      return;
+    case RoutingSteer::residual_writer:  // [(experts)][hidden][width]: nothing written to coordinate 0
+      for (size_t slab = 0; slab < values.size(); slab += rows * cols) std::fill_n(values.begin() + slab, cols, 0.0f);
+      return;
+    case RoutingSteer::router:  // [experts][hidden]
+      for (size_t e = 0; e < rows; ++e) values[e * cols] = e < reachable ? 4.0f : -4.0f;
+      return;
+  }
+}
+
 // config.json for the spec's family, and the ModelConfig its tensors follow.
 Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) {
   const bool gemma4_moe = s.family == "gemma4moe";  // the 26B-A4B kind: experts beside the dense MLP
@@ -125,6 +146,10 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                       "synth: --ple, --kv-shared, --double-wide and --separate-values are Gemma 4's (gemma4, gemma4moe)");
   if (s.experts == 0 || s.experts_used == 0 || s.experts_used > s.experts)
     return make_error(ErrorCode::invalid_argument, "synth: --experts-used must be between 1 and --experts");
+  if (s.reachable_experts && (s.family != "mixtral" && s.family != "qwen3moe"))
+    return make_error(ErrorCode::invalid_argument, "synth: --reachable-experts is mixtral's and qwen3moe's");
+  if (s.reachable_experts && (s.reachable_experts < s.experts_used || s.reachable_experts > s.experts))
+    return make_error(ErrorCode::invalid_argument, "synth: --reachable-experts must be between --experts-used and --experts");
   const size_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn;
   const size_t head_dim = s.head_dim ? s.head_dim : s.hidden / s.heads;
   const int eos = int(s.vocab - 1);
@@ -134,7 +159,7 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
                         {"num_key_value_heads", s.kv_heads}, {"head_dim", head_dim}, {"vocab_size", s.vocab},
                         {"max_position_embeddings", s.context}, {"eos_token_id", eos},
                         {"torch_dtype", s.dtype == DType::bf16 ? "bfloat16" : s.dtype == DType::f16 ? "float16" : "float32"},
-                        {"larql_synthetic", {{"seed", s.seed}, {"massive_activations", s.massive_activations}}}};
+                        {"larql_synthetic", {{"seed", s.seed}, {"massive_activations", s.massive_activations}, {"reachable_experts", s.reachable_experts}}}};
   ModelConfig c;
   c.family = family->name;
   c.hidden = s.hidden;
@@ -291,6 +316,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
     TensorSpec spec;
     Fill fill;
     size_t fan_in;
+    RoutingSteer steer = RoutingSteer::none;
   };
   std::vector<Planned> plan;
   for (const TensorEntry& e : kTensorEntries) {
@@ -309,17 +335,21 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       // (The per-layer embeddings' table as Gemma's: N(0, 1/ple_dim), × √ple_dim in use.)
       const size_t fan_in = e.model_member == &Model::embed ? (gemma ? s.hidden : 1)
                             : e.model_member == &Model::ple_embed ? s.ple_dim : shape.back();
-      plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), dense_type, shape}, fill, fan_in});
+      const RoutingSteer steer = e.model_member == &Model::embed ? RoutingSteer::embedding
+                                 : e.layer_member == &LayerWeights::wo || e.layer_member == &LayerWeights::down ? RoutingSteer::residual_writer
+                                                                                                                  : RoutingSteer::none;
+      plan.push_back({{tensor_name(e, CheckpointFormat::hf, l), dense_type, shape}, fill, fan_in, steer});
     }
   }
 
   const Family* family = find_family(c.family);
   if (c.moe.experts) {
-    const MoeNames& names = *family->moe;
+    // Stacked experts under transformers v5's names where it renamed the module (Mixtral).
+    const MoeNames& names = s.stacked_experts && family->moe->v5 ? *family->moe->v5 : *family->moe;
     const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
     for (size_t l = 0; l < c.layers; ++l) {
       if (!c.layer(l).sparse) continue;
-      plan.push_back({{hf_router_name(names, l), dense_type, {E, H}}, Fill::fan_in, H});
+      plan.push_back({{hf_router_name(names, l), dense_type, {E, H}}, Fill::fan_in, H, RoutingSteer::router});
       if (names.gpt_oss_layout) {
         const std::string gate_up = hf_stacked_gate_up_name(names, l), down = hf_stacked_down_name(names, l);
         plan.push_back({{hf_router_bias_name(names, l), dense_type, {E}}, Fill::around_zero, 1});
@@ -338,14 +368,14 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       }
       if (s.stacked_experts || c.moe.beside_dense) {  // Gemma 4's experts are always stacked
         plan.push_back({{hf_stacked_gate_up_name(names, l), s.dtype, {E, 2 * I, H}}, Fill::fan_in, H});
-        plan.push_back({{hf_stacked_down_name(names, l), s.dtype, {E, H, I}}, Fill::fan_in, I});
+        plan.push_back({{hf_stacked_down_name(names, l), s.dtype, {E, H, I}}, Fill::fan_in, I, RoutingSteer::residual_writer});
         continue;
       }
       for (size_t e = 0; e < E; ++e)
         for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
           const bool down = role == ExpertRole::down;
           plan.push_back({{hf_expert_name(names, l, e, role), s.dtype, down ? std::vector<size_t>{H, I} : std::vector<size_t>{I, H}},
-                          Fill::fan_in, down ? I : H});
+                          Fill::fan_in, down ? I : H, down ? RoutingSteer::residual_writer : RoutingSteer::none});
         }
     }
   }
@@ -381,6 +411,7 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
       for (const auto& [h, factor] : massive_coordinates(s))
         for (size_t j = 0; j < width; ++j) values[h * width + j] *= factor;
     }
+    if (s.reachable_experts) steer_routing(p.steer, p.spec.shape, s.reachable_experts, values);
     return encode_tensor(p.spec.dtype, values);
   });
 }

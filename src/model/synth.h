@@ -52,6 +52,12 @@ struct SynthSpec {
   size_t expert_ffn = 0;
   bool stacked_experts = false;
   std::vector<size_t> dense_layers;  // qwen3moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
+  // mixtral and qwen3moe: routers that choose among the first N experts only (0: all), so
+  // that memory can be measured with most experts never read. Hidden coordinate 0 then
+  // carries a constant (the embedding's column 0 is √hidden and no layer writes to it), and
+  // each router's column 0 is +4 for the first N experts and −4 for the rest: far more than
+  // the other coordinates' sum can move a logit.
+  size_t reachable_experts = 0;
   // Gemma 4's E models: per-layer embeddings of this width (0: none), the last layers that
   // read earlier layers' KV caches, and their FFN twice as wide (E2B's use_double_wide_mlp).
   size_t ple_dim = 0;

@@ -21,6 +21,7 @@
 #include "model/loader.h"
 #include "model/quant_schemes.h"
 #include "model/safetensors.h"
+#include "model/synth.h"
 #include "support/reference_fixtures.h"
 
 namespace larql {
@@ -178,6 +179,137 @@ TEST_P(MoeRouting, TheTransformerRoutesEveryPositionToKDistinctExpertsAndTheChoi
     }
     EXPECT_GE(sets.size(), 3u) << "layer " << layer << ": the positions pick too few different expert sets";
     EXPECT_GT(used.size(), K) << "layer " << layer << ": only " << used.size() << " experts are ever chosen";
+  }
+}
+
+// `larql synth --reachable-experts N` (for measuring memory with most experts never read):
+// every position of every layer chooses among the first N experts, and among several of them.
+TEST(MoeSynth, ReachableExpertsKeepEveryChoiceAmongTheFirstN) {
+  const fs::path dir = fs::temp_directory_path() / ("larql_moe_reachable_" + std::to_string(::getpid()));
+  std::vector<int> tokens(40);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int((i * 37 + 11) % 300);
+  for (const char* family : {"qwen3moe", "mixtral"})
+    for (size_t reachable : {0, 5}) {
+      SCOPED_TRACE(std::string(family) + " reachable " + std::to_string(reachable));
+      SynthSpec spec{.family = family, .hidden = 64, .layers = 4, .ffn = 64, .heads = 4, .kv_heads = 2, .vocab = 300, .context = 64,
+                     .dtype = DType::f32, .seed = 3, .experts = 16, .experts_used = 3, .expert_ffn = 32, .reachable_experts = reachable};
+      ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), spec).ok());
+      auto model = load_model(dir.string());
+      ASSERT_TRUE(model.ok()) << model.error().message;
+      ThreadPool pool(2);
+      RecordingFfn ffn(*model, pool);
+      Transformer t(*model, ffn, pool);
+      std::vector<float> logits;
+      ASSERT_TRUE(t.forward_logits(tokens, 0, 0, logits).ok());
+      ASSERT_EQ(ffn.routed.size(), 4u);
+      for (const auto& [layer, assignments] : ffn.routed) {
+        std::set<uint32_t> used;
+        for (const ExpertAssignment& a : assignments) used.insert(a.expert);
+        if (reachable) {
+          EXPECT_LT(*used.rbegin(), reachable) << "layer " << layer;
+          EXPECT_GE(used.size(), 4u) << "layer " << layer << ": routing among the reachable experts should still vary";
+        } else {
+          EXPECT_GT(*used.rbegin(), 5u) << "layer " << layer << ": without the option the later experts are chosen too";
+        }
+      }
+      fs::remove_all(dir);
+    }
+  SynthSpec bad{.family = "gemma4moe", .reachable_experts = 4};
+  auto refused = write_synthetic_checkpoint(dir.string(), bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--reachable-experts is mixtral's and qwen3moe's"), std::string::npos);
+  bad = {.family = "qwen3moe", .experts = 8, .experts_used = 3, .reachable_experts = 2};
+  refused = write_synthetic_checkpoint(dir.string(), bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("must be between --experts-used and --experts"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Other layouts of the same weights give the same bits: Mixtral as transformers v5 saves it
+// (block_sparse_moe renamed mlp, each layer's experts stacked as gate_up_proj [E][2·I][H],
+// gate rows first, and down_proj [E][H][I]), and old Mixtral GGUF files with one 2-D
+// tensor per expert and projection (blk.N.ffn_gate.E.weight).
+class MoeLayouts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("larql_moe_layouts_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::copy(test::moe_fixture("mixtral"), dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(MoeLayouts, MixtralUnderTransformersV5NamesGivesTheSameLogits) {
+  const fs::path fixture = test::moe_fixture("mixtral");
+  auto original = load_model(fixture.string());
+  ASSERT_TRUE(original.ok()) << original.error().message;
+  const ModelConfig& c = original->config;
+  const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden;
+  auto st = read_safetensors((fixture / "model.safetensors").string());
+  ASSERT_TRUE(st.ok());
+  auto bytes_of = [&](const std::string& name) {
+    const auto& t = st->tensors.at(name);
+    return std::vector<uint8_t>(t.data, t.data + t.bytes);
+  };
+  auto append = [](std::vector<uint8_t>& to, const std::vector<uint8_t>& bytes) { to.insert(to.end(), bytes.begin(), bytes.end()); };
+  std::vector<TensorToWrite> v5;
+  for (const auto& [name, t] : st->tensors)
+    if (name.find("block_sparse_moe") == std::string::npos) v5.push_back({name, t.dtype, t.shape, bytes_of(name)});
+  for (size_t l = 0; l < c.layers; ++l) {
+    const std::string old_prefix = "model.layers." + std::to_string(l) + ".block_sparse_moe.";
+    const std::string prefix = "model.layers." + std::to_string(l) + ".mlp.";
+    v5.push_back({prefix + "gate.weight", DType::f32, {E, H}, bytes_of(old_prefix + "gate.weight")});
+    std::vector<uint8_t> gate_up, down;
+    for (size_t e = 0; e < E; ++e) {
+      const std::string expert = old_prefix + "experts." + std::to_string(e) + ".";
+      append(gate_up, bytes_of(expert + "w1.weight"));
+      append(gate_up, bytes_of(expert + "w3.weight"));
+      append(down, bytes_of(expert + "w2.weight"));
+    }
+    v5.push_back({prefix + "experts.gate_up_proj", DType::f32, {E, 2 * I, H}, gate_up});
+    v5.push_back({prefix + "experts.down_proj", DType::f32, {E, H, I}, down});
+  }
+  ASSERT_TRUE(write_safetensors((dir_ / "model.safetensors").string(), v5).ok());
+  auto renamed = load_model(dir_.string());
+  ASSERT_TRUE(renamed.ok()) << renamed.error().message;
+  const auto ref = test::reference_output(fixture);
+  EXPECT_EQ(test::all_logits(*renamed, ref.tokens, true), test::all_logits(*original, ref.tokens, true));
+}
+
+TEST_F(MoeLayouts, OldMixtralGgufWithATensorPerExpertGivesTheSameLogits) {
+  auto hf = load_model(test::moe_fixture("mixtral").string());
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const auto ref = test::reference_output(test::moe_fixture("mixtral"));
+  const size_t E = hf->config.moe.experts;
+  for (const char* scheme : {"f32", "q8_0"}) {
+    SCOPED_TRACE(scheme);
+    const fs::path stacked = dir_ / (std::string(scheme) + ".gguf"), per_expert = dir_ / (std::string(scheme) + "-per-expert.gguf");
+    ASSERT_TRUE(export_gguf(*hf, stacked.string(), {.scheme = *find_quant_scheme(scheme), .splits = 1}).ok());
+    auto file = read_gguf(stacked.string());
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    std::vector<GgufTensorToWrite> tensors;
+    size_t split = 0;
+    for (const auto& [name, t] : file->tensors) {
+      const size_t at = name.find("_exps.weight");
+      if (at == std::string::npos) {
+        tensors.push_back({name, *t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+        continue;
+      }
+      ASSERT_EQ(t.shape.size(), 3u);
+      ASSERT_EQ(t.shape[0], E);
+      const size_t slab = t.bytes / E;
+      for (size_t e = 0; e < E; ++e)  // blk.L.ffn_gate_exps.weight -> blk.L.ffn_gate.E.weight
+        tensors.push_back({name.substr(0, at) + "." + std::to_string(e) + ".weight", *t.dtype, {t.shape[1], t.shape[2]},
+                           std::vector<uint8_t>(t.data + e * slab, t.data + (e + 1) * slab)});
+      ++split;
+    }
+    ASSERT_EQ(split, 3 * hf->config.layers) << "gate, up and down of every layer were stacked";
+    ASSERT_TRUE(write_gguf(per_expert.string(), file->metadata, tensors).ok());
+    auto a = load_model(stacked.string());
+    auto b = load_model(per_expert.string());
+    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.error().message : a.error().message);
+    EXPECT_EQ(test::all_logits(*b, ref.tokens, true), test::all_logits(*a, ref.tokens, true));
   }
 }
 
