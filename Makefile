@@ -93,6 +93,7 @@ bench-gguf: synth-085b
 # of 768, top-8, vocabulary 151936 untied) with 12 layers: BF16 written once (~15 GB), then
 # Q8_0 and Q4_K_M GGUF files by larql quantize; decode and prefill measured interleaved,
 # decode against the bytes a token reads (router + its 8 experts + attention + classifier).
+# Then resident memory against the bytes read, with routing that leaves most experts unread.
 bench-moe: build
 	@test -f $(SYNTH_QWEN3_MOE)/model.safetensors || build/larql synth --family qwen3moe --out $(SYNTH_QWEN3_MOE) --hidden 2048 \
 	  --heads 32 --kv-heads 4 --head-dim 128 --ffn 6144 --expert-ffn 768 --experts 128 --experts-used 8 --layers 12 \
@@ -100,6 +101,13 @@ bench-moe: build
 	@test -f $(SYNTH_QWEN3_MOE)-q8_0.gguf || build/larql quantize $(SYNTH_QWEN3_MOE) $(SYNTH_QWEN3_MOE)-q8_0.gguf --type q8_0
 	@test -f $(SYNTH_QWEN3_MOE)-q4_k_m.gguf || build/larql quantize $(SYNTH_QWEN3_MOE) $(SYNTH_QWEN3_MOE)-q4_k_m.gguf --type q4_k_m
 	build/bench/engine_bench $(SYNTH_QWEN3_MOE)-q8_0.gguf $(SYNTH_QWEN3_MOE)-q4_k_m.gguf --reps 3 --threads 2 --prefill-tokens 128
+	@# Memory: the same shape with routers that reach 16 of the 128 experts, Q4_K_M; resident
+	@# weights after a 32-token decode against the bytes that decode read.
+	@test -f $(SYNTH_QWEN3_MOE)-reach16-q4_k_m.gguf || (build/larql synth --family qwen3moe --out $(SYNTH_QWEN3_MOE)-reach16 \
+	  --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --ffn 6144 --expert-ffn 768 --experts 128 --experts-used 8 \
+	  --layers 12 --vocab 151936 --context 4096 --dtype bf16 --seed 1 --reachable-experts 16 && build/larql quantize \
+	  $(SYNTH_QWEN3_MOE)-reach16 $(SYNTH_QWEN3_MOE)-reach16-q4_k_m.gguf --type q4_k_m && rm -rf $(SYNTH_QWEN3_MOE)-reach16)
+	build/bench/moe_rss_bench $(SYNTH_QWEN3_MOE)-reach16-q4_k_m.gguf
 
 # Remote FFN: per-layer round-trip overhead against raw TCP, then decode local vs two shards.
 bench-remote: synth-085b
