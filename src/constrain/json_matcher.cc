@@ -4,6 +4,8 @@
 #include <limits>
 #include <optional>
 
+#include "constrain/gemma4_syntax.h"
+
 namespace larql {
 
 namespace {
@@ -25,7 +27,8 @@ bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= '
 // Object phases: after "{", after ",", inside a key, before ":", before the value, after it.
 enum ObjectPhase : uint8_t { o_first, o_next, o_key, o_colon, o_value, o_after };
 enum ArrayPhase : uint8_t { a_first, a_next, a_after };
-enum StringPhase : uint8_t { s_body, s_escape, s_unicode, s_utf8 };
+// s_open: Gemma 4's opening <|"|> mark, its bytes matched in aux.
+enum StringPhase : uint8_t { s_body, s_escape, s_unicode, s_utf8, s_open };
 enum NumberPhase : uint8_t { n_minus, n_zero, n_int, n_dot, n_frac, n_e, n_esign, n_exp };
 enum WrappedPhase : uint8_t { w_prefix, w_value, w_suffix };
 
@@ -78,7 +81,8 @@ bool JsonMatcher::begin_value(uint32_t node, uint8_t byte) {
       switch (byte) {
         case '{': node = grammar_->any_object_node(); break;
         case '[': node = grammar_->any_array(); break;
-        case '"': node = grammar_->any_string(); break;
+        case '"':
+        case '<': node = grammar_->any_string(); break;  // JSON's quote, Gemma 4's <|"|>
         case 't': case 'f': case 'n': node = grammar_->any_literal(); break;
         default: node = grammar_->any_number(); break;
       }
@@ -94,7 +98,11 @@ bool JsonMatcher::begin_value(uint32_t node, uint8_t byte) {
   switch (n.kind) {
     case SchemaKind::object: f.phase = o_first; return true;
     case SchemaKind::array: f.phase = a_first; return true;
-    case SchemaKind::string: f.phase = s_body; return true;
+    case SchemaKind::string:
+      f.phase = gemma() ? s_open : s_body;
+      f.aux = 1;  // s_open: the mark's "<" (s_body ignores aux)
+      if (!gemma()) f.aux = 0;
+      return true;
     case SchemaKind::number:
     case SchemaKind::integer:
       f.phase = byte == '-' ? n_minus : byte == '0' ? n_zero : n_int;
@@ -186,6 +194,11 @@ std::optional<JsonMatcher::Step> JsonMatcher::gap(Frame& f, uint8_t byte) {
 }
 
 bool JsonMatcher::start_key(Frame& f, const SchemaNode& n) {
+  if (n.open && gemma()) {
+    f.phase = o_key;
+    f.count = 0;
+    return true;
+  }
   if (n.open) {
     f.phase = o_colon;
     return begin_value(grammar_->any_string(), '"');
@@ -213,16 +226,29 @@ JsonMatcher::Step JsonMatcher::object_byte(Frame& f, const SchemaNode& n, uint8_
         end_value();
         return Step::consumed;
       }
+      if (gemma()) {  // a bare key: this byte is its first
+        if (!start_key(f, n)) return Step::rejected;
+        return object_byte(f, n, byte);
+      }
       if (byte == '"') return start_key(f, n) ? Step::consumed : Step::rejected;
       return Step::rejected;
     case o_key: {
-      if (byte == '"') {
+      if (gemma() && n.open) {  // any bare key of at least one byte, up to ':'
+        if (byte == ':' && f.count > 0) {
+          f.phase = o_value;
+          return Step::consumed;
+        }
+        if (!bare_key_byte(byte)) return Step::rejected;
+        ++f.count;
+        return Step::consumed;
+      }
+      if (byte == (gemma() ? ':' : '"')) {
         for (uint64_t s = f.set; s; s &= s - 1) {
           const size_t i = f.index + size_t(__builtin_ctzll(s));
           if (n.properties[i].key.size() == f.count) {
             f.count = uint32_t(i);
             f.index = uint32_t(i + 1);
-            f.phase = o_colon;
+            f.phase = gemma() ? o_value : o_colon;  // Gemma 4's key ends with its ':'
             return Step::consumed;
           }
         }
@@ -289,6 +315,7 @@ JsonMatcher::Step JsonMatcher::array_byte(Frame& f, const SchemaNode& n, uint8_t
 }
 
 JsonMatcher::Step JsonMatcher::string_byte(Frame& f, const SchemaNode& n, uint8_t byte) {
+  if (gemma()) return gemma_string_byte(f, n, byte);
   switch (f.phase) {
     case s_body:
       if (byte == '"') {
@@ -301,28 +328,8 @@ JsonMatcher::Step JsonMatcher::string_byte(Frame& f, const SchemaNode& n, uint8_
         f.phase = s_escape;
         return Step::consumed;
       }
-      if (byte < 0x80) {
-        ++f.index;
-        return Step::consumed;
-      }
-      // A UTF-8 lead byte: how many continuation bytes follow, and the first one's range
-      // (which excludes overlong forms and surrogates).
-      if (byte >= 0xC2 && byte <= 0xDF) f.aux = 1, f.count = byte_range(0x80, 0xBF);
-      else if (byte == 0xE0) f.aux = 2, f.count = byte_range(0xA0, 0xBF);
-      else if (byte == 0xED) f.aux = 2, f.count = byte_range(0x80, 0x9F);
-      else if (byte >= 0xE1 && byte <= 0xEF) f.aux = 2, f.count = byte_range(0x80, 0xBF);
-      else if (byte == 0xF0) f.aux = 3, f.count = byte_range(0x90, 0xBF);
-      else if (byte >= 0xF1 && byte <= 0xF3) f.aux = 3, f.count = byte_range(0x80, 0xBF);
-      else if (byte == 0xF4) f.aux = 3, f.count = byte_range(0x80, 0x8F);
-      else return Step::rejected;
-      ++f.index;
-      f.phase = s_utf8;
-      return Step::consumed;
-    case s_utf8:
-      if (byte < (f.count >> 8) || byte > (f.count & 0xFF)) return Step::rejected;
-      f.count = byte_range(0x80, 0xBF);
-      if (--f.aux == 0) f.phase = s_body;
-      return Step::consumed;
+      return character_byte(f, byte);
+    case s_utf8: return utf8_continuation(f, byte);
     case s_escape:
       if (byte == 'u') {
         f.phase = s_unicode;
@@ -343,6 +350,67 @@ JsonMatcher::Step JsonMatcher::string_byte(Frame& f, const SchemaNode& n, uint8_
       return Step::consumed;
   }
   return Step::rejected;
+}
+
+// A character's first byte inside a string (neither a quote nor an escape): ASCII, or a
+// UTF-8 lead byte with how many continuation bytes follow and the first one's range
+// (which excludes overlong forms and surrogates).
+JsonMatcher::Step JsonMatcher::character_byte(Frame& f, uint8_t byte) {
+  if (byte < 0x80) {
+    ++f.index;
+    return Step::consumed;
+  }
+  if (byte >= 0xC2 && byte <= 0xDF) f.aux = 1, f.count = byte_range(0x80, 0xBF);
+  else if (byte == 0xE0) f.aux = 2, f.count = byte_range(0xA0, 0xBF);
+  else if (byte == 0xED) f.aux = 2, f.count = byte_range(0x80, 0x9F);
+  else if (byte >= 0xE1 && byte <= 0xEF) f.aux = 2, f.count = byte_range(0x80, 0xBF);
+  else if (byte == 0xF0) f.aux = 3, f.count = byte_range(0x90, 0xBF);
+  else if (byte >= 0xF1 && byte <= 0xF3) f.aux = 3, f.count = byte_range(0x80, 0xBF);
+  else if (byte == 0xF4) f.aux = 3, f.count = byte_range(0x80, 0x8F);
+  else return Step::rejected;
+  ++f.index;
+  f.phase = s_utf8;
+  return Step::consumed;
+}
+
+JsonMatcher::Step JsonMatcher::utf8_continuation(Frame& f, uint8_t byte) {
+  if (byte < (f.count >> 8) || byte > (f.count & 0xFF)) return Step::rejected;
+  f.count = byte_range(0x80, 0xBF);
+  if (--f.aux == 0) f.phase = s_body;
+  return Step::consumed;
+}
+
+// Gemma 4's strings: <|"|>, raw text (no escapes; line breaks and tabs allowed), <|"|>.
+// In the body, aux counts the bytes of a closing mark matched so far; when the next byte
+// breaks the mark they were text.
+JsonMatcher::Step JsonMatcher::gemma_string_byte(Frame& f, const SchemaNode& n, uint8_t byte) {
+  const std::string_view mark = kGemma4Quote;
+  switch (f.phase) {
+    case s_open:
+      if (uint8_t(mark[f.aux]) != byte) return Step::rejected;
+      if (++f.aux == mark.size()) f.phase = s_body, f.aux = 0;
+      return Step::consumed;
+    case s_utf8: return utf8_continuation(f, byte);
+    case s_body:
+      if (f.aux > 0) {
+        if (uint8_t(mark[f.aux]) == byte) {
+          if (++f.aux < mark.size()) return Step::consumed;
+          if (f.index < n.min_length) return Step::rejected;
+          end_value();
+          return Step::consumed;
+        }
+        f.index += f.aux;  // the mark's start was text
+        f.aux = 0;
+        if (f.index > n.max_length) return Step::rejected;
+      }
+      if (byte == '<') {  // perhaps the closing mark: held until decided
+        f.aux = 1;
+        return Step::consumed;
+      }
+      if ((byte < 0x20 && byte != '\n' && byte != '\t' && byte != '\r') || f.index >= n.max_length) return Step::rejected;
+      return character_byte(f, byte);
+    default: return Step::rejected;
+  }
 }
 
 JsonMatcher::Step JsonMatcher::number_byte(Frame& f, const SchemaNode& n, uint8_t byte) {
@@ -415,7 +483,9 @@ bool JsonMatcher::takes_plain_text(size_t chars) const {
   if (depth_ == 0 || done_) return false;
   const Frame& f = frames_[depth_ - 1];
   const SchemaNode& n = grammar_->node(f.node);
-  return n.kind == SchemaKind::string && f.phase == s_body && chars <= n.max_length - std::min<size_t>(n.max_length, f.index);
+  // (Gemma 4: the start of a closing mark held in aux becomes text when plain text follows.)
+  const size_t held = gemma() ? f.aux : 0;
+  return n.kind == SchemaKind::string && f.phase == s_body && chars + held <= n.max_length - std::min<size_t>(n.max_length, f.index);
 }
 
 size_t JsonMatcher::frame_to_close(const Frame& f) const {
@@ -426,7 +496,8 @@ size_t JsonMatcher::frame_to_close(const Frame& f) const {
         switch (f.phase) {
           case o_first:
           case o_after: return 1;
-          case o_next: return 5;  // "":0}
+          case o_next: return gemma() ? 4 : 5;  // "":0} or a:0}
+          case o_key: return gemma() ? (f.count > 0 ? 3 : 4) : 1;  // :0} after a bare key's first byte
           case o_colon: return 3;  // :0}
           case o_value: return 2;
           default: return 1;
@@ -442,7 +513,8 @@ size_t JsonMatcher::frame_to_close(const Frame& f) const {
             const size_t i = f.index + size_t(__builtin_ctzll(s));
             const auto& p = n.properties[i];
             if (p.key.size() < f.count) continue;
-            best = std::min(best, add(add(p.key.size() - f.count + 2, grammar_->node(p.value).min_bytes), tail[i + 1] + 1));
+            const size_t key_rest = p.key.size() - f.count + (gemma() ? 1 : 2);  // the key's rest and '":' or ':'
+            best = std::min(best, add(add(key_rest, grammar_->node(p.value).min_bytes), tail[i + 1] + 1));
           }
           return best;
         }
@@ -461,6 +533,15 @@ size_t JsonMatcher::frame_to_close(const Frame& f) const {
     }
     case SchemaKind::string: {
       const size_t due = n.min_length > f.index ? n.min_length - f.index : 0;
+      if (gemma()) {
+        const size_t mark = kGemma4Quote.size();
+        if (f.phase == s_open) return mark - f.aux + due + mark;
+        if (f.phase == s_utf8) return f.aux + due + mark;
+        // A held mark start closes with the mark's rest, or once broken (a byte of text)
+        // counts as text.
+        if (f.aux == 0) return due + mark;
+        return due == 0 ? mark - f.aux : std::max<size_t>(due > f.aux ? due - f.aux : 0, 1) + mark;
+      }
       const size_t pending = f.phase == s_body ? 0 : f.phase == s_escape ? 1 : f.aux;
       return pending + due + 1;
     }

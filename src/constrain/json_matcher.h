@@ -2,6 +2,7 @@
 // with one small frame per open value. Structured output feeds it each token's bytes and
 // asks, for every candidate token, whether its bytes can come next (token_mask.h).
 //
+// Values are spelled as the grammar's ValueSyntax says (JSON, or Gemma 4's tool-call syntax).
 // The text is compact except for whitespace between tokens, as pretty-printers write it: in
 // each gap at most one line break (\n or \r\n) and kMaxIndent spaces or tabs, so a model
 // cannot pad forever; nothing precedes the value and nothing follows it.
@@ -62,6 +63,12 @@ class JsonMatcher {
   Step number_byte(Frame& f, const SchemaNode& n, uint8_t byte);
   Step literal_byte(Frame& f, const SchemaNode& n, uint8_t byte);
   Step wrapped_byte(Frame& f, const SchemaNode& n, uint8_t byte);
+  Step gemma_string_byte(Frame& f, const SchemaNode& n, uint8_t byte);
+  Step character_byte(Frame& f, uint8_t byte);
+  Step utf8_continuation(Frame& f, uint8_t byte);
+  bool gemma() const { return grammar_->syntax() == ValueSyntax::gemma4; }
+  // A byte of a bare key in an open object (Gemma 4): anything but what ends or opens a value.
+  static bool bare_key_byte(uint8_t b) { return b > 0x20 && b != ':' && b != '}' && b != '{' && b != ',' && b != '<' && b != '"'; }
   static std::optional<Step> gap(Frame& f, uint8_t byte);
   bool start_key(Frame& f, const SchemaNode& n);
   size_t frame_to_close(const Frame& f) const;

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "constrain/gemma4_syntax.h"
+
 namespace larql {
 
 using json = nlohmann::ordered_json;  // the schema's own property order is the order written
@@ -125,16 +127,19 @@ class SchemaCompiler {
     return placeholder;
   }
 
+  // A value's text as the grammar's syntax writes it (compact JSON, or Gemma 4's).
+  std::string text_of(const json& v) const { return g_.syntax_ == ValueSyntax::gemma4 ? gemma4_text(v, false) : v.dump(); }
+
   Result<uint32_t> literals(const json& s, const std::string& where) {
     SchemaNode n = node_of(SchemaKind::literals);
     if (s.contains("const")) {
-      n.literals.push_back(s["const"].dump());
+      n.literals.push_back(text_of(s["const"]));
     } else {
       const json& values = s["enum"];
       if (!values.is_array() || values.empty()) return refuse(where + "/enum", "enum must be a non-empty array");
       if (values.size() > JsonGrammar::kMaxLiterals)
         return refuse(where + "/enum", "an enum of more than " + std::to_string(JsonGrammar::kMaxLiterals) + " values");
-      for (const auto& v : values) n.literals.push_back(v.dump());
+      for (const auto& v : values) n.literals.push_back(text_of(v));
     }
     return add_node(std::move(n));
   }
@@ -220,6 +225,12 @@ class SchemaCompiler {
       for (const auto& [name, schema] : props.items()) {
         auto value = compile(schema, where + "/properties/" + name, depth + 1);
         if (!value) return value.error();
+        if (g_.syntax_ == ValueSyntax::gemma4) {  // a bare key ends at the first ':'
+          if (name.empty() || name.find_first_of(":}") != std::string::npos)
+            return refuse(where + "/properties/" + name, "Gemma 4's calls cannot write a key that is empty or holds ':' or '}'");
+          n.properties.push_back({name, *value, required.count(name) > 0});
+          continue;
+        }
         const std::string quoted = json(name).dump();
         n.properties.push_back({quoted.substr(1, quoted.size() - 2), *value, required.count(name) > 0});
       }
@@ -261,11 +272,13 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const json& 
 }
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::tool_call(const std::vector<Function>& functions, std::string_view before,
-                                                                  std::string_view between, std::string_view after) {
+                                                                  std::string_view between, std::string_view after,
+                                                                  ValueSyntax syntax) {
   if (functions.empty() || functions.size() > kMaxLiterals)
     return make_error(ErrorCode::bad_request, "tool_call: between 1 and " + std::to_string(kMaxLiterals) + " functions");
   if (after.empty()) return make_error(ErrorCode::internal, "tool_call: a call must end with a closing text");
   auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
+  g->syntax_ = syntax;
   SchemaNode call = node_of(SchemaKind::wrapped);
   call.suffix = std::string(after);
   for (const auto& f : functions) {
@@ -293,6 +306,10 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
 }
 
 Status JsonGrammar::derive() {
+  // What the syntax spells differently: a string's marks, and a key's (`"key":` or `key:`).
+  const bool gemma = syntax_ == ValueSyntax::gemma4;
+  const std::string_view string_start = gemma ? "<" : "\"";
+  const size_t string_marks = gemma ? 2 * kGemma4Quote.size() : 2, key_marks = gemma ? 1 : 3;
   // First bytes and shortest lengths are least fixed points over the node graph ($ref
   // cycles): iterate until nothing changes (each pass only grows a set or shrinks a length).
   for (auto& n : nodes_) {
@@ -301,13 +318,13 @@ Status JsonGrammar::derive() {
     switch (n.kind) {
       case SchemaKind::object: n.first_bytes = bytes_of("{"); break;
       case SchemaKind::array: n.first_bytes = bytes_of("["); break;
-      case SchemaKind::string: n.first_bytes = bytes_of("\""); break;
+      case SchemaKind::string: n.first_bytes = bytes_of(string_start); break;
       case SchemaKind::number:
       case SchemaKind::integer: n.first_bytes = bytes_of("-0123456789"); break;
       case SchemaKind::literals:
         for (const auto& l : n.literals) set_byte(n.first_bytes, uint8_t(l[0]));
         break;
-      case SchemaKind::any: n.first_bytes = bytes_of("{[\"-0123456789tfn"); break;
+      case SchemaKind::any: n.first_bytes = bytes_of(std::string("{[-0123456789tfn") + std::string(string_start)); break;
       case SchemaKind::wrapped:
         for (const auto& l : n.literals) set_byte(n.first_bytes, uint8_t(l[0]));
         break;
@@ -325,7 +342,7 @@ Status JsonGrammar::derive() {
           n.shortest_entry_from.assign(P + 1, kInfinite);
           for (size_t i = P; i-- > 0;) {
             const auto& p = n.properties[i];
-            const size_t entry = add(p.key.size() + 3, nodes_[p.value].min_bytes);  // "key":value
+            const size_t entry = add(p.key.size() + key_marks, nodes_[p.value].min_bytes);  // "key":value or key:value
             n.required_tail[i] = add(n.required_tail[i + 1], p.required ? entry + 1 : 0);
             n.shortest_entry_from[i] = std::min(n.shortest_entry_from[i + 1], entry);
           }
@@ -335,7 +352,7 @@ Status JsonGrammar::derive() {
         case SchemaKind::array:
           m = n.min_items == 0 ? 2 : add(1, std::min(kInfinite, n.min_items * (nodes_[n.items].min_bytes + 1)));
           break;
-        case SchemaKind::string: m = 2 + std::min(n.min_length, kInfinite); break;
+        case SchemaKind::string: m = string_marks + std::min(n.min_length, kInfinite); break;
         case SchemaKind::number:
         case SchemaKind::integer:
         case SchemaKind::any: m = 1; break;

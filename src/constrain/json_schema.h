@@ -24,6 +24,10 @@
 
 namespace larql {
 
+// How values are spelled: JSON, or Gemma 4's tool-call syntax (constrain/gemma4_syntax.h:
+// strings between <|"|> marks, raw; bare object keys followed by ':'; the rest as JSON).
+enum class ValueSyntax : uint8_t { json, gemma4 };
+
 enum class SchemaKind : uint8_t {
   object,    // properties in order (open: any string keys, any values)
   array,     // items of one node
@@ -38,7 +42,7 @@ enum class SchemaKind : uint8_t {
 };
 
 struct SchemaProperty {
-  std::string key;  // the name as written between the quotes (JSON-escaped)
+  std::string key;  // the name as written: between the quotes (JSON-escaped), or Gemma 4's bare key
   uint32_t value = 0;
   bool required = false;
 };
@@ -73,13 +77,16 @@ class JsonGrammar {
   // response_format json_object: any object.
   static std::shared_ptr<const JsonGrammar> any_object();
   // A tool call in a chat format's words: `before` + the name + `between`, then arguments
-  // of that function's schema, then `after`. Errors name the function.
+  // of that function's schema in `syntax`, then `after`. Errors name the function.
   struct Function {
     std::string name;             // as written (JSON-escaped)
     nlohmann::ordered_json const* parameters;  // its schema; null: any object
   };
   static Result<std::shared_ptr<const JsonGrammar>> tool_call(const std::vector<Function>& functions, std::string_view before,
-                                                              std::string_view between, std::string_view after);
+                                                              std::string_view between, std::string_view after,
+                                                              ValueSyntax syntax = ValueSyntax::json);
+
+  ValueSyntax syntax() const { return syntax_; }
 
   const SchemaNode& node(uint32_t i) const { return nodes_[i]; }
   uint32_t root() const { return root_; }
@@ -100,6 +107,7 @@ class JsonGrammar {
 
   std::vector<SchemaNode> nodes_;
   uint32_t root_ = 0;
+  ValueSyntax syntax_ = ValueSyntax::json;
   uint32_t any_string_ = 0, any_number_ = 0, any_literal_ = 0, any_object_ = 0, any_array_ = 0, any_value_ = 0;
 };
 
