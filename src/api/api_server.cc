@@ -51,6 +51,7 @@ struct ApiServer::Prepared {
   std::vector<int> prompt;
   size_t max_tokens = 0;
   std::optional<ToolCallWords> tool_call;  // tools offered: the answer's calls are read back in these words
+  bool grammar_is_call = false;            // the grammar is a required call's (it spells the format's marks)
 };
 
 namespace {
@@ -77,15 +78,22 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       token_gap_seconds_(kTokenGapBuckets) {
   options_.ctx = std::min(options_.ctx, model.config.context);
   if (options_.chat_format && tokenizer_) {
-    const std::string_view end = chat_format_info(*options_.chat_format).end_of_turn;
-    for (size_t id = 0; id < tokenizer_->vocab_size(); ++id)
-      if (tokenizer_->piece(int(id)) == end) end_of_turn_.push_back(int(id));
+    const ChatFormatInfo& info = chat_format_info(*options_.chat_format);
+    for (size_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+      const std::string piece = tokenizer_->piece(int(id));
+      if (piece == info.end_of_turn) end_of_turn_.push_back(int(id));
+      if (!info.tool_call.wait.empty() && piece == info.tool_call.wait) tool_wait_.push_back(int(id));
+    }
   }
 }
 
-std::shared_ptr<const TokenTrie> ApiServer::token_trie() const {
-  std::call_once(trie_once_, [this] { trie_ = std::make_shared<const TokenTrie>(TokenTrie::of(*tokenizer_)); });
-  return trie_;
+std::shared_ptr<const TokenTrie> ApiServer::token_trie(bool call_marks) const {
+  std::call_once(trie_once_[call_marks], [this, call_marks] {
+    const auto marks = call_marks && options_.chat_format ? chat_format_info(*options_.chat_format).tool_call.marks()
+                                                          : std::vector<std::string_view>{};
+    trie_[call_marks] = std::make_shared<const TokenTrie>(TokenTrie::of(*tokenizer_, marks));
+  });
+  return trie_[call_marks];
 }
 
 std::vector<Route> ApiServer::routes() {
@@ -112,7 +120,7 @@ json ApiServer::models() const {
 }
 
 std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const CompletionRequest& r) const {
-  Prepared p{r, {}, 0};
+  Prepared p{r, {}, 0, {}, false};
   const char* param = r.chat ? "messages" : "prompt";
   if (r.chat) {
     if (!options_.chat_format)
@@ -139,9 +147,10 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
         const bool schema = f.contains("parameters") && f["parameters"].is_object();
         functions.push_back({f["name"].get<std::string>(), schema ? &f["parameters"] : nullptr});
       }
-      auto grammar = JsonGrammar::tool_call(functions, words.before, words.between, words.after);
+      auto grammar = JsonGrammar::tool_call(functions, words.before, words.between, words.after, words.syntax);
       if (!grammar) return OpenAiError{400, grammar.error().message, "invalid_request_error", "tools", ""};
       p.request.grammar = *grammar;
+      p.grammar_is_call = true;
     }
   } else if (const auto* text = std::get_if<std::string>(&r.prompt)) {
     p.prompt = tokenizer_->encode(*text);
@@ -180,6 +189,9 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   Prepared p = std::move(std::get<Prepared>(prepared));
   // One job per choice, each its own sequence of the batch, choice i sampled with seed + i.
   const uint64_t seed = p.request.seed.value_or(std::random_device{}());
+  // With tools offered, generation also ends where the model waits for their results.
+  std::vector<int> ends = end_of_turn_;
+  if (p.tool_call) ends.insert(ends.end(), tool_wait_.begin(), tool_wait_.end());
   std::vector<std::shared_ptr<Job>> jobs;
   for (size_t i = 0; i < p.request.n; ++i) {
     jobs.push_back(scheduler_.submit({p.prompt, p.max_tokens,
@@ -188,8 +200,8 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
                                        .repetition_penalty = p.request.repetition_penalty,
                                        .presence_penalty = p.request.presence_penalty,
                                        .frequency_penalty = p.request.frequency_penalty, .logit_bias = p.request.logit_bias},
-                                      end_of_turn_, p.request.top_logprobs, p.request.echo, p.request.grammar,
-                                      p.request.grammar ? token_trie() : nullptr}));
+                                      ends, p.request.top_logprobs, p.request.echo, p.request.grammar,
+                                      p.request.grammar ? token_trie(p.grammar_is_call) : nullptr}));
     if (!jobs.back()) {
       for (auto& job : jobs)
         if (job) job->cancel();

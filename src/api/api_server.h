@@ -48,8 +48,9 @@ class ApiServer {
   std::string metrics() const;
   HttpReply tokenize(const HttpRequest& request) const;
   HttpReply detokenize(const HttpRequest& request) const;
-  // The vocabulary's trie for structured output, built at the first request that needs it.
-  std::shared_ptr<const TokenTrie> token_trie() const;
+  // The vocabulary's trie for structured output, built at the first request that needs it;
+  // for a required tool call, with the chat format's call marks spelled (ToolCallWords::marks).
+  std::shared_ptr<const TokenTrie> token_trie(bool call_marks) const;
 
   const Model& model_;
   const Tokenizer* tokenizer_;
@@ -57,8 +58,9 @@ class ApiServer {
   ApiOptions options_;
   BatchScheduler scheduler_;  // after transformer_: its engine thread stops first
   std::vector<int> end_of_turn_;  // the chat format's end-of-turn token, where the vocabulary has it
-  mutable std::once_flag trie_once_;
-  mutable std::shared_ptr<const TokenTrie> trie_;
+  std::vector<int> tool_wait_;    // and the token its model writes after tool calls (ToolCallWords::wait)
+  mutable std::once_flag trie_once_[2];
+  mutable std::shared_ptr<const TokenTrie> trie_[2];  // without, with the call marks
   std::atomic<uint64_t> next_id_{0};
   const int64_t created_;
 

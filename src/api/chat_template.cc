@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "api/gemma4_chat.h"
 #include "api/harmony.h"
 #include "api/python_json.h"
+#include "constrain/gemma4_syntax.h"
 
 namespace larql {
 namespace {
@@ -144,16 +146,15 @@ Result<std::string> render_gemma(const std::vector<ChatMessage>& messages) {
   return out + "<start_of_turn>model\n";
 }
 
-// Gemma 4: <|turn>role\n…<turn|>\n with a system turn of its own; thinking off, the
-// generation prompt closes an empty thought channel.
-std::string render_gemma4(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  for (const auto& m : messages)
-    out += "<|turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" + trim(m.content) + "<turn|>\n";
-  return out + "<|turn>model\n<|channel>thought\n<channel|>";
-}
-
 }  // namespace
+
+std::vector<std::string_view> ToolCallWords::marks() const {
+  std::vector<std::string_view> out;
+  for (std::string_view m : {open, close})
+    if (!m.empty()) out.push_back(m);
+  if (syntax == ValueSyntax::gemma4) out.push_back(kGemma4Quote);
+  return out;
+}
 
 const ChatFormatInfo& chat_format_info(ChatFormat f) {
   for (const auto& info : kChatFormats)
@@ -179,7 +180,7 @@ Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage
   const bool with_tools = chat_format_info(format).tool_call.supported();
   if (!tools.empty() && !with_tools)
     return make_error(ErrorCode::invalid_argument, "tools are not supported with the " + std::string(chat_format_info(format).name) +
-                                                       " chat format (larql has tool calls for chatml and llama3)");
+                                                       " chat format (larql has tool calls for chatml, llama3 and gemma4)");
   if (format == ChatFormat::harmony) return render_harmony(messages, harmony_today());  // its own roles
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
@@ -203,7 +204,7 @@ Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage
     case ChatFormat::chatml: return render_chatml(messages, tools);
     case ChatFormat::llama2: return render_llama2(messages);
     case ChatFormat::gemma: return render_gemma(messages);
-    case ChatFormat::gemma4: return render_gemma4(messages);
+    case ChatFormat::gemma4: return render_gemma4(messages, tools);
     case ChatFormat::harmony: break;  // above
   }
   return make_error(ErrorCode::invalid_argument, "unknown chat format");

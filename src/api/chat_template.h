@@ -13,19 +13,26 @@
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
+#include "constrain/json_schema.h"
 
 namespace larql {
 
 enum class ChatFormat { llama3, llama2, chatml, gemma, gemma4, harmony };
 
 // How a format's assistant writes a tool call: `before` + the function's name + `between`
-// + its arguments as a JSON object + `after` (all empty: larql has no tool calls for it).
-// A call is read back from the text between `open` and `close`, or, when they are empty,
-// from the whole answer.
+// + its arguments as an object in `syntax` + `after` (all empty: larql has no tool calls for
+// it). A call is read back from the text between `open` and `close`, or, when they are
+// empty, from the whole answer. `wait`: what the model writes after its calls to wait for
+// their results (generation ends there).
 struct ToolCallWords {
   std::string_view before, between, after;
   std::string_view open = {}, close = {};
+  ValueSyntax syntax = ValueSyntax::json;
+  std::string_view wait = {};
   bool supported() const { return !before.empty(); }
+  // The marks around and inside calls that a vocabulary may hold as special tokens (no
+  // text of their own): a grammar of calls spells them by their vocabulary strings.
+  std::vector<std::string_view> marks() const;
 };
 
 struct ChatFormatInfo {
@@ -39,7 +46,9 @@ struct ChatFormatInfo {
 // Checked in this order: Gemma 4's "<|turn>" before Gemma's "<start_of_turn>".
 inline constexpr ChatFormatInfo kChatFormats[] = {
     {ChatFormat::harmony, "harmony", "<|channel|>", "<|return|>"},  // GPT-OSS (api/harmony.h)
-    {ChatFormat::gemma4, "gemma4", "<|turn>", "<turn|>"},
+    // Gemma 4's own syntax (constrain/gemma4_syntax.h), after any text; <|tool_response> waits.
+    {ChatFormat::gemma4, "gemma4", "<|turn>", "<turn|>",
+     {"<|tool_call>call:", "", "<tool_call|>", "<|tool_call>", "<tool_call|>", ValueSyntax::gemma4, "<|tool_response>"}},
     {ChatFormat::gemma, "gemma", "<start_of_turn>", "<end_of_turn>"},
     // Llama 3.1's JSON tool calls ("parameters"), the whole answer.
     {ChatFormat::llama3, "llama3", "<|start_header_id|>", "<|eot_id|>", {"{\"name\": \"", "\", \"parameters\": ", "}"}},
@@ -57,12 +66,14 @@ std::optional<ChatFormat> detect_chat_format(std::string_view template_text);
 struct ChatToolCall {
   std::string name;
   std::string arguments;  // a JSON object's text, as OpenAI sends it
+  std::string id = {};    // as the client gave it (a tool message names it)
 };
 
 struct ChatMessage {
   std::string role;  // system, user, assistant or tool (harmony: also developer)
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // an assistant's
+  std::string tool_call_id = {};              // a tool message's: the call it answers
 };
 
 // The prompt text for `messages` followed by the assistant's opening (the generation

@@ -69,7 +69,8 @@ std::optional<OpenAiError> tool_calls_of(const json& calls, const std::string& w
     const std::string arguments = c["function"]["arguments"].get<std::string>();
     if (!json::parse(arguments, nullptr, false).is_object())
       return bad(at + ".function.arguments", at + ".function.arguments must be a JSON object's text");
-    message.tool_calls.push_back({c["function"]["name"].get<std::string>(), arguments});
+    const std::string id = c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
+    message.tool_calls.push_back({c["function"]["name"].get<std::string>(), arguments, id});
   }
   return std::nullopt;
 }
@@ -156,6 +157,7 @@ std::variant<CompletionRequest, OpenAiError> parse_completion_request(const std:
       if (calls) {
         if (auto e = tool_calls_of(m["tool_calls"], where + ".tool_calls", message)) return *e;
       }
+      if (m.contains("tool_call_id") && m["tool_call_id"].is_string()) message.tool_call_id = m["tool_call_id"].get<std::string>();
       r.messages.push_back(std::move(message));
     }
   } else {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "constrain/gemma4_syntax.h"
+
 namespace larql {
 namespace {
 
@@ -24,6 +26,21 @@ std::optional<ToolCall> parse_tool_call(std::string_view json_text) {
   return std::nullopt;
 }
 
+std::optional<ToolCall> parse_gemma4_call(std::string_view text) {
+  constexpr std::string_view kCall = "call:";
+  if (text.substr(0, kCall.size()) != kCall) return std::nullopt;
+  text.remove_prefix(kCall.size());
+  const size_t brace = text.find('{');
+  if (brace == 0 || brace == std::string_view::npos) return std::nullopt;
+  auto arguments = gemma4_to_json(text.substr(brace));
+  if (!arguments || (*arguments)[0] != '{') return std::nullopt;
+  return ToolCall{std::string(text.substr(0, brace)), *arguments};
+}
+
+std::optional<ToolCall> ToolCallParser::parse(std::string_view block) const {
+  return words_.syntax == ValueSyntax::gemma4 ? parse_gemma4_call(block) : parse_tool_call(block);
+}
+
 ToolCallParser::Out ToolCallParser::push(std::string_view text) {
   held_ += text;
   return take(false);
@@ -43,7 +60,7 @@ ToolCallParser::Out ToolCallParser::take(bool at_end) {
     }
     if (first != std::string::npos) in_call_ = true;  // decided: a call or, if it does not parse, text
     if (!at_end) return out;
-    if (auto call = parse_tool_call(held_)) {
+    if (auto call = parse(held_)) {
       out.calls.push_back(std::move(*call));
       called_ = true;
     } else {
@@ -65,7 +82,7 @@ ToolCallParser::Out ToolCallParser::take(bool at_end) {
       const std::string block = held_.substr(0, close);
       held_.erase(0, close + words_.close.size());
       in_call_ = false;
-      if (auto call = parse_tool_call(block)) {
+      if (auto call = parse(block)) {
         out.calls.push_back(std::move(*call));
         called_ = true;
         // Whitespace between blocks is not text.

@@ -48,9 +48,15 @@ struct PlainPath {
 
 }  // namespace
 
-TokenTrie TokenTrie::of(const Tokenizer& tokenizer) {
+TokenTrie TokenTrie::of(const Tokenizer& tokenizer, const std::vector<std::string_view>& spelled) {
   std::vector<std::optional<std::string>> bytes(tokenizer.vocab_size());
-  for (size_t id = 0; id < bytes.size(); ++id) bytes[id] = tokenizer.token_bytes(int(id));
+  for (size_t id = 0; id < bytes.size(); ++id) {
+    bytes[id] = tokenizer.token_bytes(int(id));
+    if (!bytes[id] && !spelled.empty()) {
+      const std::string piece = tokenizer.piece(int(id));
+      if (std::find(spelled.begin(), spelled.end(), piece) != spelled.end()) bytes[id] = piece;
+    }
+  }
   return TokenTrie(bytes);
 }
 

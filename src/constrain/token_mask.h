@@ -21,7 +21,9 @@ class TokenTrie {
   // token_bytes[id]: what the token adds to text (Tokenizer::token_bytes); tokens with none
   // or empty ones are never allowed inside a value.
   explicit TokenTrie(const std::vector<std::optional<std::string>>& token_bytes);
-  static TokenTrie of(const Tokenizer& tokenizer);
+  // The tokenizer's vocabulary; special tokens whose vocabulary string is one of `spelled`
+  // count as that text (a chat format's marks that a grammar of tool calls writes).
+  static TokenTrie of(const Tokenizer& tokenizer, const std::vector<std::string_view>& spelled = {});
 
   size_t vocab() const { return vocab_; }
   // The token's bytes (empty for one without text).

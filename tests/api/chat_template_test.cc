@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/chat_template.h"
+#include "api/gemma4_chat.h"
 
 namespace larql {
 namespace {
@@ -113,6 +114,54 @@ TEST(ChatTemplate, ChatmlToolsAsQwen3sTemplateRendersThem) {
   EXPECT_EQ(*two, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nLet me see.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
                   "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
                   "<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+}
+
+// Gemma 4's template (google-gemma-4-31B-it.jinja) expanded by hand: declarations in the
+// system turn, the call and its result in the model's turn, which goes on after them.
+TEST(ChatTemplate, Gemma4ToolsAsItsTemplateRendersThem) {
+  auto r = render_chat(ChatFormat::gemma4, kRoundTrip, kTools);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r,
+            "<|turn>system\nBe brief.<|tool>declaration:get_weather{description:<|\"|>Weather in a city<|\"|>,parameters:{"
+            "properties:{city:{type:<|\"|>STRING<|\"|>}},required:[<|\"|>city<|\"|>],type:<|\"|>OBJECT<|\"|>}}<tool|><turn|>\n"
+            "<|turn>user\nWeather in Oslo?<turn|>\n"
+            "<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>"
+            "<|tool_response>response:get_weather{value:<|\"|>{\"temp\": 3}<|\"|>}<tool_response|>");
+  // The answer after the result continues the model's turn; then a new generation prompt.
+  auto more = render_chat(ChatFormat::gemma4, {{"user", "q"}, {"assistant", "", {{"f", R"({"b": 1, "a": "x"})", "c1"}}},
+                                              {"tool", "r1", {}, "c1"}, {"assistant", "It is 3."}, {"user", "And?"}});
+  ASSERT_TRUE(more.ok()) << more.error().message;
+  EXPECT_EQ(*more, "<|turn>user\nq<turn|>\n<|turn>model\n<|tool_call>call:f{a:<|\"|>x<|\"|>,b:1}<tool_call|>"
+                   "<|tool_response>response:f{value:<|\"|>r1<|\"|>}<tool_response|>It is 3.<turn|>\n<|turn>user\nAnd?<turn|>\n"
+                   "<|turn>model\n<|channel>thought\n<channel|>");
+  // A call without its result yet: the turn ends waiting for it.
+  auto waiting = render_chat(ChatFormat::gemma4, {{"user", "q"}, {"assistant", "", {{"f", "{}"}}}});
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(*waiting, "<|turn>user\nq<turn|>\n<|turn>model\n<|tool_call>call:f{}<tool_call|><|tool_response>");
+}
+
+TEST(ChatTemplate, Gemma4DeclarationsFollowItsFormatParameters) {
+  const auto tool = nlohmann::ordered_json::parse(R"({"type": "function", "function": {"name": "f", "description": "d",
+      "parameters": {"type": "object", "properties": {
+        "units": {"type": "string", "enum": ["c", "f"], "description": "Unit"},
+        "days": {"type": "array", "items": {"type": "integer"}},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]},
+        "note": {"type": "string", "nullable": true}},
+      "required": ["where"]}}})");
+  auto d = gemma4_declaration(tool);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(*d, "declaration:f{description:<|\"|>d<|\"|>,parameters:{properties:{"
+                "days:{items:{type:<|\"|>INTEGER<|\"|>},type:<|\"|>ARRAY<|\"|>},"
+                "note:{nullable:true,type:<|\"|>STRING<|\"|>},"
+                "units:{description:<|\"|>Unit<|\"|>,enum:[<|\"|>c<|\"|>,<|\"|>f<|\"|>],type:<|\"|>STRING<|\"|>},"
+                "where:{properties:{lat:{type:<|\"|>NUMBER<|\"|>}},required:[<|\"|>lat<|\"|>],type:<|\"|>OBJECT<|\"|>}},"
+                "required:[<|\"|>where<|\"|>],type:<|\"|>OBJECT<|\"|>}}");
+  const auto odd = nlohmann::ordered_json::parse(R"({"type": "function", "function": {"name": "g", "parameters": {"type": "object",
+      "properties": {"x": {"type": 3}}}}})");
+  auto refused = gemma4_declaration(odd);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("tool 'g': Gemma 4's template cannot write its parameters: property 'x' has a type"),
+            std::string::npos) << refused.error().message;
 }
 
 // Llama 3.1's template with its defaults, expanded by hand.

@@ -49,6 +49,18 @@ TEST(ToolCallParser, HermesBlocksAfterText) {
   expect_split(ChatFormat::chatml, "cut off <tool_call>\n{\"name\": \"f\"", "cut off<tool_call>\n{\"name\": \"f\"", {});
 }
 
+TEST(ToolCallParser, Gemma4CallsInItsOwnSyntaxAfterText) {
+  expect_split(ChatFormat::gemma4, "Let me check.<|tool_call>call:get_weather{city:<|\"|>Oslo, \"NO\"<|\"|>,days:3}<tool_call|>",
+               "Let me check.", {{"get_weather", R"({"city":"Oslo, \"NO\"","days":3})"}});
+  expect_split(ChatFormat::gemma4, "<|tool_call>call:a{}<tool_call|><|tool_call>call:b{x:[1,None]}<tool_call|>", "",
+               {{"a", "{}"}, {"b", R"({"x":[1,null]})"}});
+  // Not a call: stays text, marks included.
+  expect_split(ChatFormat::gemma4, "<|tool_call>call:a{x:<tool_call|> done", "<|tool_call>call:a{x:<tool_call|> done", {});
+  EXPECT_FALSE(parse_gemma4_call("a{}")) << "call: first";
+  EXPECT_FALSE(parse_gemma4_call("call:{}")) << "a name";
+  EXPECT_FALSE(parse_gemma4_call("call:a[1]")) << "arguments are an object";
+}
+
 TEST(ToolCallParser, Llama3TheWholeAnswerIsTheCall) {
   expect_split(ChatFormat::llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", "",
                {{"get_weather", R"({"city":"Oslo"})"}});

@@ -127,5 +127,43 @@ TEST(TokenBytes, SentencePieceFilesGiveEachTokensTextMidSentence) {
   }
 }
 
+// A vocabulary of the 256 bytes and one special token, "<|tool_call>", with no text of its own.
+class MarkedVocabulary : public Tokenizer {
+ public:
+  size_t vocab_size() const override { return 257; }
+  std::vector<int> encode(std::string_view) const override { return {}; }
+  std::string piece(int id) const override { return id == 256 ? "<|tool_call>" : std::string(1, char(id)); }
+  std::string decode(std::span<const int> ids) const override {
+    std::string out;
+    for (int id : ids) out += piece(id);
+    return out;
+  }
+  std::optional<std::string> token_bytes(int id) const override {
+    return id == 256 ? std::nullopt : std::optional<std::string>(std::string(1, char(id)));
+  }
+};
+
+// A grammar of calls may write a chat format's marks as the special tokens a vocabulary
+// holds them as: spelled by their vocabulary strings, they are allowed where the text is.
+TEST(TokenTrie, SpecialTokensSpelledByTheirStringsAreAllowedWhereTheGrammarWritesThem) {
+  const MarkedVocabulary vocabulary;
+  auto g = JsonGrammar::tool_call({{"f", nullptr}}, "<|tool_call>call:", "", "<tool_call|>", ValueSyntax::gemma4);
+  ASSERT_TRUE(g) << g.error().message;
+  const TokenTrie plain = TokenTrie::of(vocabulary), spelled = TokenTrie::of(vocabulary, {"<|tool_call>"});
+  EXPECT_EQ(plain.bytes(256), "");
+  EXPECT_EQ(spelled.bytes(256), "<|tool_call>");
+  std::vector<uint8_t> allowed;
+  spelled.allowed(JsonMatcher(**g), 100, allowed);
+  EXPECT_EQ(allowed[256], 1) << "the mark as one token";
+  EXPECT_EQ(allowed['<'], 1) << "or spelled out byte by byte";
+  EXPECT_EQ(allowed['c'], 0);
+  plain.allowed(JsonMatcher(**g), 100, allowed);
+  EXPECT_EQ(allowed[256], 0) << "a special token without text is never allowed unless spelled";
+  JsonMatcher inside(**g);
+  ASSERT_TRUE(inside.feed("<|tool_call>call:f{"));
+  spelled.allowed(inside, 100, allowed);
+  EXPECT_EQ(allowed[256], 0) << "not where the grammar does not write the mark";
+}
+
 }  // namespace
 }  // namespace larql

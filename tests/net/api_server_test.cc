@@ -426,6 +426,42 @@ TEST(ApiServer, ToolCallsRoundTripThroughTheNodeClient) {
   std::printf("tool call (named): %s\n", got["named"]["calls"][0].dump().c_str());
 }
 
+// Gemma 4's calls in its own syntax, on a random Gemma 4 whose vocabulary holds the marks
+// as special tokens (as the real one does: no text of their own, so the call's grammar
+// spells them by their vocabulary strings): the named and the required call are valid
+// calls whose arguments validate, read back from the marks' text.
+TEST(ApiServer, Gemma4ToolCallsSpellItsSpecialMarks) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("larql_api_gemma4_tools_" + std::to_string(::getpid()));
+  const auto synth = test::run_command(std::string(LARQL_BINARY) + " synth --family gemma4 --out '" + dir.string() +
+                                       "' --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 300 --layers 2 --ffn 64 "
+                                       "--context 1024 --dtype f32 --seed 5");
+  ASSERT_EQ(synth.status, 0) << synth.output;
+  json tokenizer = json::parse(std::ifstream(dir / "tokenizer.json"));
+  const std::vector<std::string> marks = {"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<|tool_response>",
+                                          "<tool_response|>", "<|tool>", "<tool|>", "<|channel>", "<channel|>"};
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const int id = int(256 + i);
+    tokenizer["model"]["vocab"].erase("<|synth_" + std::to_string(id) + "|>");
+    tokenizer["model"]["vocab"][marks[i]] = id;
+    tokenizer["added_tokens"].push_back({{"id", id}, {"content", marks[i]}, {"single_word", false}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"special", true}});
+  }
+  std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+  ChildProcess api({"api", dir.string(), "--port", "0", "--chat-template", "gemma4", "--api-key", kKey, "--threads", "2"});
+  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
+                                   "/tests/api/openai_tools.js' '" + api.url() + "/v1' '" + kKey + "'");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+  EXPECT_EQ(got["named"]["finish"], "tool_calls") << got.dump();
+  ASSERT_EQ(got["named"]["calls"].size(), 1u) << got.dump();
+  EXPECT_EQ(got["streamed"]["finish"], "tool_calls") << got.dump();
+  EXPECT_EQ(got["streamed"]["calls"].size(), 1u) << got.dump();
+  EXPECT_TRUE(got["arguments_valid"].get<bool>()) << got.dump();
+  EXPECT_FALSE(got["none"]["has_calls"].get<bool>());
+  std::printf("gemma4 tool call (named): %s\n", got["named"]["calls"][0].dump().c_str());
+}
+
 TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
   ChildProcess shard({"serve", test::kDemo, "--port", "0", "--threads", "1"});
   test::GatedProxy gate(shard.url());  // holds every FFN call until opened
