@@ -250,10 +250,13 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     TextStream text(*tokenizer_, last_prompt);
     HarmonyChannels channels;
     std::string reasoning;  // a harmony answer's, passed on with the next content or at the end
+    std::vector<ToolCall> channel_calls;  // a harmony answer's calls (its commentary to functions), passed on likewise
+    bool channel_called = false;
     auto shown = [&](std::string piece) {
       if (!harmony) return piece;
       HarmonyChannels::Text t = channels.push(piece);
       reasoning += t.reasoning;
+      if (tool_call) channel_calls.insert(channel_calls.end(), t.calls.begin(), t.calls.end());  // (tools offered)
       return t.content;
     };
     std::vector<TokenLogprobs> pending;  // the log-probabilities of tokens whose text is not out yet
@@ -264,7 +267,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     };
     // Tools offered: the content is read for calls before it is passed on.
     std::optional<ToolCallParser> calls;
-    if (tool_call) calls.emplace(*tool_call);
+    if (tool_call && !harmony) calls.emplace(*tool_call);
     auto pass = [&](const ToolCallParser::Out& o) {
       if (o.content.empty() && o.calls.empty()) return true;
       const bool ok = emit(o.content, false, pending, o.calls);
@@ -272,10 +275,14 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
       return ok;
     };
     auto pass_content = [&](const std::string& piece, bool last = false) {
-      if (!calls) return pass({piece, {}});
+      if (!calls) {
+        channel_called |= !channel_calls.empty();
+        return pass({piece, std::exchange(channel_calls, {})});
+      }
       return pass(calls->push(piece)) && (!last || pass(calls->finish()));
     };
-    auto stopped = [&] { return calls && calls->called() ? "tool_calls" : "stop"; };  // an answer that ended by itself
+    // An answer that ended by itself.
+    auto stopped = [&] { return (calls && calls->called()) || channel_called ? "tool_calls" : "stop"; };
     Clock::time_point previous_token;
     for (;;) {
       const auto event = job->next(std::chrono::milliseconds(50));
@@ -331,6 +338,7 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
         HarmonyChannels::Text t = channels.finish();
         last += t.content;
         reasoning += t.reasoning;
+        if (tool_call) channel_calls.insert(channel_calls.end(), t.calls.begin(), t.calls.end());
       }
       const std::string rest = stops.push(last) + stops.finish();
       pass_reasoning();

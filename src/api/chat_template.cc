@@ -150,9 +150,18 @@ Result<std::string> render_gemma(const std::vector<ChatMessage>& messages) {
 
 std::vector<std::string_view> ToolCallWords::marks() const {
   std::vector<std::string_view> out;
-  for (std::string_view m : {open, close})
-    if (!m.empty()) out.push_back(m);
-  if (syntax == ValueSyntax::gemma4) out.push_back(kGemma4Quote);
+  auto add = [&](std::string_view m) {
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  };
+  // Tags like <|channel|>, <|tool_call> or <tool_call|> (not <tool_call>: Qwen's is text).
+  for (std::string_view words : {before, between, after, open, close})
+    for (size_t at = words.find('<'); at != std::string_view::npos; at = words.find('<', at + 1)) {
+      const size_t end = words.find('>', at);
+      if (end == std::string_view::npos) break;
+      const std::string_view tag = words.substr(at, end - at + 1);
+      if (tag.size() > 3 && tag.find(' ') == std::string_view::npos && (tag[1] == '|' || tag[tag.size() - 2] == '|')) add(tag);
+    }
+  if (syntax == ValueSyntax::gemma4) add(kGemma4Quote);
   return out;
 }
 
@@ -181,7 +190,7 @@ Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage
   if (!tools.empty() && !with_tools)
     return make_error(ErrorCode::invalid_argument, "tools are not supported with the " + std::string(chat_format_info(format).name) +
                                                        " chat format (larql has tool calls for chatml, llama3 and gemma4)");
-  if (format == ChatFormat::harmony) return render_harmony(messages, harmony_today());  // its own roles
+  if (format == ChatFormat::harmony) return render_harmony(messages, harmony_today(), tools);  // its own roles
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     const std::string where = "messages[" + std::to_string(i) + "]";

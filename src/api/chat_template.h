@@ -45,7 +45,10 @@ struct ChatFormatInfo {
 
 // Checked in this order: Gemma 4's "<|turn>" before Gemma's "<start_of_turn>".
 inline constexpr ChatFormatInfo kChatFormats[] = {
-    {ChatFormat::harmony, "harmony", "<|channel|>", "<|return|>"},  // GPT-OSS (api/harmony.h)
+    // GPT-OSS (api/harmony.h): a call is a commentary message to the function, read from the
+    // answer's channels; generation stops at its <|call|>.
+    {ChatFormat::harmony, "harmony", "<|channel|>", "<|return|>",
+     {"<|channel|>commentary to=functions.", " <|constrain|>json<|message|>", "<|call|>", {}, {}, ValueSyntax::json, "<|call|>"}},
     // Gemma 4's own syntax (constrain/gemma4_syntax.h), after any text; <|tool_response> waits.
     {ChatFormat::gemma4, "gemma4", "<|turn>", "<turn|>",
      {"<|tool_call>call:", "", "<tool_call|>", "<|tool_call>", "<tool_call|>", ValueSyntax::gemma4, "<|tool_response>"}},

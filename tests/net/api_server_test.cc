@@ -426,19 +426,16 @@ TEST(ApiServer, ToolCallsRoundTripThroughTheNodeClient) {
   std::printf("tool call (named): %s\n", got["named"]["calls"][0].dump().c_str());
 }
 
-// Gemma 4's calls in its own syntax, on a random Gemma 4 whose vocabulary holds the marks
-// as special tokens (as the real one does: no text of their own, so the call's grammar
-// spells them by their vocabulary strings): the named and the required call are valid
-// calls whose arguments validate, read back from the marks' text.
-TEST(ApiServer, Gemma4ToolCallsSpellItsSpecialMarks) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("larql_api_gemma4_tools_" + std::to_string(::getpid()));
-  const auto synth = test::run_command(std::string(LARQL_BINARY) + " synth --family gemma4 --out '" + dir.string() +
+// A random model of `family` whose vocabulary holds a chat format's marks as special tokens,
+// as the real ones do (ids 256 on, in place of synth's unused tokens): no text of their
+// own, so a grammar of calls spells them by their vocabulary strings.
+std::filesystem::path model_with_marks(const std::string& family, const std::vector<std::string>& marks) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("larql_api_marks_" + family + "_" + std::to_string(::getpid()));
+  const auto synth = test::run_command(std::string(LARQL_BINARY) + " synth --family " + family + " --out '" + dir.string() +
                                        "' --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 300 --layers 2 --ffn 64 "
-                                       "--context 1024 --dtype f32 --seed 5");
-  ASSERT_EQ(synth.status, 0) << synth.output;
+                                       "--experts 4 --experts-used 2 --context 1024 --dtype f32 --seed 5");
+  EXPECT_EQ(synth.status, 0) << synth.output;
   json tokenizer = json::parse(std::ifstream(dir / "tokenizer.json"));
-  const std::vector<std::string> marks = {"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<|tool_response>",
-                                          "<tool_response|>", "<|tool>", "<tool|>", "<|channel>", "<channel|>"};
   for (size_t i = 0; i < marks.size(); ++i) {
     const int id = int(256 + i);
     tokenizer["model"]["vocab"].erase("<|synth_" + std::to_string(id) + "|>");
@@ -447,10 +444,15 @@ TEST(ApiServer, Gemma4ToolCallsSpellItsSpecialMarks) {
                                          {"rstrip", false}, {"normalized", false}, {"special", true}});
   }
   std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
-  ChildProcess api({"api", dir.string(), "--port", "0", "--chat-template", "gemma4", "--api-key", kKey, "--threads", "2"});
+  return dir;
+}
+
+// openai_tools.js against `larql api` on that model: the named and the required call are
+// valid calls whose arguments validate, read back from the format's own text.
+void expect_tool_calls_through_the_node_client(const std::filesystem::path& model, const std::string& format) {
+  ChildProcess api({"api", model.string(), "--port", "0", "--chat-template", format, "--api-key", kKey, "--threads", "2"});
   const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
                                    "/tests/api/openai_tools.js' '" + api.url() + "/v1' '" + kKey + "'");
-  std::filesystem::remove_all(dir);
   ASSERT_EQ(r.status, 0) << r.output;
   const json got = json::parse(r.output);
   EXPECT_EQ(got["named"]["finish"], "tool_calls") << got.dump();
@@ -459,7 +461,22 @@ TEST(ApiServer, Gemma4ToolCallsSpellItsSpecialMarks) {
   EXPECT_EQ(got["streamed"]["calls"].size(), 1u) << got.dump();
   EXPECT_TRUE(got["arguments_valid"].get<bool>()) << got.dump();
   EXPECT_FALSE(got["none"]["has_calls"].get<bool>());
-  std::printf("gemma4 tool call (named): %s\n", got["named"]["calls"][0].dump().c_str());
+  std::printf("%s tool call (named): %s\n", format.c_str(), got["named"]["calls"][0].dump().c_str());
+}
+
+// Gemma 4: <|tool_call>call:NAME{key:<|"|>value<|"|>}<tool_call|>, its own syntax.
+TEST(ApiServer, Gemma4ToolCallsSpellItsSpecialMarks) {
+  const auto dir = model_with_marks("gemma4", {"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<|tool_response>",
+                                               "<tool_response|>", "<|tool>", "<tool|>", "<|channel>", "<channel|>"});
+  expect_tool_calls_through_the_node_client(dir, "gemma4");
+  std::filesystem::remove_all(dir);
+}
+
+// GPT-OSS's harmony: a commentary message to functions.NAME, its arguments JSON, ended by <|call|>.
+TEST(ApiServer, HarmonyToolCallsAreCommentaryToFunctions) {
+  const auto dir = model_with_marks("gpt-oss", {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"});
+  expect_tool_calls_through_the_node_client(dir, "harmony");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
