@@ -4,12 +4,14 @@ proxies in the same run (issue 50).
 
   bench/speculative_link.py [MODEL] [--larql build/larql] [--proxy build/bench/link_proxy]
       [--links 100Mbit/20ms,100Mbit/2ms] [--prompts 5] [--steps 128] [--wire f16]
+      [--drafts lookup,models/demo-draft]
 
 Two shards (half the layers each) on loopback, each behind a bench/link_proxy. Prompts: the
 first words of held-out KJV verses (tests/data/kjv-heldout.txt, chapters the demo model
 was not trained on). For each link: greedy decoding of --steps tokens per prompt, plain and
-with --draft lookup; tokens/s summed over the prompts, the ratio, the drafts kept and the
-tokens per pass (a pass is one round trip per layer), and whether the ids are the same."""
+with each --draft (prompt lookup, a draft model run locally); tokens/s summed over the
+prompts, the ratio, the drafts kept and the tokens per pass (a pass is one round trip per
+layer), and whether the ids are the same."""
 import argparse
 import json
 import os
@@ -35,7 +37,9 @@ def main():
     ap.add_argument("--prompts", type=int, default=5)
     ap.add_argument("--steps", type=int, default=128)
     ap.add_argument("--wire", default="f16")
+    ap.add_argument("--drafts", default="lookup,models/demo-draft", help="--draft values, each measured against plain")
     a = ap.parse_args()
+    drafts = [d for d in a.drafts.split(",") if d == "lookup" or d.startswith("lookup:") or os.path.exists(d)]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "tests", "data", "kjv-heldout.txt")) as f:
         verses = [line.split() for line in f if len(line.split()) >= 6]
@@ -45,28 +49,29 @@ def main():
     shards = [start_shard(a.larql, a.model, f"0-{half - 1}", 1), start_shard(a.larql, a.model, f"{half}-{n - 1}", 1)]
     try:
         print(f"model {a.model}, {a.wire}, {len(prompts)} held-out prompts x {a.steps} greedy tokens, two shards behind "
-              f"link_proxy; plain and --draft lookup in the same run")
-        print(f"{'link':>14s} {'plain tok/s':>11s} {'lookup tok/s':>12s} {'ratio':>6s} {'kept/drafted':>13s} "
+              f"link_proxy; plain and each --draft in the same run")
+        print(f"{'link':>14s} {'draft':>18s} {'plain tok/s':>11s} {'draft tok/s':>11s} {'ratio':>6s} {'kept/drafted':>13s} "
               f"{'tokens/pass':>11s} {'same ids':>8s}")
         for link in a.links.split(","):
             proxies = start_proxies(a.proxy, [url for _, url in shards], link)
             try:
                 spec = f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}"
-                plain_s = spec_s = 0.0
-                tokens = kept = drafted = passes = 0
-                same = True
-                for p in prompts:
-                    plain = decode(a.larql, a.model, spec, a.wire, p, a.steps, [])
-                    fast = decode(a.larql, a.model, spec, a.wire, p, a.steps, ["--draft", "lookup"])
-                    same &= plain["generated_ids"] == fast["generated_ids"]
-                    plain_s += (len(plain["generated_ids"]) - 1) / plain["tokens_per_second"]
-                    spec_s += (len(fast["generated_ids"]) - 1) / fast["tokens_per_second"]
-                    tokens += len(fast["generated_ids"]) - 1
-                    kept += fast["accepted"]
-                    drafted += fast["drafted"]
-                    passes += fast["passes"]
-                print(f"{link:>14s} {tokens / plain_s:11.2f} {tokens / spec_s:12.2f} {plain_s / spec_s:6.2f} "
-                      f"{kept:>6d}/{drafted:<6d} {tokens / passes:11.2f} {str(same):>8s}", flush=True)
+                plain = [decode(a.larql, a.model, spec, a.wire, p, a.steps, []) for p in prompts]
+                plain_s = sum((len(r["generated_ids"]) - 1) / r["tokens_per_second"] for r in plain)
+                for draft in drafts:
+                    spec_s = 0.0
+                    tokens = kept = drafted = passes = 0
+                    same = True
+                    for p, base in zip(prompts, plain):
+                        fast = decode(a.larql, a.model, spec, a.wire, p, a.steps, ["--draft", draft])
+                        same &= base["generated_ids"] == fast["generated_ids"]
+                        spec_s += (len(fast["generated_ids"]) - 1) / fast["tokens_per_second"]
+                        tokens += len(fast["generated_ids"]) - 1
+                        kept += fast["accepted"]
+                        drafted += fast["drafted"]
+                        passes += fast["passes"]
+                    print(f"{link:>14s} {os.path.basename(draft):>18s} {tokens / plain_s:11.2f} {tokens / spec_s:11.2f} "
+                          f"{plain_s / spec_s:6.2f} {kept:>6d}/{drafted:<6d} {tokens / passes:11.2f} {str(same):>8s}", flush=True)
             finally:
                 stop(proxies)
     finally:

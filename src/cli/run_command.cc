@@ -3,6 +3,7 @@
 #include "cli/huge_pages_option.h"
 #include "cli/run_command.h"
 #include "cli/draft_option.h"
+#include "infer/model_draft.h"
 
 #include <sys/resource.h>
 
@@ -83,10 +84,22 @@ int run(const RunOptions& o) {
     steps = std::min(steps, o.ctx - prompt.size());
   }
   GenerateOptions options{steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
+  // A draft model runs here, its FFN too, whatever the target's --ffn.
+  std::optional<Model> draft_model;
+  std::unique_ptr<ModelDraft> draft;
   if (o.draft) {
-    auto spec = parse_draft_option(*o.draft);
-    if (!spec) return fail(spec.error().message);
-    options.speculative = *spec;
+    auto choice = parse_draft_option(*o.draft);
+    if (!choice) return fail(choice.error().message);
+    options.speculative = choice->options;
+    if (choice->model) {
+      auto loaded = load_command_model("larql run --draft", *choice->model, o.arithmetic);
+      if (!loaded) return fail("--draft: " + loaded.error().message);
+      draft_model = std::move(*loaded);
+      auto created = ModelDraft::create(*draft_model, model->config, pool);
+      if (!created) return fail(created.error().message);
+      draft = std::move(*created);
+      options.speculative->draft = [&draft](std::span<const int> context, size_t k) { return draft->propose(context, k); };
+    }
   }
 
   const Tokenizer* tok = tokenizer->get();
@@ -184,7 +197,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
   cmd->add_option("--draft", o->draft,
                   "speculative decoding: lookup[:N] drafts the tokens that followed the longest earlier match "
-                  "(up to N tokens, 3) of the text's tail, verified several per pass (one round trip per layer)");
+                  "(up to N tokens, 3) of the text's tail, or a draft model's path (a small model with the target's "
+                  "tokenizer, run here) proposes them; verified several per pass (one round trip per layer)");
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   add_ffn_options(cmd, o->remote);
   cmd->callback([o, prompt, ids] {

@@ -11,6 +11,7 @@
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
 #include "infer/lookup_draft.h"
+#include "infer/model_draft.h"
 #include "model/loader.h"
 #include "model/synth.h"
 
@@ -221,6 +222,56 @@ TEST(SpeculativeSampling, TheSecondTokenOfATinyModelIsDistributedAsPlainSampling
   EXPECT_LT(chi, critical);
   EXPECT_GT(kept, trials / 10) << "the likeliest drafts should be kept often";
   EXPECT_LT(kept, trials * 9 / 10) << "the unlikely drafts should be replaced often";
+  std::filesystem::remove_all(dir);
+}
+
+// A draft model (`--draft MODEL`): the target as its own draft is always right; a model of
+// other weights is mostly wrong; either way the output is the target's greedy output.
+TEST_F(Speculative, DraftModelsProposeAndTheTargetDecides) {
+  const std::vector<int> prompt{0, 1135, 260, 2079};
+  const GenerateResult plain = run(prompt, 96, std::nullopt);
+  ThreadPool draft_pool(1);
+  auto itself = ModelDraft::create(*model_, model_->config, draft_pool);
+  ASSERT_TRUE(itself.ok()) << itself.error().message;
+  SpeculativeOptions by_itself;
+  by_itself.draft = [&](std::span<const int> context, size_t k) { return (*itself)->propose(context, k); };
+  const GenerateResult same = run(prompt, 96, by_itself);
+  EXPECT_EQ(same.generated, plain.generated);
+  EXPECT_EQ(same.accepted, same.drafted) << "the target's own greedy drafts are all kept";
+  EXPECT_LE(same.passes * 4, plain.passes) << "about max_draft + 1 tokens per pass";
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("larql_draft_" + std::to_string(::getpid()));
+  SynthSpec spec{.family = "llama", .hidden = 64, .layers = 1, .ffn = 128, .heads = 2, .kv_heads = 1, .vocab = model_->config.vocab,
+                 .context = 512, .dtype = DType::f32, .seed = 9};
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), spec).ok());
+  auto other_model = load_model(dir.string());
+  ASSERT_TRUE(other_model.ok()) << other_model.error().message;
+  auto other = ModelDraft::create(*other_model, model_->config, draft_pool);
+  ASSERT_TRUE(other.ok());
+  SpeculativeOptions by_other;
+  by_other.draft = [&](std::span<const int> context, size_t k) { return (*other)->propose(context, k); };
+  const GenerateResult different = run(prompt, 96, by_other);
+  EXPECT_EQ(different.generated, plain.generated);
+  EXPECT_LT(different.accepted, different.drafted / 4) << "random weights rarely guess the demo model";
+
+  // Its cache follows the context: after proposing for one context, a context that parts
+  // from it earlier gets what a fresh draft proposes.
+  std::vector<int> a = prompt, b = prompt;
+  a.insert(a.end(), {7, 8, 9});
+  b.insert(b.end(), {7, 40});
+  auto fresh = ModelDraft::create(*other_model, model_->config, draft_pool);
+  ASSERT_TRUE(fresh.ok());
+  (void)(*other)->propose(a, 5);
+  EXPECT_EQ((*other)->propose(b, 5), (*fresh)->propose(b, 5));
+
+  spec.vocab = 300;
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), spec).ok());
+  auto small = load_model(dir.string());
+  ASSERT_TRUE(small.ok());
+  auto refused = ModelDraft::create(*small, model_->config, draft_pool);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("vocabulary has 300 tokens, the target's 4096"), std::string::npos) << refused.error().message;
   std::filesystem::remove_all(dir);
 }
 
