@@ -72,7 +72,8 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       transformer_(model, ffn, pool),
       options_(std::move(options)),
       scheduler_(transformer_, {.parallel = std::max<size_t>(1, options_.parallel), .max_waiting = options_.max_queue,
-                                .prefill_chunk = 64, .ctx = std::min(options_.ctx, model.config.context)}),
+                                .prefill_chunk = 64, .ctx = std::min(options_.ctx, model.config.context),
+                                .speculative = options_.speculative}),
       created_(int64_t(std::time(nullptr))),
       first_token_seconds_(kFirstTokenBuckets),
       token_gap_seconds_(kTokenGapBuckets) {
@@ -511,6 +512,9 @@ std::string ApiServer::metrics() const {
     << "\n";
   o << "# HELP larql_api_engine_steps_total Batched forward passes (one FFN call per layer each).\n"
     << "# TYPE larql_api_engine_steps_total counter\nlarql_api_engine_steps_total " << st.steps << "\n";
+  o << "# HELP larql_api_draft_tokens_total Speculative tokens drafted (--draft), and those kept.\n"
+    << "# TYPE larql_api_draft_tokens_total counter\nlarql_api_draft_tokens_total " << st.drafted << "\n"
+    << "# TYPE larql_api_draft_tokens_accepted_total counter\nlarql_api_draft_tokens_accepted_total " << st.accepted << "\n";
   o << "# HELP larql_api_time_to_first_token_seconds From a request's arrival (queue included) to its first token.\n"
     << "# TYPE larql_api_time_to_first_token_seconds histogram\n";
   first_token_seconds_.render(o, "larql_api_time_to_first_token_seconds");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/batch_scheduler.h"
+#include "infer/generate.h"
 #include "api/chat_template.h"
 #include "api/openai_request.h"
 #include "infer/transformer.h"
@@ -28,6 +29,7 @@ struct ApiOptions {
   size_t max_queue = 64;              // requests waiting beyond the running ones
   size_t parallel = 8;                // sequences decoding together
   std::optional<ChatFormat> chat_format;  // none: chat requests get a 400 naming --chat-template
+  std::optional<SpeculativeOptions> speculative = {};  // --draft lookup: every request's sequence drafts its own
 };
 
 // The body of an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <limits>
 
+#include "infer/lookup_draft.h"
+
 namespace larql {
 
 std::optional<Job::Event> Job::next(std::chrono::milliseconds wait) {
@@ -40,6 +42,10 @@ std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
   job->sampler_.emplace(job->request_.sampler);
   job->sampler_->remember_prompt(job->request_.prompt);  // for a repetition penalty
   if (job->request_.grammar) job->matcher_.emplace(*job->request_.grammar);
+  if (options_.speculative && !job->matcher_) {
+    job->draft_length_.emplace(*options_.speculative);
+    job->context_ = job->request_.prompt;
+  }
   std::lock_guard lock(mutex_);
   std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });  // a client that left frees its place at once
   if (active_count_ >= options_.parallel && waiting_.size() >= options_.max_waiting) return nullptr;
@@ -52,7 +58,7 @@ BatchScheduler::Stats BatchScheduler::stats() const {
   std::lock_guard lock(mutex_);
   // Cancelled waiters are not waiting any more, though the engine has not dropped them yet.
   const size_t waiting = size_t(std::count_if(waiting_.begin(), waiting_.end(), [](const auto& j) { return !j->cancelled(); }));
-  return {waiting, active_count_, steps_};
+  return {waiting, active_count_, steps_, drafted_.load(), accepted_.load()};
 }
 
 void BatchScheduler::run() {
@@ -103,12 +109,61 @@ bool BatchScheduler::constrain(Job& job, std::span<float> row, size_t ctx) const
   return any;
 }
 
+int BatchScheduler::choose(Job& job, std::span<float> row, size_t ctx, std::optional<int> draft, bool& draft_kept) {
+  draft_kept = false;
+  // Log-probabilities of the raw logits: kept before the sampler scales them in place.
+  if (job.request_.top_logprobs) job.raw_.assign(row.begin(), row.end());
+  if (job.matcher_ && !constrain(job, row, ctx)) {
+    std::cerr << "larql api: structured output stopped: no token of the vocabulary can continue the JSON value "
+                 "within the tokens left\n";
+    job.push({std::nullopt, Job::End::eos});
+    job.cancel();
+    return -1;
+  }
+  if (!job.draft_length_) return job.sampler_->sample(row);
+  // Speculating: the same distribution sample() draws from, a draft kept by the
+  // speculative rule (greedy: kept when it is the argmax).
+  job.sampler_->distribution(row, job.probs_);
+  if (!draft) return job.sampler_->draw(job.probs_);
+  const auto [token, kept] = job.sampler_->verify(job.probs_, *draft);
+  draft_kept = kept;
+  return token;
+}
+
+void BatchScheduler::emit(Job& job, int next, size_t ctx) {
+  const ModelConfig& c = transformer_.config();
+  const auto& stops = job.request_.stop_ids;
+  if (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
+      std::find(stops.begin(), stops.end(), next) != stops.end()) {
+    job.push({std::nullopt, Job::End::eos});
+    job.cancel();
+    return;
+  }
+  ++job.generated_;
+  job.last_token_ = next;
+  if (job.draft_length_) job.context_.push_back(next);
+  std::optional<TokenLogprobs> logprobs;  // (its filters as they were when `next` was drawn)
+  if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(job.raw_, next, *job.request_.top_logprobs, job.allowed_);
+  job.sampler_->remember(next);
+  job.push({next, Job::End::none, std::nullopt, std::move(logprobs)});
+  if (job.matcher_ && (!job.matcher_->feed(job.request_.trie->bytes(next)) || job.matcher_->closed())) {
+    job.push({std::nullopt, Job::End::eos});  // the value is closed: nothing may follow it
+    job.cancel();
+    return;
+  }
+  // The token just chosen needs a position of its own to be fed at.
+  if (job.generated_ >= job.request_.max_tokens || job.request_.prompt.size() + job.generated_ >= ctx) {
+    job.push({std::nullopt, Job::End::length});
+    job.cancel();
+  }
+}
+
 void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
   if (active.empty()) return;
   const ModelConfig& c = transformer_.config();
   const size_t ctx = std::min(options_.ctx, c.context);
-  // Each job's chunk: its next prompt piece, or its last token.
+  // Each job's chunk: its next prompt piece, or its last token (and its drafts).
   std::vector<SequenceChunk> chunks;
   for (auto& job : active) {
     const auto& prompt = job->request_.prompt;
@@ -117,7 +172,17 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       // Scoring the prompt needs every position's logits; generating, the last one's.
       chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, wants_prompt(*job) ? 0 : n - 1});
     } else {
-      chunks.push_back({&job->cache_, {&job->last_token_, 1}, prompt.size() + job->generated_ - 1, 0});
+      // The last token, and drafts after it where the sequence speculates: no more than its
+      // positions and the tokens it still wants allow.
+      job->fed_.assign(1, job->last_token_);
+      if (job->draft_length_) {
+        const size_t used = prompt.size() + job->generated_;
+        const size_t want = std::min({job->draft_length_->wanted(), ctx - used, job->request_.max_tokens - job->generated_ - 1});
+        std::vector<int> drafts = lookup_draft(job->context_, want, {options_.speculative->max_ngram});
+        drafts.resize(std::min(drafts.size(), want));
+        job->fed_.insert(job->fed_.end(), drafts.begin(), drafts.end());
+      }
+      chunks.push_back({&job->cache_, job->fed_, prompt.size() + job->generated_ - 1, 0});
     }
   }
   std::vector<float> logits;
@@ -154,40 +219,24 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
         continue;
       }
     }
-    std::span<float> row(logits.data() + last_row * V, V);
-    // Log-probabilities of the raw logits: kept before the sampler scales them in place.
-    std::vector<float> raw;
-    if (job.request_.top_logprobs) raw.assign(row.begin(), row.end());
-    if (job.matcher_ && !constrain(job, row, ctx)) {
-      std::cerr << "larql api: structured output stopped: no token of the vocabulary can continue the JSON value "
-                   "within the tokens left\n";
-      job.push({std::nullopt, Job::End::eos});
-      job.cancel();
-      continue;
+    // Row d follows fed token d: its choice is the next token, which keeps going while it is
+    // the draft fed after it (decoding; a finished prefill has one row and no drafts).
+    const bool decoding = chunk.tokens.data() == job.fed_.data();
+    const size_t drafts = decoding ? job.fed_.size() - 1 : 0;
+    const size_t row0 = decoding ? last_row + 1 - rows : last_row;
+    size_t kept = 0;
+    for (size_t d = 0; d <= drafts && !job.cancelled(); ++d) {
+      std::span<float> row(logits.data() + (row0 + d) * V, V);
+      bool draft_kept = false;
+      const int next = choose(job, row, ctx, d < drafts ? std::optional<int>(job.fed_[d + 1]) : std::nullopt, draft_kept);
+      if (next >= 0) emit(job, next, ctx);
+      if (!draft_kept) break;
+      ++kept;
     }
-    const int next = job.sampler_->sample(row);
-    const auto& stops = job.request_.stop_ids;
-    if (std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end() ||
-        std::find(stops.begin(), stops.end(), next) != stops.end()) {
-      job.push({std::nullopt, Job::End::eos});
-      job.cancel();
-      continue;
-    }
-    ++job.generated_;
-    job.last_token_ = next;
-    std::optional<TokenLogprobs> logprobs;  // (its filters as they were when `next` was drawn)
-    if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(raw, next, *job.request_.top_logprobs, job.allowed_);
-    job.sampler_->remember(next);
-    job.push({next, Job::End::none, std::nullopt, std::move(logprobs)});
-    if (job.matcher_ && (!job.matcher_->feed(job.request_.trie->bytes(next)) || job.matcher_->closed())) {
-      job.push({std::nullopt, Job::End::eos});  // the value is closed: nothing may follow it
-      job.cancel();
-      continue;
-    }
-    // The token just chosen needs a position of its own to be fed at.
-    if (job.generated_ >= job.request_.max_tokens || prompt.size() + job.generated_ >= ctx) {
-      job.push({std::nullopt, Job::End::length});
-      job.cancel();
+    if (job.draft_length_ && decoding) {
+      job.draft_length_->after(drafts, kept);
+      drafted_ += drafts;
+      accepted_ += kept;
     }
   }
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });

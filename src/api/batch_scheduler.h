@@ -23,6 +23,7 @@
 
 #include "base/errors.h"
 #include "constrain/token_mask.h"
+#include "infer/generate.h"
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 
@@ -79,6 +80,13 @@ class Job {
   int last_token_ = -1;     // fed at the next decode step
   std::optional<JsonMatcher> matcher_;  // structured output: the text so far
   std::vector<uint8_t> allowed_;        // structured output: this step's tokens
+  // Speculative decoding: the tokens so far (what prompt lookup matches), this step's
+  // [last token, drafts...] and how many drafts the next step asks for.
+  std::vector<int> context_;
+  std::vector<int> fed_;
+  std::optional<DraftLength> draft_length_;
+  std::vector<float> probs_;
+  std::vector<float> raw_;  // a row's logits before sampling shaped them (log-probabilities)
 };
 
 class BatchScheduler {
@@ -88,9 +96,14 @@ class BatchScheduler {
     size_t max_waiting = 64;    // beyond the active ones; more: refused
     size_t prefill_chunk = 64;  // prompt tokens per sequence per step
     size_t ctx = 2048;          // positions per sequence
+    // Speculative decoding (prompt lookup): each decoding sequence brings its last token and
+    // its drafts to the step, verified row by row (greedy output as without; sampled output
+    // distributed as without). Not for structured output.
+    std::optional<SpeculativeOptions> speculative = {};
   };
   struct Stats {
     size_t waiting = 0, active = 0, steps = 0;
+    size_t drafted = 0, accepted = 0;  // speculative tokens proposed and kept
   };
 
   BatchScheduler(Transformer& transformer, Options options);
@@ -106,6 +119,11 @@ class BatchScheduler {
   void step(std::vector<std::shared_ptr<Job>>& active);
   // Whether a job scores its prompt: every prefill row's logits, not only the last one's.
   static bool wants_prompt(const Job& job);
+  // The token a row gives a job (−1: the job ended, its grammar stuck), and whether it is
+  // `draft` kept. Speculating jobs choose from the sampler's distribution (unchanged row).
+  int choose(Job& job, std::span<float> row, size_t ctx, std::optional<int> draft, bool& draft_kept);
+  // Hands `next` to the job, and ends it where the token ends it.
+  void emit(Job& job, int next, size_t ctx);
   // Structured output: sets the logits of tokens the grammar does not allow next to −inf;
   // false when none is allowed (the automaton is stuck; the job is ended).
   bool constrain(Job& job, std::span<float> row, size_t ctx) const;
@@ -117,6 +135,7 @@ class BatchScheduler {
   std::deque<std::shared_ptr<Job>> waiting_;
   size_t active_count_ = 0;
   size_t steps_ = 0;
+  std::atomic<size_t> drafted_ = 0, accepted_ = 0;  // (the engine thread counts, stats() reads)
   bool stopping_ = false;
   std::thread engine_;
 };

@@ -1,5 +1,6 @@
 #include "cli/api_command.h"
 #include "cli/arithmetic_option.h"
+#include "cli/draft_option.h"
 #include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
 
@@ -34,6 +35,7 @@ struct ApiCommandOptions {
   HttpServerOptions http;
   std::optional<std::string> arithmetic;
   bool no_huge_pages = false;
+  std::optional<std::string> draft;  // --draft
 };
 
 // The model's own chat template text: tokenizer_config.json's chat_template (a string, or
@@ -78,6 +80,12 @@ int api(ApiCommandOptions o) {
   if (!*tokenizer) return fail("the model has no tokenizer; pass --tokenizer FILE (the API speaks text)");
 
   ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, o.parallel, std::nullopt};
+  if (o.draft) {
+    auto choice = parse_draft_option(*o.draft);
+    if (!choice) return fail(choice.error().message);
+    if (choice->model) return fail("--draft: larql api drafts by prompt lookup (lookup[:N]); a draft model is larql run's");
+    options.speculative = choice->options;
+  }
   if (options.model_id.empty()) options.model_id = model->config.name;
   if (o.chat_template) {
     options.chat_format = find_chat_format(*o.chat_template);
@@ -106,6 +114,7 @@ int api(ApiCommandOptions o) {
       (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", FFN " +
       (remote ? "remote (" + wire::describe(remote->request_encodings()) + ")" : std::string("local")) + ", " +
       std::to_string(o.parallel) + " sequences at a time, " + std::to_string(threads) + " threads" +
+      (o.draft ? ", drafts by " + *o.draft : std::string()) +
       (o.http.api_key ? ", key required" : "");
   return serve_http(server.routes(), o.http, describe);
 }
@@ -135,6 +144,9 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
   add_huge_pages_option(cmd, o->no_huge_pages);
+  cmd->add_option("--draft", o->draft,
+                  "speculative decoding for every request: lookup[:N] drafts what followed the longest earlier match (up to N "
+                  "tokens, 3) of each sequence's tail, verified several per step (one FFN call per layer for all)");
   cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));

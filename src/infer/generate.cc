@@ -47,7 +47,8 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
     return sampler.draw(probs);
   };
   std::vector<int> context = prompt;
-  size_t pos = prompt.size(), k = spec.max_draft, since_probe = 0;
+  size_t pos = prompt.size();
+  DraftLength length(spec);
   int next = sampler.sample(logits);
   std::vector<int> fed;
   for (;;) {
@@ -64,9 +65,7 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
       return Ok{};
     }
     // The drafts: no more than the positions and the tokens still wanted allow.
-    size_t want = k;
-    if (want == 0 && ++since_probe >= spec.probe_every) want = 1, since_probe = 0;
-    want = std::min({want, c.context - pos - 1, options.max_new_tokens - result.generated.size()});
+    const size_t want = std::min({length.wanted(), c.context - pos - 1, options.max_new_tokens - result.generated.size()});
     fed.assign(1, next);
     std::vector<int> draft = spec.draft ? spec.draft(context, want) : lookup_draft(context, want, {spec.max_ngram});
     draft.resize(std::min(draft.size(), want));
@@ -101,12 +100,7 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
     result.accepted += kept;
     if (!replaced) next = choose({logits.data() + kept * V, V});  // every draft kept: the row after the last
     pos += kept + 1;
-    // Adaptive: a sweep that kept a draft goes back to the full length (a verified row costs
-    // little beside the pass: over a network only its bytes); a miss at the first draft
-    // shortens it by one, so that drafts never right fall to none after max_draft sweeps
-    // and then cost only the probes (halving instead lost a third of the kept drafts on the
-    // demo model, whose hits come between misses).
-    if (spec.adaptive && !draft.empty()) k = kept > 0 ? spec.max_draft : k > 0 ? k - 1 : 0;
+    length.after(draft.size(), kept);
   }
 }
 

@@ -29,6 +29,32 @@ struct SpeculativeOptions {
   std::function<std::vector<int>(std::span<const int> context, size_t k)> draft = {};
 };
 
+// The adaptive draft length (SpeculativeOptions::adaptive): back to max_draft after a sweep
+// that kept a draft (a verified row costs little beside the pass: over a network only its
+// bytes); one shorter after a miss at the first draft, so that drafts never right fall to
+// none after max_draft sweeps and then cost only the probes (halving instead lost a third
+// of the kept drafts on the demo model, whose hits come between misses); from none, one
+// draft every probe_every tokens.
+class DraftLength {
+ public:
+  explicit DraftLength(const SpeculativeOptions& options) : options_(&options), k_(options.max_draft) {}
+  // The drafts to ask for now (before the caller's limits: positions, tokens wanted).
+  size_t wanted() {
+    if (k_ == 0 && ++since_probe_ >= options_->probe_every) {
+      since_probe_ = 0;
+      return 1;
+    }
+    return k_;
+  }
+  void after(size_t drafted, size_t kept) {
+    if (options_->adaptive && drafted > 0) k_ = kept > 0 ? options_->max_draft : k_ > 0 ? k_ - 1 : 0;
+  }
+
+ private:
+  const SpeculativeOptions* options_;
+  size_t k_, since_probe_ = 0;
+};
+
 struct GenerateOptions {
   size_t max_new_tokens = 256;
   bool ignore_eos = false;

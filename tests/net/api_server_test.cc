@@ -528,8 +528,10 @@ TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
 // plus one streamed request whose client leaves mid-way, each equal to its single run.
 // Through a router and two shards the engine is held at its first step (a gate in front
 // of the router) until every request has arrived, so the rest join mid-way; then every
-// step sends one walk-ffn request per layer for all the sequences together.
-void expect_batched_requests_equal_single_runs(bool remote) {
+// step sends one walk-ffn request per layer for all the sequences together. Speculative:
+// with --draft lookup each sequence brings its drafts to the same steps, and each request's
+// text is still its single (plain) run's.
+void expect_batched_requests_equal_single_runs(bool remote, bool speculative = false) {
   std::optional<ChildProcess> low, high, router;
   std::optional<test::GatedProxy> gate;
   std::vector<std::string> args{"api", test::kDemo, "--port", "0", "--parallel", "8", "--threads", "1"};
@@ -540,6 +542,7 @@ void expect_batched_requests_equal_single_runs(bool remote) {
     gate.emplace(router->url());
     args.insert(args.end(), {"--ffn", gate->url(), "--wire", "f32"});
   }
+  if (speculative) args.insert(args.end(), {"--draft", "lookup"});
   ChildProcess api(args);
   std::vector<std::vector<int>> prompts;
   std::vector<size_t> lengths;
@@ -584,7 +587,14 @@ void expect_batched_requests_equal_single_runs(bool remote) {
   const double steps = test::server_metric(api.url(), "larql_api_engine_steps_total");
   const double completion = test::server_metric(api.url(), "larql_api_completion_tokens_total");
   EXPECT_LT(completion, double(generated) + 200) << "the leaver stopped generating";
-  std::printf("%s: %zu tokens for the 8 requests in %.0f engine steps\n", remote ? "through the grid" : "local", generated, steps);
+  std::printf("%s%s: %zu tokens for the 8 requests in %.0f engine steps\n", remote ? "through the grid" : "local",
+              speculative ? ", speculative" : "", generated, steps);
+  if (speculative) {
+    const double drafted = test::server_metric(api.url(), "larql_api_draft_tokens_total");
+    const double kept = test::server_metric(api.url(), "larql_api_draft_tokens_accepted_total");
+    std::printf("drafts kept: %.0f of %.0f\n", kept, drafted);
+    EXPECT_GT(kept, 0.0) << "the demo model repeats itself: lookup should guess some";
+  }
   if (remote) {
     const double walks = test::server_metric(low->url(), "larql_shard_requests_total") +
                          test::server_metric(high->url(), "larql_shard_requests_total");
@@ -597,6 +607,10 @@ TEST(ApiBatching, EightConcurrentRequestsEachEqualTheirSingleRunLocally) { expec
 
 TEST(ApiBatching, EightConcurrentRequestsThroughTwoShardsAndARouterOneWalkPerLayerPerStep) {
   expect_batched_requests_equal_single_runs(true);
+}
+
+TEST(ApiBatching, SpeculativeSequencesThroughTwoShardsEachEqualTheirPlainSingleRun) {
+  expect_batched_requests_equal_single_runs(true, true);
 }
 
 }  // namespace
