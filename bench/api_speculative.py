@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Speculative decoding through `larql api` with continuous batching, over an emulated link,
+against plain batching through the same proxies in the same run (issue 50).
+
+  bench/api_speculative.py [MODEL] [--larql build/larql] [--proxy build/bench/link_proxy]
+      [--link 100Mbit/20ms] [--clients 4] [--tokens 128] [--wire f16] [--rounds 2]
+
+Two shards (half the layers each) on loopback, each behind a bench/link_proxy; `larql api`
+with --parallel = clients, plain and with --draft lookup (one server each, one after the
+other, rounds interleaved). Each client streams one greedy completion of --tokens tokens
+from the first words of its own held-out KJV verse (tests/data/kjv-heldout.txt). Reported:
+aggregate tokens/s (all clients' tokens over the round's wall time), engine steps (one
+FFN round trip per layer each), the drafts kept, and whether every client's text is the
+same with and without drafts."""
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+import json
+
+sys.path.insert(0, os.path.dirname(__file__))
+from larql_procs import layer_count, metric, start, start_proxies, start_shard, stop  # noqa: E402
+
+
+def complete(url, prompt, tokens, out, i):
+    body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=900) as r:
+        doc = json.loads(r.read())
+    out[i] = (doc["choices"][0]["text"], doc["usage"]["completion_tokens"])
+
+
+def round_of(url, prompts, tokens):
+    out = [None] * len(prompts)
+    threads = [threading.Thread(target=complete, args=(url, p, tokens, out, i)) for i, p in enumerate(prompts)]
+    start_time = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - start_time
+    return [o[0] for o in out], sum(o[1] for o in out) / wall
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", nargs="?", default="models/demo")
+    ap.add_argument("--larql", default="build/larql")
+    ap.add_argument("--proxy", default="build/bench/link_proxy")
+    ap.add_argument("--link", default="100Mbit/20ms")
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--wire", default="f16")
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "tests", "data", "kjv-heldout.txt")) as f:
+        verses = [line.split() for line in f if len(line.split()) >= 6]
+    prompts = [" ".join(v[:5]) for v in verses[:: max(1, len(verses) // a.clients)][: a.clients]]
+    n = layer_count(a.model)
+    half = n // 2
+    shards = [start_shard(a.larql, a.model, f"0-{half - 1}", 1), start_shard(a.larql, a.model, f"{half}-{n - 1}", 1)]
+    proxies = start_proxies(a.proxy, [url for _, url in shards], a.link)
+    try:
+        spec = f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}"
+        rates = {"plain": [], "lookup": []}
+        texts, steps, kept = {}, {}, {}
+        for _ in range(a.rounds):
+            for name, extra in (("plain", []), ("lookup", ["--draft", "lookup"])):
+                api = start([a.larql, "api", a.model, "--port", "0", "--ffn", spec, "--wire", a.wire, "--parallel", str(a.clients),
+                             "--threads", "2"] + extra, "larql api", health=None)
+                try:
+                    texts[name], rate = round_of(api[1], prompts, a.tokens)
+                    rates[name].append(rate)
+                    steps[name] = metric(api[1], "larql_api_engine_steps_total")
+                    kept[name] = (metric(api[1], "larql_api_draft_tokens_accepted_total"), metric(api[1], "larql_api_draft_tokens_total"))
+                finally:
+                    stop([api])
+        plain, fast = statistics.median(rates["plain"]), statistics.median(rates["lookup"])
+        print(f"model {a.model}, {a.wire}, {a.clients} concurrent clients x {a.tokens} greedy tokens (held-out prompts), "
+              f"two shards behind link_proxy {a.link}, larql api --parallel {a.clients}; medians of {a.rounds} rounds")
+        print(f"plain batching:      {plain:7.2f} tok/s aggregate, {steps['plain']:.0f} engine steps")
+        print(f"--draft lookup:      {fast:7.2f} tok/s aggregate, {steps['lookup']:.0f} engine steps, "
+              f"{kept['lookup'][0]:.0f} of {kept['lookup'][1]:.0f} drafts kept")
+        print(f"ratio {fast / plain:.2f}x; same texts: {texts['plain'] == texts['lookup']}")
+    finally:
+        stop(proxies)
+        stop(shards)
+
+
+if __name__ == "__main__":
+    main()
