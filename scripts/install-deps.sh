@@ -13,6 +13,7 @@ packages=(
   libsimde-dev                         # the tests' emulation of the AVX-512 kernels
   openssl python3                      # TLS test certificates; the test summary and bench scripts
   help2man systemd                     # make package: the man page; the units checked by systemd-analyze
+  chromium                             # the page tests (tests/web), headless
 )
 # Node.js and npm run the reference JavaScript tokenizers (and, later, the OpenAI client)
 # in the tests. A machine that already has both (e.g. from NodeSource) keeps them: Debian's

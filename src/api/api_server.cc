@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "api/harmony.h"
+#include "net/web_pages.h"
 #include "api/logprobs_json.h"
 #include "api/stop_strings.h"
 #include "api/tool_calls.h"
@@ -110,14 +111,18 @@ std::vector<Route> ApiServer::routes() {
        [this, counted](const HttpRequest& r) { return counted("/v1/chat/completions", complete(r, true)); }},
       {"POST", "/tokenize", [this, counted](const HttpRequest& r) { return counted("/tokenize", tokenize(r)); }},
       {"POST", "/detokenize", [this, counted](const HttpRequest& r) { return counted("/detokenize", detokenize(r)); }},
-      {"GET", "/health", [](const HttpRequest&) { return json_reply({{"status", "ok"}}); }, false},
+      {"GET", "/health", [this](const HttpRequest&) { return json_reply({{"status", "ok"}, {"key_required", options_.key_required}}); },
+       false},
+      // The chat page (web/chat.html): open to all; its requests carry the key the user gives.
+      {"GET", "/", [](const HttpRequest&) { return web_page_reply("chat"); }, false},
       {"GET", "/metrics", [this](const HttpRequest&) { return metrics_reply(metrics()); }},
   };
 }
 
 json ApiServer::models() const {
   return {{"object", "list"},
-          {"data", json::array({{{"id", options_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "larql"}}})}};
+          {"data", json::array({{{"id", options_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "larql"},
+                                  {"max_model_len", options_.ctx}}})}};
 }
 
 std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const CompletionRequest& r) const {

@@ -30,6 +30,7 @@ struct ApiOptions {
   size_t parallel = 8;                // sequences decoding together
   std::optional<ChatFormat> chat_format;  // none: chat requests get a 400 naming --chat-template
   std::optional<SpeculativeOptions> speculative = {};  // --draft lookup: every request's sequence drafts its own
+  bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
 };
 
 // The body of an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.

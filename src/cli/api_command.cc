@@ -80,6 +80,7 @@ int api(ApiCommandOptions o) {
   if (!*tokenizer) return fail("the model has no tokenizer; pass --tokenizer FILE (the API speaks text)");
 
   ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, o.parallel, std::nullopt};
+  options.key_required = o.http.api_key.has_value();
   if (o.draft) {
     auto choice = parse_draft_option(*o.draft);
     if (!choice) return fail(choice.error().message);

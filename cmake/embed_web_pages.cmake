@@ -1,0 +1,20 @@
+# Writes OUT, a C++ file holding every web/*.html page as bytes and web_page(name) to find
+# one by its file name without ".html" (src/net/web_pages.h). Run at build time by the
+# custom command in CMakeLists.txt, so an edited page is rebuilt into the binary.
+file(GLOB pages "${PAGES_DIR}/*.html")
+list(SORT pages)
+set(body "// Generated from web/*.html by cmake/embed_web_pages.cmake: do not edit.\n#include \"net/web_pages.h\"\n\nnamespace larql {\nnamespace {\n")
+set(table "")
+set(i 0)
+foreach(page IN LISTS pages)
+  get_filename_component(name "${page}" NAME_WE)
+  file(READ "${page}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND body "const unsigned char page_${i}[] = {${bytes}};\n")
+  string(APPEND table "    {\"${name}\", {reinterpret_cast<const char*>(page_${i}), sizeof page_${i}}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "}  // namespace\n\nstd::string_view web_page(std::string_view name) {\n  static const std::pair<std::string_view, std::string_view> pages[] = {\n${table}  };\n  for (const auto& [n, text] : pages)\n    if (n == name) return text;\n  return {};\n}\n\n}  // namespace larql\n")
+file(WRITE "${OUT}.tmp" "${body}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUT}.tmp")
