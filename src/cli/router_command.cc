@@ -7,6 +7,7 @@
 
 #include "net/http_server.h"
 #include "net/router.h"
+#include "net/web_pages.h"
 
 namespace larql::cli {
 namespace {
@@ -54,6 +55,8 @@ int run_router(Options o) {
       {"GET", "/v1/stats", [&](Request) { return json_reply(r.stats()); }},
       {"GET", "/v1/health", [&](Request) { return json_reply(r.health()); }, false},
       {"GET", "/metrics", [&](Request) { return metrics_reply(r.metrics()); }},
+      // The grid at a glance (web/grid.html): open; its polls carry the key the user gives.
+      {"GET", "/", [](Request) { return web_page_reply("grid"); }, false},
   };
   if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist; it checks its own key
     for (const char* method : {"GET", "POST"})

@@ -51,5 +51,16 @@ TEST(ChatPage, AsksForTheKeyStreamsTheAnswerAndShowsNoConsoleError) {
               shot.c_str());
 }
 
+TEST(GridPage, ShowsARangeDownWhenItsShardStopsAndUpWhenItReturns) {
+  const std::string shot = screenshot("grid.png");
+  const json got = run_page_script("grid_page.js", {LARQL_BINARY, kDemo, shot});
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got["states"], json::array({"both up", "3-5 down", "3-5 up again"}));
+  EXPECT_NE(got["summary"].get<std::string>().find("demo (llama), 6 layers"), std::string::npos) << got.dump();
+  EXPECT_EQ(got["rows"].size(), 2u) << got.dump();
+  EXPECT_TRUE(got["errors"].empty()) << got["errors"].dump();
+  std::printf("grid page: %s\nscreenshot: %s\n", got["summary"].get<std::string>().c_str(), shot.c_str());
+}
+
 }  // namespace
 }  // namespace larql
