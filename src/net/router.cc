@@ -374,7 +374,17 @@ HttpReply Router::answer(const std::function<WalkOutcome()>& walk) {
 
 HttpReply Router::walk_ffn(const std::string& body, const std::string& content_type, const std::string& accept,
                            const std::string& authorization, Deadline deadline) {
-  return answer([&] { return walk(body, content_type, accept, authorization, deadline); });
+  HttpReply reply = answer([&] { return walk(body, content_type, accept, authorization, deadline); });
+  count_bytes(body, content_type, reply);
+  return reply;
+}
+
+void Router::count_bytes(const std::string& body, const std::string& content_type, const HttpReply& reply) {
+  const wire::BodyType in = wire::body_type_from_content_type(content_type), out = wire::body_type_from_content_type(reply.content_type);
+  if (in.binary) metrics_.count_bytes_in(*in.binary, body.size());
+  else if (in.json) metrics_.count_json_bytes(body.size(), 0);
+  if (out.binary) metrics_.count_bytes_out(*out.binary, reply.body.size());
+  else if (out.json) metrics_.count_json_bytes(0, reply.body.size());
 }
 
 Router::WalkOutcome Router::walk(const std::string& body, const std::string& content_type, const std::string& accept,

@@ -100,6 +100,8 @@ class Router {
   static HttpReply to_http(WalkOutcome outcome);
   // A data-path request: counted, shed with 503 while descriptors run out, else `walk`'s
   // outcome, its errors counted, as HTTP.
+  // larql_router_bytes_total: a call's body in and its answer out, by their encodings.
+  void count_bytes(const std::string& body, const std::string& content_type, const HttpReply& reply);
   HttpReply answer(const std::function<WalkOutcome()>& walk);
   void count_errors(const WalkOutcome& outcome);
 

@@ -44,7 +44,9 @@ Status Router::check_expert_coverage(const Map& map) const {
 
 HttpReply Router::walk_experts(const std::string& body, const std::string& content_type, const std::string& accept,
                                const std::string& authorization, Deadline deadline) {
-  return answer([&] { return walk_experts_outcome(body, content_type, accept, authorization, deadline); });
+  HttpReply reply = answer([&] { return walk_experts_outcome(body, content_type, accept, authorization, deadline); });
+  count_bytes(body, content_type, reply);
+  return reply;
 }
 
 Router::WalkOutcome Router::walk_experts_outcome(const std::string& body, const std::string& content_type,

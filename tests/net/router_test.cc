@@ -476,6 +476,10 @@ TEST_F(RouterTest, StatsMetricsAdminAndTheShardKeyFromTheEnvironment) {
   const std::string metrics = test::must(c.Get("/metrics")).body;
   EXPECT_EQ(test::metric_sum(metrics, "larql_router_requests_total"), 1) << metrics;
   EXPECT_EQ(test::metric_sum(metrics, "larql_router_retries_total"), 0) << metrics;
+  // The call's body in and its answer out, by encoding (what the grid page shows per second).
+  const double request_bytes = double(test::demo_f32_request({0, 5}, 1).size());
+  EXPECT_EQ(test::metric_sum(metrics, "larql_router_bytes_total\\{direction=\"in\",encoding=\"f32\"\\}"), request_bytes) << metrics;
+  EXPECT_GT(test::metric_sum(metrics, "larql_router_bytes_total\\{direction=\"out\",encoding=\"f32\"\\}"), 0) << metrics;
   // Without --admin-key there is no admin endpoint at all.
   auto admin = c.Get("/admin/shards", {{"Authorization", "Bearer anything"}});
   ASSERT_TRUE(admin);
