@@ -67,7 +67,7 @@ TEST(RunRemoteCli, SpeculativeDecodingGivesThePlainGreedyIdsInFewerRoundTrips) {
                 plain["remote_calls"].get<size_t>(), spec["remote_calls"].get<size_t>(), spec["accepted"].get<size_t>(),
                 spec["drafted"].get<size_t>());
   }
-  EXPECT_NE(larql("run " + kDemo + " --prompt-ids 1,2 --draft nope").output.find("expected lookup or lookup:N"), std::string::npos);
+  EXPECT_NE(larql("run " + kDemo + " --prompt-ids 1,2 --draft nope").output.find("expected lookup, lookup:N (N from 1 to 64, the longest tail matched) or the path of a draft model"), std::string::npos);
 }
 
 TEST(RunRemoteCli, MixtureOfExpertsLayersOnLayerRangeShards) {
