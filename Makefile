@@ -12,7 +12,7 @@ SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
 SYNTH_G4_31B := build/models/synth-gemma4-31b-width-4l
 SYNTH_QWEN3_MOE := build/models/synth-qwen3-30b-a3b-width-12l
 
-.PHONY: all deps build package test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model clean
+.PHONY: all deps build package test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model train-demo-draft-model clean
 
 all: build
 
@@ -147,6 +147,12 @@ train-demo-moe-model:
 	@bash scripts/install-train-deps.sh
 	/usr/bin/python3 tools/train_demo_model.py --out models/demo-moe --layers 4 --ffn 512 --experts 8 \
 	  --experts-per-token 2 --tokenizer models/demo/tokenizer.json --steps 600
+
+# The draft for speculative decoding with the demo model: its shape cut to 2 layers, its tokenizer.
+train-demo-draft-model:
+	@bash scripts/install-train-deps.sh
+	/usr/bin/python3 tools/train_demo_model.py --out models/demo-draft --layers 2 --ffn 512 \
+	  --tokenizer models/demo/tokenizer.json --steps 1500
 
 clean:
 	rm -rf build build-asan build-fuzz

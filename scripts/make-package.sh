@@ -22,7 +22,7 @@ root="$stage/root"
 install -Dm755 "$larql" "$root/usr/bin/larql"
 strip --strip-unneeded "$root/usr/bin/larql"
 mkdir -p "$root/usr/share/larql/models"
-cp -r "$src/models/demo" "$src/models/demo-moe" "$root/usr/share/larql/models/"
+cp -r "$src/models/demo" "$src/models/demo-moe" "$src/models/demo-draft" "$root/usr/share/larql/models/"
 install -Dm644 -t "$root/usr/lib/systemd/system" "$src"/packaging/systemd/*.service
 install -Dm644 -t "$root/usr/share/doc/larql/examples" "$src"/packaging/examples/*.env
 install -Dm644 "$src/README.md" "$root/usr/share/doc/larql/README.md"

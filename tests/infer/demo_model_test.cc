@@ -1,4 +1,4 @@
-// The committed demo model (models/demo) against the PyTorch that trained it:
+// The committed demo models (models/demo, demo-moe, demo-draft) against the PyTorch that trained them:
 // tools/train_demo_model.py saved, for three prompts, its tokenizer's ids and the greedy
 // continuation of the bf16 weights computed in f32 (reference.json). Our tokenizer and
 // forward pass must give the same ids.
@@ -53,8 +53,9 @@ TEST_P(DemoModel, TokenizerAndGreedyIdsMatchPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Committed, DemoModel, ::testing::Values("demo", "demo-moe"),
-                         [](const auto& info) { return info.param == "demo" ? std::string("llama") : std::string("mixtral"); });
+INSTANTIATE_TEST_SUITE_P(Committed, DemoModel, ::testing::Values("demo", "demo-moe", "demo-draft"), [](const auto& info) {
+  return info.param == "demo" ? std::string("llama") : info.param == "demo-moe" ? std::string("mixtral") : std::string("draft");
+});
 
 }  // namespace
 }  // namespace larql
