@@ -3,13 +3,16 @@
 
   bench/link_decode.py MODEL [MODEL...] [--larql build/larql] [--proxy build/bench/link_proxy]
       [--steps 32] [--links 1Gbit/0.2ms,100Mbit/0.2ms,...] [--wire f32,f16,q8,i8] [--threads 2]
+      [--drafts lookup,models/demo-draft]
 
 Two shards (each half the layers) on loopback, each behind its own bench/link_proxy that
 adds the link's round trip and limits each direction to its rate (this machine's kernel has
 no tc netem). For each model: `larql bench` straight to the shards gives the projection
 for every link; then, for each link and wire format, `larql run --ffn` through the proxies
 measures decode tokens/s. The proxies' own round trip is checked first against the RTT
-they were given."""
+they were given. With --drafts, each link also gets speculative rows: the first wire format
+with each --draft (prompt lookup, a draft model), its tokens/s, the ratio to plain decoding
+measured just before, and tokens per pass (a pass costs one round trip per layer)."""
 import argparse
 import http.client
 import json
@@ -40,11 +43,15 @@ def health_rtt_ms(url, n=20):
     return statistics.median(times)
 
 
-def measure(larql, model, spec, wire, steps, threads):
+def run(larql, model, spec, wire, steps, threads, extra=()):
     out = subprocess.run([larql, "run", model, "--prompt-ids", "1,2,3", "--steps", str(steps), "--ignore-eos", "--json",
-                          "--threads", str(threads), "--ffn", spec, "--wire", wire],
+                          "--threads", str(threads), "--ffn", spec, "--wire", wire, *extra],
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["tokens_per_second"]
+    return json.loads(out)
+
+
+def measure(larql, model, spec, wire, steps, threads):
+    return run(larql, model, spec, wire, steps, threads)["tokens_per_second"]
 
 
 def project(larql, model, spec, wires, links, steps, threads):
@@ -76,7 +83,9 @@ def main():
     ap.add_argument("--links", default=DEFAULT_LINKS)
     ap.add_argument("--wire", default="f32,f16,q8,i8")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--drafts", default="", help="--draft values for speculative rows (e.g. lookup,models/demo-draft)")
     a = ap.parse_args()
+    drafts = [d for d in a.drafts.split(",") if d]
     links = a.links.split(",")
     shards, proxies = [], []
     try:
@@ -112,6 +121,14 @@ def main():
                     real = f["projected_tokens_per_second"][effective[link].replace("/", "_")]
                     cells.append(f"{measured:9.2f} {nominal:8.2f} {real:8.2f} {measured / real:5.2f}")
                 print(f"{link:>14s} " + " ".join(cells), flush=True)
+                wire = next(iter(projected))
+                for draft in drafts:
+                    plain = statistics.median(measure(a.larql, model, spec, wire, a.steps, a.threads) for _ in range(a.reps))
+                    runs = [run(a.larql, model, spec, wire, a.steps, a.threads, ("--draft", draft)) for _ in range(a.reps)]
+                    fast = statistics.median(r["tokens_per_second"] for r in runs)
+                    print(f"{'':>14s}   {wire} --draft {draft}: {fast:.2f} tok/s, {fast / plain:.2f}x plain ({plain:.2f}), "
+                          f"{runs[-1]['tokens_per_pass']:.2f} tokens per pass, {runs[-1]['accepted']} of {runs[-1]['drafted']} "
+                          f"drafts kept", flush=True)
                 stop(proxies)
                 proxies = []
             stop(shards)
