@@ -4,18 +4,14 @@
 
 #include "api/gemma4_chat.h"
 #include "api/harmony.h"
+#include "api/jinja_values.h"
 #include "api/python_json.h"
 #include "constrain/gemma4_syntax.h"
 
 namespace larql {
 namespace {
 
-std::string trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\n\r");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\n\r");
-  return std::string(s.substr(first, last - first + 1));
-}
+using jinja::trim;
 
 // The system message (if first) and the rest.
 std::pair<std::optional<std::string>, std::vector<ChatMessage>> split_system(const std::vector<ChatMessage>& messages) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/jinja_values.h"
 #include "constrain/gemma4_syntax.h"
 
 namespace larql {
@@ -10,28 +11,11 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\n\r");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\n\r");
-  return std::string(s.substr(first, last - first + 1));
-}
+using jinja::member;
+using jinja::trim;
+using jinja::truthy;
 
 std::string in_marks(const std::string& s) { return std::string(kGemma4Quote) + s + std::string(kGemma4Quote); }
-
-// Jinja's truthiness of a value the template tests with `if`.
-bool truthy(const json& v) {
-  if (v.is_null()) return false;
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
-  if (v.is_number()) return v.get<double>() != 0;
-  return true;
-}
-
-const json& member(const json& v, const char* key) {
-  static const json missing;
-  return v.is_object() && v.contains(key) ? v[key] : missing;
-}
 
 std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
@@ -57,25 +41,13 @@ std::string required_list(const json& names) {
   return out + "]";
 }
 
-// Jinja's dictsort: by key, case ignored, stable.
-std::vector<std::pair<std::string, const json*>> sorted_items(const json& object) {
-  std::vector<std::pair<std::string, const json*>> items;
-  for (const auto& [k, v] : object.items()) items.emplace_back(k, &v);
-  auto lower = [](std::string s) {
-    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  };
-  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return lower(a.first) < lower(b.first); });
-  return items;
-}
-
 // The template's format_parameters: each property but the schema's own keywords, sorted.
 Result<std::string> format_parameters(const json& properties, size_t depth) {
   static const char* kStandard[] = {"description", "type", "properties", "required", "nullable"};
   if (depth > 32) return make_error(ErrorCode::bad_request, "parameters nested deeper than 32 levels");
   std::string out;
   bool found_first = false;
-  for (const auto& [key, value_ptr] : sorted_items(properties)) {
+  for (const auto& [key, value_ptr] : dictsorted(properties)) {
     if (std::find(std::begin(kStandard), std::end(kStandard), key) != std::end(kStandard)) continue;
     const json& value = *value_ptr;
     if (found_first) out += ",";
@@ -104,7 +76,7 @@ Result<std::string> format_parameters(const json& properties, size_t depth) {
         comma();
         out += "items:{";
         bool first_item = true;
-        for (const auto& [item_key, item_ptr] : sorted_items(items)) {
+        for (const auto& [item_key, item_ptr] : dictsorted(items)) {
           const json& item = *item_ptr;
           if (item.is_null()) continue;
           if (!first_item) out += ",";
@@ -162,7 +134,7 @@ std::string call_text(const ChatToolCall& call) {
   std::string out = "<|tool_call>call:" + call.name + "{";
   if (arguments.is_object()) {
     bool first = true;
-    for (const auto& [key, value] : sorted_items(arguments)) {
+    for (const auto& [key, value] : dictsorted(arguments)) {
       out += (first ? "" : ",") + key + ":" + gemma4_text(*value, false);
       first = false;
     }

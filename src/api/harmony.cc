@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/jinja_values.h"
 #include "api/python_json.h"
 
 namespace larql {
@@ -31,18 +32,8 @@ size_t partial_marker_tail(std::string_view text, std::initializer_list<std::str
 
 using json = nlohmann::ordered_json;
 
-const json& member(const json& v, const char* key) {
-  static const json missing;
-  return v.is_object() && v.contains(key) ? v[key] : missing;
-}
-
-bool truthy(const json& v) {
-  if (v.is_null()) return false;
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
-  if (v.is_number()) return v.get<double>() != 0;
-  return true;
-}
+using jinja::member;
+using jinja::truthy;
 
 // Jinja's `~`/`+` of a value into text: strings as they are, others as Python prints them.
 std::string text_of(const json& v) { return v.is_string() ? v.get<std::string>() : python_json(v); }

@@ -122,15 +122,19 @@ class Reader {
 
 }  // namespace
 
+std::vector<std::pair<std::string, const json*>> dictsorted(const json& object) {
+  std::vector<std::pair<std::string, const json*>> items;
+  for (const auto& [k, v] : object.items()) items.emplace_back(k, &v);
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return lower(a.first) < lower(b.first); });
+  return items;
+}
+
 std::string gemma4_text(const json& value, bool quote_keys) {
   if (value.is_string()) return std::string(kGemma4Quote) + value.get<std::string>() + std::string(kGemma4Quote);
   if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
   if (value.is_null()) return "None";  // Jinja prints Python's None
   if (value.is_object()) {
-    std::vector<std::pair<std::string, const json*>> items;
-    for (const auto& [k, v] : value.items()) items.emplace_back(k, &v);
-    // Jinja's dictsort: by key, ignoring case, stable.
-    std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return lower(a.first) < lower(b.first); });
+    const auto items = dictsorted(value);
     std::string out = "{";
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += ",";

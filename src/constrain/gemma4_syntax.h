@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -18,6 +20,10 @@ inline constexpr std::string_view kGemma4Quote = "<|\"|>";
 // (declarations quote the keys of mappings, calls and responses do not). Objects' keys are
 // sorted (Jinja's dictsort); numbers are written as JSON writes them.
 std::string gemma4_text(const nlohmann::ordered_json& value, bool quote_keys);
+
+// An object's members as Jinja's dictsort orders them (its template sorts with it): by key,
+// case ignored, stable.
+std::vector<std::pair<std::string, const nlohmann::ordered_json*>> dictsorted(const nlohmann::ordered_json& object);
 
 // The JSON text of a value in Gemma 4's syntax (a call's arguments), compact; nothing when
 // the text is not one whole value.

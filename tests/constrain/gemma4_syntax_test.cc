@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "constrain/json_matcher.h"
+#include "constrain/matcher_walks.h"
 
 namespace larql {
 namespace {
@@ -79,22 +80,9 @@ TEST(Gemma4Syntax, BytesToCloseIsAlwaysReachable) {
     for (size_t cut = 0; cut <= text.size(); ++cut) {
       JsonMatcher m(*g);
       ASSERT_TRUE(m.feed(std::string_view(text).substr(0, cut))) << text.substr(0, cut);
-      size_t left = m.bytes_to_close();
-      std::string closing;
-      while (!m.closed() && left > 0) {
-        bool stepped = false;
-        for (int b = 0; b < 256 && !stepped; ++b) {
-          JsonMatcher next = m;
-          if (next.feed(uint8_t(b)) && next.bytes_to_close() == left - 1) {
-            m = next;
-            closing += char(b);
-            stepped = true;
-          }
-        }
-        ASSERT_TRUE(stepped) << "stuck after " << text.substr(0, cut) << closing << " with " << left << " bytes to close";
-        --left;
-      }
-      EXPECT_TRUE(m.closed()) << text.substr(0, cut) << closing;
+      const auto closing = test::close_step_by_step(m);
+      ASSERT_TRUE(closing) << "stuck after " << text.substr(0, cut);
+      EXPECT_TRUE(m.closed()) << text.substr(0, cut) << *closing;
     }
   }
 }
@@ -107,46 +95,25 @@ TEST(Gemma4Syntax, RandomWalksGiveValidCalls) {
   const std::string alphabet = "{}[]<|\">:,0123456789.-eacdgilnopstuwyhr_ \\\xc3\xa9";
   const std::string open = "<|tool_call>call:", close = "<tool_call|>";
   for (int walk = 0; walk < 200; ++walk) {
-    JsonMatcher m(*g);
-    std::string text;
-    for (int steps = 0; steps < 90 && !m.closed(); ++steps) {
-      std::vector<char> options;
-      for (char c : alphabet)
-        if (JsonMatcher(m).feed(uint8_t(c))) options.push_back(c);
-      ASSERT_FALSE(options.empty()) << text;
-      const char c = options[rng() % options.size()];
-      ASSERT_TRUE(m.feed(uint8_t(c)));
-      text += c;
-    }
-    for (size_t guard = 0; !m.closed() && guard < 1000; ++guard) {
-      const size_t left = m.bytes_to_close();
-      for (int b = 0; b < 256; ++b) {
-        JsonMatcher next = m;
-        if (next.feed(uint8_t(b)) && next.bytes_to_close() < left) {
-          m = next;
-          text += char(b);
-          break;
-        }
-      }
-    }
-    ASSERT_TRUE(m.closed()) << text;
-    ASSERT_EQ(text.rfind(open, 0), 0u) << text;
-    ASSERT_TRUE(text.ends_with(close)) << text;
-    const std::string call = text.substr(open.size(), text.size() - open.size() - close.size());
+    const auto text = test::random_value(*g, rng, alphabet, 90);
+    ASSERT_TRUE(text) << "walk " << walk;
+    ASSERT_EQ(text->rfind(open, 0), 0u) << *text;
+    ASSERT_TRUE(text->ends_with(close)) << *text;
+    const std::string call = text->substr(open.size(), text->size() - open.size() - close.size());
     const size_t brace = call.find('{');
-    ASSERT_NE(brace, std::string::npos) << text;
+    ASSERT_NE(brace, std::string::npos) << *text;
     const std::string name = call.substr(0, brace);
     auto arguments = gemma4_to_json(call.substr(brace));
-    ASSERT_TRUE(arguments) << text;
+    ASSERT_TRUE(arguments) << *text;
     const auto value = nlohmann::json::parse(*arguments);
-    ASSERT_TRUE(value.is_object()) << text;
+    ASSERT_TRUE(value.is_object()) << *text;
     if (name == "ping") continue;
-    ASSERT_EQ(name, "get_weather") << text;
-    ASSERT_TRUE(value.contains("city") && value["city"].is_string()) << text;
-    EXPECT_FALSE(value["city"].get<std::string>().empty()) << text;
-    if (value.contains("days")) EXPECT_TRUE(value["days"].is_number_integer()) << text;
-    if (value.contains("units")) EXPECT_TRUE(value["units"] == "celsius" || value["units"] == "fahrenheit") << text;
-    if (value.contains("hours")) EXPECT_LE(value["hours"].size(), 3u) << text;
+    ASSERT_EQ(name, "get_weather") << *text;
+    ASSERT_TRUE(value.contains("city") && value["city"].is_string()) << *text;
+    EXPECT_FALSE(value["city"].get<std::string>().empty()) << *text;
+    if (value.contains("days")) EXPECT_TRUE(value["days"].is_number_integer()) << *text;
+    if (value.contains("units")) EXPECT_TRUE(value["units"] == "celsius" || value["units"] == "fahrenheit") << *text;
+    if (value.contains("hours")) EXPECT_LE(value["hours"].size(), 3u) << *text;
   }
 }
 

@@ -1,5 +1,7 @@
 #include "constrain/json_matcher.h"
 
+#include "constrain/matcher_walks.h"
+
 #include <random>
 
 #include <gtest/gtest.h>
@@ -118,23 +120,10 @@ TEST(JsonMatcher, BytesToCloseIsAlwaysReachable) {
     for (size_t cut = 0; cut <= text.size(); ++cut) {
       JsonMatcher m(*g);
       ASSERT_TRUE(m.feed(std::string_view(text).substr(0, cut))) << text.substr(0, cut);
-      size_t left = m.bytes_to_close();
-      std::string closing;
-      while (!m.closed() && left > 0) {
-        bool stepped = false;
-        for (int b = 0; b < 256 && !stepped; ++b) {
-          JsonMatcher next = m;
-          if (next.feed(uint8_t(b)) && next.bytes_to_close() == left - 1) {
-            m = next;
-            closing += char(b);
-            stepped = true;
-          }
-        }
-        ASSERT_TRUE(stepped) << "stuck after " << text.substr(0, cut) << closing << " with " << left << " bytes to close";
-        --left;
-      }
-      EXPECT_TRUE(m.closed() || m.accepting()) << text.substr(0, cut) << closing;
-      EXPECT_NO_THROW((void)nlohmann::json::parse(text.substr(0, cut) + closing)) << text.substr(0, cut) << closing;
+      const auto closing = test::close_step_by_step(m);
+      ASSERT_TRUE(closing) << "stuck after " << text.substr(0, cut);
+      EXPECT_TRUE(m.closed() || m.accepting()) << text.substr(0, cut) << *closing;
+      EXPECT_NO_THROW((void)nlohmann::json::parse(text.substr(0, cut) + *closing)) << text.substr(0, cut) << *closing;
     }
   }
 }
@@ -146,29 +135,9 @@ TEST(JsonMatcher, RandomWalksGiveValidValues) {
   std::mt19937 rng(7);
   const std::string alphabet = "{}[]\",:0123456789.-+eEabcdefghijklmnopqrstuvwxyz \n\\u\xc3\xa9";
   for (int walk = 0; walk < 200; ++walk) {
-    JsonMatcher m(*g);
-    std::string text;
-    for (int steps = 0; steps < 80 && !m.closed(); ++steps) {
-      std::vector<char> options;
-      for (char c : alphabet)
-        if (JsonMatcher(m).feed(uint8_t(c))) options.push_back(c);
-      ASSERT_FALSE(options.empty()) << text;
-      const char c = options[rng() % options.size()];
-      ASSERT_TRUE(m.feed(uint8_t(c)));
-      text += c;
-    }
-    for (size_t guard = 0; !m.closed() && guard < 1000; ++guard) {
-      const size_t left = m.bytes_to_close();
-      for (int b = 0; b < 256; ++b) {
-        JsonMatcher next = m;
-        if (next.feed(uint8_t(b)) && next.bytes_to_close() < left) {
-          m = next;
-          text += char(b);
-          break;
-        }
-      }
-    }
-    ASSERT_TRUE(m.closed()) << text;
+    const auto walked = test::random_value(*g, rng, alphabet, 80);
+    ASSERT_TRUE(walked) << "walk " << walk;
+    const std::string& text = *walked;
     const auto value = nlohmann::json::parse(text, nullptr, false);
     ASSERT_FALSE(value.is_discarded()) << text;
     ASSERT_TRUE(value.is_object()) << text;

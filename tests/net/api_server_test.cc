@@ -403,27 +403,37 @@ TEST(ApiServer, JsonSchemaAnswersAlwaysValidateThroughTheNodeClient) {
   std::printf("structured output, streamed: %s\n", got["streamed"].get<std::string>().c_str());
 }
 
+// openai_tools.js against `larql api` on `model` in chat `format`: the named and the
+// required call are valid calls whose arguments validate, read back from the format's own
+// text; tool_choice none answers without calls. Its whole report, for more checks.
+json expect_tool_calls_through_the_node_client(const std::string& model, const std::string& format) {
+  ChildProcess api({"api", model, "--port", "0", "--chat-template", format, "--api-key", kKey, "--threads", "2"});
+  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
+                                   "/tests/api/openai_tools.js' '" + api.url() + "/v1' '" + kKey + "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  if (r.status != 0) return json::object();
+  const json got = json::parse(r.output);
+  EXPECT_EQ(got["named"]["finish"], "tool_calls") << got.dump();
+  EXPECT_EQ(got["named"]["calls"].size(), 1u) << got.dump();
+  EXPECT_EQ(got["streamed"]["finish"], "tool_calls") << got.dump();
+  EXPECT_EQ(got["streamed"]["calls"].size(), 1u) << got.dump();
+  EXPECT_TRUE(got["arguments_valid"].get<bool>()) << got.dump();
+  EXPECT_FALSE(got["none"]["has_calls"].get<bool>());
+  if (!got["named"]["calls"].empty()) std::printf("%s tool call (named): %s\n", format.c_str(), got["named"]["calls"][0].dump().c_str());
+  return got;
+}
+
 // Tool calls through the Node client (chatml, the Hermes-style calls Qwen writes): with
 // tool_choice named or required the whole call is constrained, so the demo model's calls
 // name the function and their arguments validate against its parameters (ajv), whole and
 // streamed; the call goes back with the tool's result and is answered; tool_choice none
 // answers in text.
 TEST(ApiServer, ToolCallsRoundTripThroughTheNodeClient) {
-  ChildProcess api({"api", test::kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", kKey, "--threads", "2"});
-  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
-                                   "/tests/api/openai_tools.js' '" + api.url() + "/v1' '" + kKey + "'");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const json got = json::parse(r.output);
-  EXPECT_EQ(got["named"]["finish"], "tool_calls") << got.dump();
-  ASSERT_EQ(got["named"]["calls"].size(), 1u) << got.dump();
+  const json got = expect_tool_calls_through_the_node_client(test::kDemo, "chatml");
+  ASSERT_FALSE(got.empty());
   EXPECT_TRUE(got["named"]["content"].is_null()) << "a call without text has null content";
-  EXPECT_EQ(got["streamed"]["finish"], "tool_calls") << got.dump();
-  EXPECT_EQ(got["streamed"]["calls"].size(), 1u) << got.dump();
-  EXPECT_TRUE(got["arguments_valid"].get<bool>()) << got.dump();
   EXPECT_TRUE(got["round_trip"]["content"].is_string()) << got.dump();
   EXPECT_EQ(got["round_trip"]["finish"], "length");
-  EXPECT_FALSE(got["none"]["has_calls"].get<bool>());
-  std::printf("tool call (named): %s\n", got["named"]["calls"][0].dump().c_str());
 }
 
 // A random model of `family` whose vocabulary holds a chat format's marks as special tokens,
@@ -447,35 +457,18 @@ std::filesystem::path model_with_marks(const std::string& family, const std::vec
   return dir;
 }
 
-// openai_tools.js against `larql api` on that model: the named and the required call are
-// valid calls whose arguments validate, read back from the format's own text.
-void expect_tool_calls_through_the_node_client(const std::filesystem::path& model, const std::string& format) {
-  ChildProcess api({"api", model.string(), "--port", "0", "--chat-template", format, "--api-key", kKey, "--threads", "2"});
-  const auto r = test::run_command("NODE_PATH='" + (test::js_cache() / "node_modules").string() + "' node '" LARQL_SOURCE_DIR
-                                   "/tests/api/openai_tools.js' '" + api.url() + "/v1' '" + kKey + "'");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const json got = json::parse(r.output);
-  EXPECT_EQ(got["named"]["finish"], "tool_calls") << got.dump();
-  ASSERT_EQ(got["named"]["calls"].size(), 1u) << got.dump();
-  EXPECT_EQ(got["streamed"]["finish"], "tool_calls") << got.dump();
-  EXPECT_EQ(got["streamed"]["calls"].size(), 1u) << got.dump();
-  EXPECT_TRUE(got["arguments_valid"].get<bool>()) << got.dump();
-  EXPECT_FALSE(got["none"]["has_calls"].get<bool>());
-  std::printf("%s tool call (named): %s\n", format.c_str(), got["named"]["calls"][0].dump().c_str());
-}
-
 // Gemma 4: <|tool_call>call:NAME{key:<|"|>value<|"|>}<tool_call|>, its own syntax.
 TEST(ApiServer, Gemma4ToolCallsSpellItsSpecialMarks) {
   const auto dir = model_with_marks("gemma4", {"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<|tool_response>",
                                                "<tool_response|>", "<|tool>", "<tool|>", "<|channel>", "<channel|>"});
-  expect_tool_calls_through_the_node_client(dir, "gemma4");
+  expect_tool_calls_through_the_node_client(dir.string(), "gemma4");
   std::filesystem::remove_all(dir);
 }
 
 // GPT-OSS's harmony: a commentary message to functions.NAME, its arguments JSON, ended by <|call|>.
 TEST(ApiServer, HarmonyToolCallsAreCommentaryToFunctions) {
   const auto dir = model_with_marks("gpt-oss", {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"});
-  expect_tool_calls_through_the_node_client(dir, "harmony");
+  expect_tool_calls_through_the_node_client(dir.string(), "harmony");
   std::filesystem::remove_all(dir);
 }
 
