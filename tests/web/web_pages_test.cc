@@ -36,8 +36,12 @@ std::string screenshot(const std::string& name) {
   return (dir / name).string();
 }
 
+// The demo grid (two shards, layers 0-2 and 3-5) behind `larql api`.
 TEST(ChatPage, AsksForTheKeyStreamsTheAnswerAndShowsNoConsoleError) {
-  ChildProcess api({"api", kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", "page-key", "--threads", "2"});
+  ChildProcess low({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1"});
+  ChildProcess high({"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1"});
+  ChildProcess api({"api", kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", "page-key", "--threads", "1", "--ffn",
+                    "0-2=" + low.url() + ",3-5=" + high.url()});
   const std::string shot = screenshot("chat.png");
   const json got = run_page_script("chat_page.js", {api.url(), "page-key", shot});
   ASSERT_FALSE(got.empty());
