@@ -4,9 +4,10 @@ against plain batching through the same proxies in the same run (issue 50).
 
   bench/api_speculative.py [MODEL] [--larql build/larql] [--proxy build/bench/link_proxy]
       [--link 100Mbit/20ms] [--clients 4] [--tokens 128] [--wire f16] [--rounds 2]
+      [--drafts lookup,models/demo-draft]
 
 Two shards (half the layers each) on loopback, each behind a bench/link_proxy; `larql api`
-with --parallel = clients, plain and with --draft lookup (one server each, one after the
+with --parallel = clients, plain and with each --draft (one server each, one after the
 other, rounds interleaved). Each client streams one greedy completion of --tokens tokens
 from the first words of its own held-out KJV verse (tests/data/kjv-heldout.txt). Reported:
 aggregate tokens/s (all clients' tokens over the round's wall time), engine steps (one
@@ -55,7 +56,9 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--wire", default="f16")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--drafts", default="lookup,models/demo-draft", help="--draft values, each against plain batching")
     a = ap.parse_args()
+    configs = [("plain", [])] + [(d, ["--draft", d]) for d in a.drafts.split(",") if d]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "tests", "data", "kjv-heldout.txt")) as f:
         verses = [line.split() for line in f if len(line.split()) >= 6]
@@ -66,10 +69,10 @@ def main():
     proxies = start_proxies(a.proxy, [url for _, url in shards], a.link)
     try:
         spec = f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}"
-        rates = {"plain": [], "lookup": []}
+        rates = {name: [] for name, _ in configs}
         texts, steps, kept = {}, {}, {}
         for _ in range(a.rounds):
-            for name, extra in (("plain", []), ("lookup", ["--draft", "lookup"])):
+            for name, extra in configs:
                 api = start([a.larql, "api", a.model, "--port", "0", "--ffn", spec, "--wire", a.wire, "--parallel", str(a.clients),
                              "--threads", "2"] + extra, "larql api", health=None)
                 try:
@@ -79,13 +82,14 @@ def main():
                     kept[name] = (metric(api[1], "larql_api_draft_tokens_accepted_total"), metric(api[1], "larql_api_draft_tokens_total"))
                 finally:
                     stop([api])
-        plain, fast = statistics.median(rates["plain"]), statistics.median(rates["lookup"])
+        plain = statistics.median(rates["plain"])
         print(f"model {a.model}, {a.wire}, {a.clients} concurrent clients x {a.tokens} greedy tokens (held-out prompts), "
               f"two shards behind link_proxy {a.link}, larql api --parallel {a.clients}; medians of {a.rounds} rounds")
-        print(f"plain batching:      {plain:7.2f} tok/s aggregate, {steps['plain']:.0f} engine steps")
-        print(f"--draft lookup:      {fast:7.2f} tok/s aggregate, {steps['lookup']:.0f} engine steps, "
-              f"{kept['lookup'][0]:.0f} of {kept['lookup'][1]:.0f} drafts kept")
-        print(f"ratio {fast / plain:.2f}x; same texts: {texts['plain'] == texts['lookup']}")
+        print(f"plain batching: {plain:7.2f} tok/s aggregate, {steps['plain']:.0f} engine steps")
+        for name, _ in configs[1:]:
+            fast = statistics.median(rates[name])
+            print(f"--draft {os.path.basename(name)}: {fast:7.2f} tok/s aggregate ({fast / plain:.2f}x), {steps[name]:.0f} engine steps, "
+                  f"{kept[name][0]:.0f} of {kept[name][1]:.0f} drafts kept, same texts: {texts['plain'] == texts[name]}")
     finally:
         stop(proxies)
         stop(shards)

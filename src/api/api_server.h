@@ -29,7 +29,8 @@ struct ApiOptions {
   size_t max_queue = 64;              // requests waiting beyond the running ones
   size_t parallel = 8;                // sequences decoding together
   std::optional<ChatFormat> chat_format;  // none: chat requests get a 400 naming --chat-template
-  std::optional<SpeculativeOptions> speculative = {};  // --draft lookup: every request's sequence drafts its own
+  std::optional<SpeculativeOptions> speculative = {};  // --draft: every request's sequence drafts its own
+  const Model* draft_model = nullptr;                  // --draft MODEL (else prompt lookup)
   bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
 };
 

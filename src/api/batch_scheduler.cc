@@ -45,6 +45,10 @@ std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
   if (options_.speculative && !job->matcher_) {
     job->draft_length_.emplace(*options_.speculative);
     job->context_ = job->request_.prompt;
+    if (options_.draft_model) {
+      auto draft = ModelDraft::create(*options_.draft_model, transformer_.config(), *options_.draft_pool);
+      if (draft) job->model_draft_ = std::move(*draft);  // (its vocabulary was checked at start-up)
+    }
   }
   std::lock_guard lock(mutex_);
   std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });  // a client that left frees its place at once
@@ -178,7 +182,8 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       if (job->draft_length_) {
         const size_t used = prompt.size() + job->generated_;
         const size_t want = std::min({job->draft_length_->wanted(), ctx - used, job->request_.max_tokens - job->generated_ - 1});
-        std::vector<int> drafts = lookup_draft(job->context_, want, {options_.speculative->max_ngram});
+        std::vector<int> drafts = job->model_draft_ ? job->model_draft_->propose(job->context_, want)
+                                                    : lookup_draft(job->context_, want, {options_.speculative->max_ngram});
         drafts.resize(std::min(drafts.size(), want));
         job->fed_.insert(job->fed_.end(), drafts.begin(), drafts.end());
       }

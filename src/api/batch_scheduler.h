@@ -24,6 +24,7 @@
 #include "base/errors.h"
 #include "constrain/token_mask.h"
 #include "infer/generate.h"
+#include "infer/model_draft.h"
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 
@@ -85,6 +86,7 @@ class Job {
   std::vector<int> context_;
   std::vector<int> fed_;
   std::optional<DraftLength> draft_length_;
+  std::unique_ptr<ModelDraft> model_draft_;  // with a draft model: this sequence's (its own KV cache)
   std::vector<float> probs_;
   std::vector<float> raw_;  // a row's logits before sampling shaped them (log-probabilities)
 };
@@ -100,6 +102,10 @@ class BatchScheduler {
     // its drafts to the step, verified row by row (greedy output as without; sampled output
     // distributed as without). Not for structured output.
     std::optional<SpeculativeOptions> speculative = {};
+    // With speculative: drafts from this model instead of prompt lookup, each sequence with
+    // its own KV cache, run by the engine thread on `draft_pool` between steps.
+    const Model* draft_model = nullptr;
+    ThreadPool* draft_pool = nullptr;
   };
   struct Stats {
     size_t waiting = 0, active = 0, steps = 0;

@@ -81,11 +81,20 @@ int api(ApiCommandOptions o) {
 
   ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, o.parallel, std::nullopt};
   options.key_required = o.http.api_key.has_value();
+  // A draft model runs here (its FFN too), one KV cache per sequence.
+  std::optional<Model> draft_model;
   if (o.draft) {
     auto choice = parse_draft_option(*o.draft);
     if (!choice) return fail(choice.error().message);
-    if (choice->model) return fail("--draft: larql api drafts by prompt lookup (lookup[:N]); a draft model is larql run's");
     options.speculative = choice->options;
+    if (choice->model) {
+      auto loaded = load_command_model("larql api --draft", *choice->model, o.arithmetic);
+      if (!loaded) return fail("--draft: " + loaded.error().message);
+      draft_model = std::move(*loaded);
+      ThreadPool check_pool(1);
+      if (auto checked = ModelDraft::create(*draft_model, model->config, check_pool); !checked) return fail(checked.error().message);
+      options.draft_model = &*draft_model;
+    }
   }
   if (options.model_id.empty()) options.model_id = model->config.name;
   if (o.chat_template) {
@@ -147,7 +156,8 @@ void add_api_command(CLI::App& app) {
   add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_option("--draft", o->draft,
                   "speculative decoding for every request: lookup[:N] drafts what followed the longest earlier match (up to N "
-                  "tokens, 3) of each sequence's tail, verified several per step (one FFN call per layer for all)");
+                  "tokens, 3) of each sequence's tail, or a draft model's path (the target's tokenizer; run here, a KV cache "
+                  "per sequence) proposes them; verified several per step (one FFN call per layer for all)");
   cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));
