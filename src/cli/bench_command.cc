@@ -1,6 +1,7 @@
 #include "cli/arithmetic_option.h"
 #include "cli/bench_command.h"
 #include "cli/command_model.h"
+#include "cli/draft_option.h"
 
 #include <fstream>
 #include <iostream>
@@ -9,6 +10,7 @@
 
 #include "eval/wire_bench.h"
 #include "eval/wire_report.h"
+#include "infer/model_draft.h"
 #include "model/loader.h"
 
 namespace larql::cli {
@@ -22,6 +24,7 @@ struct Options {
   std::optional<size_t> assert_topk;
   bool local = false, json = false, expert_rows = false;
   std::optional<std::string> arithmetic;
+  std::optional<std::string> draft;  // --draft
 };
 
 int run_bench(const Options& o) {
@@ -72,6 +75,25 @@ int run_bench(const Options& o) {
     for (int id : p)
       if (id < 0 || size_t(id) >= model->config.vocab) return fail("prompt id " + std::to_string(id) + " is outside the vocabulary");
 
+  // --draft: a draft model runs here, as with larql run.
+  std::optional<Model> draft_model;
+  std::unique_ptr<ModelDraft> draft;
+  ThreadPool draft_pool(w.threads);
+  if (o.draft) {
+    auto choice = parse_draft_option(*o.draft);
+    if (!choice) return fail(choice.error().message);
+    w.speculative = choice->options;
+    w.draft_name = *o.draft;
+    if (choice->model) {
+      auto loaded = load_command_model("larql bench --draft", *choice->model, o.arithmetic);
+      if (!loaded) return fail("--draft: " + loaded.error().message);
+      draft_model = std::move(*loaded);
+      auto created = ModelDraft::create(*draft_model, model->config, draft_pool);
+      if (!created) return fail(created.error().message);
+      draft = std::move(*created);
+      w.speculative->draft = [&draft](std::span<const int> context, size_t k) { return draft->propose(context, k); };
+    }
+  }
   auto report = run_wire_bench(*model, w);
   if (!report) return fail(report.error().message);
   const auto doc = report_json(*report);
@@ -120,6 +142,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads");
   add_arithmetic_option(cmd, o->arithmetic);
   cmd->add_option("--links", o->links, "links to project tokens/s for, e.g. 1Gbit/0.2ms,100Mbit/2ms,10Mbit/20ms (the default)");
+  cmd->add_option("--draft", o->draft,
+                  "also decode speculatively in the last --wire format (lookup[:N] or a draft model's path, as larql run): "
+                  "drafts kept, tokens per pass, and tokens/s projected per link");
   cmd->callback([o] {
     if (int rc = run_bench(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

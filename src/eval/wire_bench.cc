@@ -6,6 +6,7 @@
 
 #include "eval/logit_compare.h"
 #include "infer/local_ffn.h"
+#include "infer/generate.h"
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 #include "net/remote_ffn.h"
@@ -56,6 +57,84 @@ Result<Trajectory> decode(const Model& m, FfnBackend& ffn, ThreadPool& pool, con
     timing->f32_fallbacks += after.f32_fallbacks - before.f32_fallbacks;
   }
   return out;
+}
+
+// The calls' traffic between two snapshots, as `before` and `after` of a RemoteFfn's stats.
+RemoteFfnStats traffic_between(const RemoteFfnStats& before, const RemoteFfnStats& after) {
+  RemoteFfnStats d;
+  d.round_trips = after.round_trips - before.round_trips;
+  d.bytes_sent = after.bytes_sent - before.bytes_sent;
+  d.bytes_received = after.bytes_received - before.bytes_received;
+  d.head_bytes_sent = after.head_bytes_sent - before.head_bytes_sent;
+  d.head_bytes_received = after.head_bytes_received - before.head_bytes_received;
+  d.remote_ms = after.remote_ms - before.remote_ms;
+  d.server_ms = after.server_ms - before.server_ms;
+  d.f32_fallbacks = after.f32_fallbacks - before.f32_fallbacks;
+  return d;
+}
+
+// Tokens/s each link would give at this per-token cost.
+void project(FormatReport& fr, const std::vector<Link>& links) {
+  for (const auto& link : links) {
+    const double ms = projected_ms_per_token({.local_ms = fr.local_ms_per_token,
+                                              .server_ms = fr.server_ms_per_token,
+                                              .transport_ms = fr.transport_ms_per_token,
+                                              .round_trips = fr.round_trips_per_token,
+                                              .body_bytes_sent = fr.bytes_sent_per_token,
+                                              .body_bytes_received = fr.bytes_received_per_token,
+                                              .head_bytes_sent = fr.head_bytes_sent_per_token,
+                                              .head_bytes_received = fr.head_bytes_received_per_token},
+                                             link);
+    fr.projected_tokens_per_second[link.name] = ms > 0 ? 1000.0 / ms : 0.0;
+  }
+}
+
+// Each prompt decoded greedily through `remote`, plain and speculatively; the speculative
+// run's traffic per decoded token is its whole run's less a prefill's (measured alone).
+Result<SpeculativeReport> speculate(const Model& model, RemoteFfn& remote, wire::Encoding wire, ThreadPool& pool,
+                                    const WireBenchOptions& o) {
+  SpeculativeReport r;
+  r.draft = o.draft_name;
+  r.cost.wire = wire;
+  double wall_ms = 0;
+  RemoteFfnStats decode;
+  for (const auto& prompt : o.prompts) {
+    Transformer t(model, remote, pool);
+    auto plain = generate(t, prompt, {.max_new_tokens = o.steps, .ignore_eos = true, .sampler = {}});
+    if (!plain) return plain.error();
+    std::vector<float> logits;
+    const RemoteFfnStats s0 = remote.stats();
+    if (auto s = t.forward(prompt, 0, logits); !s) return s.error();
+    const RemoteFfnStats prefill = traffic_between(s0, remote.stats());
+    const RemoteFfnStats s1 = remote.stats();
+    auto fast = generate(t, prompt, {.max_new_tokens = o.steps, .ignore_eos = true, .sampler = {}, .speculative = o.speculative});
+    if (!fast) return fast.error();
+    const RemoteFfnStats run = traffic_between(s1, remote.stats());
+    r.same_ids &= fast->generated == plain->generated;
+    r.tokens += fast->generated.size() - 1;  // the first comes from the prefill
+    r.passes += fast->passes;
+    r.drafted += fast->drafted;
+    r.accepted += fast->accepted;
+    wall_ms += fast->decode_seconds * 1000;
+    const RemoteFfnStats d = traffic_between(prefill, run);
+    decode.round_trips += d.round_trips, decode.bytes_sent += d.bytes_sent, decode.bytes_received += d.bytes_received;
+    decode.head_bytes_sent += d.head_bytes_sent, decode.head_bytes_received += d.head_bytes_received;
+    decode.remote_ms += d.remote_ms, decode.server_ms += d.server_ms, decode.f32_fallbacks += d.f32_fallbacks;
+  }
+  const double n = double(std::max<size_t>(r.tokens, 1));
+  FormatReport& c = r.cost;
+  c.round_trips_per_token = double(decode.round_trips) / n;
+  c.bytes_sent_per_token = double(decode.bytes_sent) / n;
+  c.bytes_received_per_token = double(decode.bytes_received) / n;
+  c.head_bytes_sent_per_token = double(decode.head_bytes_sent) / n;
+  c.head_bytes_received_per_token = double(decode.head_bytes_received) / n;
+  c.ms_per_token = wall_ms / n;
+  c.server_ms_per_token = decode.server_ms / n;
+  c.transport_ms_per_token = (decode.remote_ms - decode.server_ms) / n;
+  c.local_ms_per_token = (wall_ms - decode.remote_ms) / n;
+  c.f32_fallbacks = decode.f32_fallbacks;
+  project(c, o.links);
+  return r;
 }
 
 }  // namespace
@@ -135,21 +214,15 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
                       &fr.head_bytes_received_per_token, &fr.round_trips_per_token, &fr.ms_per_token,
                       &fr.server_ms_per_token, &fr.transport_ms_per_token, &fr.local_ms_per_token})
       *v /= prompts;
-    for (const auto& link : o.links) {
-      const double ms = projected_ms_per_token({.local_ms = fr.local_ms_per_token,
-                                                .server_ms = fr.server_ms_per_token,
-                                                .transport_ms = fr.transport_ms_per_token,
-                                                .round_trips = fr.round_trips_per_token,
-                                                .body_bytes_sent = fr.bytes_sent_per_token,
-                                                .body_bytes_received = fr.bytes_received_per_token,
-                                                .head_bytes_sent = fr.head_bytes_sent_per_token,
-                                                .head_bytes_received = fr.head_bytes_received_per_token},
-                                               link);
-      fr.projected_tokens_per_second[link.name] = ms > 0 ? 1000.0 / ms : 0.0;
-    }
+    project(fr, o.links);
   }
   report.remote_f32_exact = report.formats[0].exact;
   report.links = o.links;
+  if (o.speculative) {
+    auto spec = speculate(model, *remotes.back(), formats.back(), pool, o);
+    if (!spec) return spec.error();
+    report.speculative = std::move(*spec);
+  }
   return report;
 }
 

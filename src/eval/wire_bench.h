@@ -12,6 +12,7 @@
 
 #include "eval/link_model.h"
 #include "eval/range_recorder.h"
+#include "infer/generate.h"
 #include "model/model.h"
 #include "wire/encoding.h"
 
@@ -28,6 +29,10 @@ struct WireBenchOptions {
   bool expert_rows = false;  // RemoteFfnOptions::expert_rows
   size_t threads = 2;
   std::vector<Link> links = what_if_links();  // projected tokens/s for each
+  // --draft: also decode each prompt speculatively through the shards, in the last format
+  // listed, and report what a token costs then (draft_name says which draft).
+  std::optional<SpeculativeOptions> speculative = {};
+  std::string draft_name;
 };
 
 struct FormatReport {
@@ -46,6 +51,16 @@ struct FormatReport {
   std::map<std::string, double> projected_tokens_per_second;
 };
 
+// Greedy speculative decoding through the shards: the drafts kept, the tokens each pass gave
+// (a pass costs a round trip per layer), and per decoded token (prefill excluded) the
+// traffic and projected tokens/s as for a format.
+struct SpeculativeReport {
+  std::string draft;
+  size_t tokens = 0, passes = 0, drafted = 0, accepted = 0;  // decoded tokens, passes after the prefill
+  bool same_ids = true;  // as plain greedy decoding in the same format
+  FormatReport cost;     // wire, bytes, round trips, times and projections per decoded token
+};
+
 struct WireBenchReport {
   std::string model;
   size_t steps = 0, k = 0;
@@ -55,6 +70,7 @@ struct WireBenchReport {
   std::vector<FormatReport> formats;
   std::vector<LayerValueRange> layers;
   std::vector<Link> links;
+  std::optional<SpeculativeReport> speculative;
 };
 
 Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOptions& options);

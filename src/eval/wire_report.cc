@@ -57,6 +57,25 @@ json report_json(const WireBenchReport& r) {
   for (size_t l = 0; l < r.layers.size(); ++l)
     layers.push_back({{"layer", l}, {"max_abs_input", r.layers[l].max_abs_input},
                       {"max_abs_output", r.layers[l].max_abs_output}, {"beyond_f16", r.layers[l].beyond_f16}});
+  json speculative = nullptr;
+  if (r.speculative) {
+    const auto& s = *r.speculative;
+    const auto& c = s.cost;
+    speculative = {{"draft", s.draft},
+                   {"wire", wire::encoding_name(c.wire)},
+                   {"tokens", s.tokens},
+                   {"passes", s.passes},
+                   {"drafted", s.drafted},
+                   {"accepted", s.accepted},
+                   {"acceptance", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
+                   {"tokens_per_pass", s.passes ? double(s.tokens) / double(s.passes) : 0.0},
+                   {"same_ids", s.same_ids},
+                   {"round_trips_per_token", c.round_trips_per_token},
+                   {"bytes_sent_per_token", c.bytes_sent_per_token},
+                   {"bytes_received_per_token", c.bytes_received_per_token},
+                   {"ms_per_token", c.ms_per_token},
+                   {"projected_tokens_per_second", c.projected_tokens_per_second}};
+  }
   return {{"model", r.model},
           {"steps", r.steps},
           {"total_steps", r.total_steps},
@@ -65,6 +84,7 @@ json report_json(const WireBenchReport& r) {
           {"remote_f32_exact", r.remote_f32_exact},
           {"formats", formats},
           {"layers", layers},
+          {"speculative", speculative},
           {"projection_formula", kProjectionFormula}};
 }
 
@@ -91,6 +111,21 @@ std::string report_table(const WireBenchReport& r) {
     o << "  " << wire::encoding_name(f.wire) << ":";
     for (const auto& link : r.links) {
       std::snprintf(line, sizeof line, "  %s %.1f", link.name.c_str(), f.projected_tokens_per_second.at(link.name));
+      o << line;
+    }
+    o << "\n";
+  }
+  if (r.speculative) {
+    const auto& s = *r.speculative;
+    std::snprintf(line, sizeof line,
+                  "\nspeculative (--draft %s, %s, greedy): %zu of %zu drafts kept, %.2f tokens per pass, %.2f round trips "
+                  "per token, %s plain's ids; projected tokens/s:",
+                  s.draft.c_str(), std::string(wire::encoding_name(s.cost.wire)).c_str(), s.accepted, s.drafted,
+                  s.passes ? double(s.tokens) / double(s.passes) : 0.0, s.cost.round_trips_per_token,
+                  s.same_ids ? "the same as" : "NOT");
+    o << line;
+    for (const auto& link : r.links) {
+      std::snprintf(line, sizeof line, "  %s %.1f", link.name.c_str(), s.cost.projected_tokens_per_second.at(link.name));
       o << line;
     }
     o << "\n";

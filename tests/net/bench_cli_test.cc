@@ -72,6 +72,34 @@ TEST(BenchCli, JsonFieldsExactF32AndBytesFromTheLayouts) {
   }
 }
 
+// --draft: the prompts also decoded speculatively in the last format listed; the drafts
+// kept and the tokens per pass, the same ids as plain greedy decoding, and per decoded token
+// fewer round trips than a token's six (one per layer), projected per link.
+TEST(BenchCli, DraftRowsReportAcceptanceTokensPerPassAndProjections) {
+  test::ChildProcess a({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1"});
+  test::ChildProcess b({"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1"});
+  ASSERT_TRUE(test::wait_healthy(a.url()) && test::wait_healthy(b.url()));
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " bench " + kDemo + " --prompt 'And the LORD said unto Moses,' --ffn '0-2=" +
+                                   a.url() + ",3-5=" + b.url() + "' --steps 48 --wire f16 --json --threads 1 --links 100Mbit/20ms " +
+                                   "--draft " + kDemo + "-draft");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json doc = json::parse(r.output);
+  ASSERT_TRUE(doc["speculative"].is_object()) << doc.dump();
+  const json& s = doc["speculative"];
+  EXPECT_EQ(s["wire"], "f16");
+  EXPECT_TRUE(s["same_ids"].get<bool>());
+  EXPECT_EQ(s["tokens"], 47) << "the first token comes from the prefill";
+  EXPECT_GT(s["accepted"].get<size_t>(), 0u);
+  EXPECT_GT(s["tokens_per_pass"].get<double>(), 1.0);
+  const double plain_trips = doc["formats"][1]["round_trips_per_token"].get<double>();
+  EXPECT_DOUBLE_EQ(plain_trips, 6.0);
+  EXPECT_NEAR(s["round_trips_per_token"].get<double>(), 6.0 * double(s["passes"]) / double(s["tokens"]), 1e-9);
+  EXPECT_GT(s["projected_tokens_per_second"]["100Mbit_20ms"].get<double>(),
+            doc["formats"][1]["projected_tokens_per_second"]["100Mbit_20ms"].get<double>());
+  const auto refused = test::run_command(std::string(LARQL_BINARY) + " bench " + kDemo + " --ffn '0-5=" + a.url() + "' --draft nope 2>&1");
+  EXPECT_NE(refused.output.find("--draft 'nope'"), std::string::npos) << refused.output;
+}
+
 TEST(BenchCli, GateFailsWhenAFormatLeavesTheReferenceTopK) {
   const std::string model = kDemo;
   test::ChildProcess s({"serve", model, "--port", "0", "--wire-i8", "--threads", "1"});
