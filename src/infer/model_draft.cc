@@ -20,16 +20,17 @@ std::vector<int> ModelDraft::propose(std::span<const int> context, size_t k) {
   // Keep what the cache holds of the context, but always run its last token (its logits).
   size_t same = 0;
   while (same < cached_.size() && same + 1 < context.size() && cached_[same] == context[same]) ++same;
-  cached_.assign(context.begin(), context.end());
   std::vector<int> drafts;
-  if (!transformer_.forward(context.subspan(same), same, logits_)) return {};
-  ++passes_;
+  if (!transformer_.forward(context.subspan(same), same, logits_)) {
+    cached_.resize(same);  // what it held before the failed pass is still good
+    return {};
+  }
+  cached_.assign(context.begin(), context.end());
   for (;;) {
     drafts.push_back(argmax(logits_));
     if (drafts.size() == k) break;
     const int token = drafts.back();
     if (!transformer_.forward({&token, 1}, cached_.size(), logits_)) break;
-    ++passes_;
     cached_.push_back(token);
   }
   return drafts;

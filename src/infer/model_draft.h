@@ -24,8 +24,6 @@ class ModelDraft {
 
   // Up to k tokens continuing `context` (none past the draft's own context length).
   std::vector<int> propose(std::span<const int> context, size_t k);
-  // Forward passes the draft ran, and the tokens they took (prefills count their tokens).
-  size_t passes() const { return passes_; }
 
  private:
   ModelDraft(const Model& draft, ThreadPool& pool) : ffn_(draft, pool), transformer_(draft, ffn_, pool) {}
@@ -33,7 +31,6 @@ class ModelDraft {
   Transformer transformer_;
   std::vector<int> cached_;  // the tokens whose keys and values the cache holds, from position 0
   std::vector<float> logits_;
-  size_t passes_ = 0;
 };
 
 }  // namespace larql

@@ -36,6 +36,8 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
 }
 
 void MoeFfn::add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, size_t width) {
+  // (A family's experts all have the bias or none do: GPT-OSS's have; no job for the rest.)
+  if (w.experts.empty() || !(w.experts.front().*bias).data) return;
   const size_t n = row_expert_.size();
   pool_.parallel_rows(n, width, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) add_bias_rows(rows + i * width, 1, w.experts[row_expert_[i]].*bias);
