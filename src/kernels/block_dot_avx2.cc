@@ -34,6 +34,10 @@ struct Chunk {
   static constexpr size_t kBlocks = blocks::is_kquant(T) ? 8 : 1;
   const uint8_t* p;
   alignas(32) float scales[16];  // q4_k/q5_k: d·s_0..7 then −dmin·m_0..7; q6_k: d·sc_0..15
+  // Decode: each block's dw_g · dx, its scales times its activations' (scale_by), one
+  // product per chunk where there were eight: q4_k/q5_k block k's at k; q6_k block k's
+  // eight lanes at 8k (sc_2k's in lanes 0-3, sc_2k+1's in 4-7), ready for the step.
+  alignas(32) float scaled[T == DType::q6_k ? 64 : 8];
 };
 
 // Eight bytes at p widened to floats, signed or not.
@@ -59,6 +63,24 @@ LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
   }
 }
 
+// Bits from..from+N-1 of each byte moved to bits 4..4+N-1, the rest zero: the K-quants'
+// high bits (q5_k's one, q6_k's two) where their nibbles need them. 16-bit shifts by at
+// most 4: the bits that cross into the other byte of a pair are masked off.
+template <int N>
+LARQL_AVX2 inline __m256i bits_to_bit4(__m256i bytes, size_t from) {
+  const __m256i mask = _mm256_set1_epi8(char(((1 << N) - 1) << 4));
+  switch (from) {  // a constant where the tiles unroll their blocks
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(bytes, 4), mask);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(bytes, 3), mask);
+    case 2: return _mm256_and_si256(_mm256_slli_epi16(bytes, 2), mask);
+    case 3: return _mm256_and_si256(_mm256_slli_epi16(bytes, 1), mask);
+    case 4: return _mm256_and_si256(bytes, mask);
+    case 5: return _mm256_and_si256(_mm256_srli_epi16(bytes, 1), mask);
+    case 6: return _mm256_and_si256(_mm256_srli_epi16(bytes, 2), mask);
+    default: return _mm256_and_si256(_mm256_srli_epi16(bytes, 3), mask);
+  }
+}
+
 // Block k of a chunk.
 template <DType T>
 LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
@@ -68,8 +90,7 @@ LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::ql + 64 * half + 32 * (i % 2)));
     const __m256i nibbles = _mm256_and_si256(i < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::qh + 32 * half));
-    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(int(2 * i))), _mm256_set1_epi8(0x03));
-    const __m256i q = _mm256_or_si256(nibbles, _mm256_slli_epi16(high, 4));
+    const __m256i q = _mm256_or_si256(nibbles, bits_to_bit4<2>(qh, 2 * i));
     const __m256 dw = _mm256_set_m128(_mm_set1_ps(ch.scales[2 * k + 1]), _mm_set1_ps(ch.scales[2 * k]));
     return {q, dw, _mm256_setzero_ps()};
   } else if constexpr (blocks::is_kquant(T)) {
@@ -77,8 +98,7 @@ LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
     __m256i q = _mm256_and_si256(k % 2 == 0 ? packed : _mm256_srli_epi16(packed, 4), low4);
     if constexpr (blocks::k_layout<T>().qh != 0) {
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qh));
-      const __m256i bit = _mm256_set1_epi8(char(1 << k));
-      q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(0x10)));
+      q = _mm256_or_si256(q, bits_to_bit4<1>(qh, k));
     }
     return {q, _mm256_set1_ps(ch.scales[k]), _mm256_setzero_ps()};  // minimums: once per chunk
   } else {
@@ -127,13 +147,43 @@ LARQL_AVX2 inline __m256 group_sums(__m256i x) {
 
 // One block of one row and token into `lane`, the lanes of the block's half: the float
 // steps of the contract, with offset = z · sx_g and sx = float(sx_g) where the format needs them.
+// The first step with dwdx = dw_g · dx already multiplied (decode's K-quants: scale_by).
+template <DType T>
+LARQL_AVX2 inline __m256 add_scaled_block(__m256 lane, __m256i q, __m256i x, __m256 dwdx, __m256i offset) {
+  __m256i p = group_dots<T>(q, x);
+  if constexpr (stored_offset<T>() != 0) p = _mm256_sub_epi32(p, offset);
+  return _mm256_fmadd_ps(dwdx, _mm256_cvtepi32_ps(p), lane);
+}
+
 template <DType T>
 LARQL_AVX2 inline __m256 add_block(__m256 lane, const BlockWeights& w, __m256i x, __m256 dx, __m256i offset, __m256 sx) {
-  __m256i p = group_dots<T>(w.q, x);
-  if constexpr (stored_offset<T>() != 0) p = _mm256_sub_epi32(p, offset);
-  lane = _mm256_fmadd_ps(_mm256_mul_ps(w.dw, dx), _mm256_cvtepi32_ps(p), lane);
+  lane = add_scaled_block<T>(lane, w.q, x, _mm256_mul_ps(w.dw, dx), offset);
   if constexpr (blocks::has_min(T) && !blocks::is_kquant(T)) lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx), sx, lane);
   return lane;
+}
+
+// Decode's K-quant chunks: Chunk::scaled from the scales and the eight blocks' dx (the
+// same products the per-block step would take, once per chunk).
+template <DType T>
+LARQL_AVX2 inline void scale_by(Chunk<T>& ch, __m256 dx8) {
+  if constexpr (T == DType::q6_k) {  // two scales per block: dx_k spread over sc_2k, sc_2k+1
+    const __m256 halves[2] = {
+        _mm256_mul_ps(_mm256_load_ps(ch.scales), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))),
+        _mm256_mul_ps(_mm256_load_ps(ch.scales + 8), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)))};
+    for (int k = 0; k < 8; ++k) {
+      const int j = 2 * (k % 4);
+      _mm256_store_ps(ch.scaled + 8 * k, _mm256_permutevar8x32_ps(halves[k / 4], _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1)));
+    }
+  } else {
+    _mm256_store_ps(ch.scaled, _mm256_mul_ps(_mm256_load_ps(ch.scales), dx8));
+  }
+}
+
+// Block k's dw_g · dx in its group lanes, from Chunk::scaled.
+template <DType T>
+LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
+  if constexpr (T == DType::q6_k) return _mm256_load_ps(ch.scaled + 8 * k);
+  else return _mm256_set1_ps(ch.scaled[k]);
 }
 
 // Decode: nr ≤ 4 rows of one token, both halves of each output.
@@ -152,21 +202,28 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   const C* chunk = chunks_of[0];
   auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
-    const __m256 dx = _mm256_set1_ps(qa.scale(token, b));
     const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
     __m256i offset{};
     if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
-    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(chunk[r], k), x, dx, offset, sx);
+    if constexpr (blocks::is_kquant(T)) {
+      LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
+        acc[r][H] = add_scaled_block<T>(acc[r][H], block_weights<T>(chunk[r], k).q, x, scaled_dw<T>(chunk[r], k), offset);
+    } else {
+      const __m256 dx = _mm256_set1_ps(qa.scale(token, b));
+      LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(chunk[r], k), x, dx, offset, sx);
+    }
   };
   // Each chunk's bytes in the next tile's rows are prefetched as its own are read: the
   // hardware prefetcher alone leaves NR interleaved streams of short rows waiting (q6_k
-  // decoded at half the read bandwidth).
+  // decoded at half the read bandwidth). On the Zen 2 it costs a third of the speed when
+  // the matrix sits in L3 and doubles it when it does not: a model's weights do not.
   const size_t ahead = NR * t.w->row_bytes();
   constexpr size_t kChunkBytes = C::kBlocks * dtype_traits(T).block_bytes;
   auto load = [&](size_t c, C* into) LARQL_AVX2 {
     for (int r = 0; r < NR; ++r) {
       C& ch = into[r];
       load_chunk<T>(ch, rows[r], c);
+      if constexpr (blocks::is_kquant(T)) scale_by<T>(ch, _mm256_loadu_ps(&qa.block_scale[token * qa.blocks + 8 * c]));
       for (size_t at = 0; at < kChunkBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ch.p) + ahead + at, _MM_HINT_T0);
     }
   };
