@@ -53,6 +53,7 @@ struct QuantizedActivations {
   // simd, by the AVX2 version (the same numbers bit for bit as the scalar one).
   void quantize(const float* x, size_t rows, size_t cols, bool simd, ThreadPool& pool);
   float scale(size_t row, size_t b) const { return block_scale[row * blocks + b]; }
+  const float* scales(size_t row, size_t b) const { return &block_scale[row * blocks + b]; }  // from block b on
   const float* group_sums(size_t row, size_t b) const { return &lane_group_sum[row * lane_stride + 8 * b]; }
   const float* block_sums(size_t row, size_t b) const { return &scaled_block_sum[row * blocks + b]; }
 };

@@ -223,7 +223,7 @@ LARQL_AVX2 void row_tile(const Tile& t) {
     for (int r = 0; r < NR; ++r) {
       C& ch = into[r];
       load_chunk<T>(ch, rows[r], c);
-      if constexpr (blocks::is_kquant(T)) scale_by<T>(ch, _mm256_loadu_ps(&qa.block_scale[token * qa.blocks + 8 * c]));
+      if constexpr (blocks::is_kquant(T)) scale_by<T>(ch, _mm256_loadu_ps(qa.scales(token, 8 * c)));
       for (size_t at = 0; at < kChunkBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ch.p) + ahead + at, _MM_HINT_T0);
     }
   };
