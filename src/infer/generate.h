@@ -4,6 +4,7 @@
 // sampled output distributed as one token at a time's, by speculative sampling's rule).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <span>
@@ -23,36 +24,51 @@ struct SpeculativeOptions {
   size_t max_draft = 8;     // drafted tokens per sweep at most
   size_t max_ngram = 3;     // the longest context tail the lookup matches
   bool adaptive = true;     // the draft length follows the recent acceptance (down to 0, probing back)
-  size_t probe_every = 16;  // with a draft length of 0: try one drafted token every this many tokens
+  size_t probe_every = 16;  // with a draft length of 0: try one drafted token after this many tokens (more while they miss)
   // Up to k tokens continuing the context; empty: prompt lookup (lookup_draft.h). Tests
   // give drafts that are wrong by construction.
   std::function<std::vector<int>(std::span<const int> context, size_t k)> draft = {};
 };
 
-// The adaptive draft length (SpeculativeOptions::adaptive): back to max_draft after a sweep
-// that kept a draft (a verified row costs little beside the pass: over a network only its
-// bytes); one shorter after a miss at the first draft, so that drafts never right fall to
-// none after max_draft sweeps and then cost only the probes (halving instead lost a third
-// of the kept drafts on the demo model, whose hits come between misses); from none, one
-// draft every probe_every tokens.
+// The adaptive draft length (SpeculativeOptions::adaptive). Until a sweep keeps a draft,
+// nothing says the drafts are any good and, on a CPU, every drafted row costs (a pass of
+// 9 rows of a Q4_K_M 0.85B model on a Zen 2 costs several of one row): the first sweep
+// drafts half of max_draft and each miss halves it. Back to max_draft after every sweep
+// that kept a draft (over a network a verified row costs only its bytes), one shorter after
+// a miss at the first draft (halving there lost a third of the kept drafts on the demo
+// model, whose hits come between misses), so that drafts never right fall to none. From
+// none, one draft after probe_every tokens, the wait doubling while the probes miss (to at
+// most 16 times probe_every) and back to probe_every after a hit.
 class DraftLength {
  public:
-  explicit DraftLength(const SpeculativeOptions& options) : options_(&options), k_(options.max_draft) {}
+  explicit DraftLength(const SpeculativeOptions& options)
+      : options_(&options), k_(options.adaptive ? (options.max_draft + 1) / 2 : options.max_draft),
+        probe_wait_(options.probe_every) {}
   // The drafts to ask for now (before the caller's limits: positions, tokens wanted).
   size_t wanted() {
-    if (k_ == 0 && ++since_probe_ >= options_->probe_every) {
+    if (k_ == 0 && ++since_probe_ >= probe_wait_) {
       since_probe_ = 0;
       return 1;
     }
     return k_;
   }
   void after(size_t drafted, size_t kept) {
-    if (options_->adaptive && drafted > 0) k_ = kept > 0 ? options_->max_draft : k_ > 0 ? k_ - 1 : 0;
+    if (!options_->adaptive || drafted == 0) return;
+    if (kept > 0) {
+      k_ = options_->max_draft;
+      probe_wait_ = options_->probe_every;
+      kept_any_ = true;
+    } else if (k_ > 0) {
+      k_ = kept_any_ ? k_ - 1 : k_ / 2;
+    } else {
+      probe_wait_ = std::min(2 * probe_wait_, 16 * options_->probe_every);
+    }
   }
 
  private:
   const SpeculativeOptions* options_;
-  size_t k_, since_probe_ = 0;
+  size_t k_, probe_wait_, since_probe_ = 0;
+  bool kept_any_ = false;
 };
 
 struct GenerateOptions {
