@@ -290,7 +290,7 @@ TEST_F(Speculative, DraftModelsProposeAndTheTargetDecides) {
   const GenerateResult different = run(prompt, 96, by_other);
   EXPECT_EQ(different.generated, plain.generated);
   EXPECT_GT(different.drafted, 0u);
-  EXPECT_LE(different.accepted * 4, different.drafted) << "random weights rarely guess the demo model";
+  EXPECT_LT(different.accepted * 4, different.drafted) << "random weights rarely guess the demo model";
 
   // Its cache follows the context: after proposing for one context, a context that parts
   // from it earlier gets what a fresh draft proposes.
