@@ -21,6 +21,12 @@ tokens=2,5,6,7,40,41,42,43,100,7,8,9
 "$larql" synth --family qwen3moe --out "$out/qwen3moe" "${shape[@]}" --head-dim 32 --ffn 96 --expert-ffn 32 --experts 8 \
     --experts-used 3 --stacked-experts --dense-layers 1 --seed 12
 
+# Qwen2-MoE: 8 experts of 32, top-2, weights as the softmax gives them (no norm_topk_prob), one
+# tensor per expert, biases on q, k and v, a shared expert of 48 weighted by its sigmoid gate,
+# and layer 1 a dense MLP of 96 (mlp_only_layers).
+"$larql" synth --family qwen2moe --out "$out/qwen2moe" "${shape[@]}" --ffn 96 --expert-ffn 32 --shared-expert-ffn 48 \
+    --experts 8 --experts-used 2 --dense-layers 1 --seed 13
+
 # Gemma 4 26B-A4B kind: a dense MLP of 64 and 8 experts of 32 (top-2) in every layer, gelu_tanh,
 # the router on the residual with its own scales; sliding layers 0-2 (window 4), full layer 3
 # (heads of 32, one KV head, values = keys); its reference is tools/gemma_reference.py.
@@ -36,7 +42,7 @@ gpt_oss=(--family gpt-oss --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --voc
 "$larql" synth --out "$out/gptoss" "${gpt_oss[@]}" --dtype f32 --seed 21
 "$larql" synth --out "$out/gptoss-mxfp4" "${gpt_oss[@]}" --dtype mxfp4 --seed 21
 
-for m in mixtral qwen3moe gemma4moe gptoss gptoss-mxfp4; do
+for m in mixtral qwen3moe qwen2moe gemma4moe gptoss gptoss-mxfp4; do
   reference=tools/moe_reference.py
   [ "$m" = gemma4moe ] && reference=tools/gemma_reference.py
   [ "${m%-mxfp4}" = gptoss ] && reference=tools/gpt_oss_reference.py

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Reference forward pass for mixture-of-experts checkpoints (Mixtral, Qwen3-MoE), in PyTorch.
+"""Reference forward pass for mixture-of-experts checkpoints (Mixtral, Qwen3-MoE, Qwen2-MoE), in PyTorch.
 
-Follows transformers' modeling_mixtral.py and modeling_qwen3_moe.py (eager attention) step
-by step, without transformers itself (not packaged in Debian): RMSNorm in f32 then x weight,
-rotate-half RoPE, Qwen3's RMSNorm on each head of q and k before RoPE, grouped-query
-attention, and the sparse MoE block: router logits h @ gate^T, softmax over all experts in
-f32, top-k, divided by their sum (Mixtral; Qwen3-MoE when norm_topk_prob), then for each
-expert in ascending id: expert(h) * weight added into a zero f32 sum (index_add_). Experts
+Follows transformers' modeling_mixtral.py, modeling_qwen3_moe.py and modeling_qwen2_moe.py
+(eager attention) step by step, without transformers itself (not packaged in Debian):
+RMSNorm in f32 then x weight, rotate-half RoPE, Qwen3's RMSNorm on each head of q and k
+before RoPE, Qwen2's biases on q, k and v, grouped-query attention, and the sparse MoE
+block: router logits h @ gate^T, softmax over all experts in f32, top-k, divided by their
+sum (Mixtral; Qwen3-MoE and Qwen2-MoE when norm_topk_prob), then for each expert in
+ascending id: expert(h) * weight added into a zero f32 sum (index_add_); Qwen2-MoE then
+adds sigmoid(h @ shared_expert_gate^T) * shared_expert(h). Experts
 are read per expert (experts.N.{w1,w3,w2} / {gate,up,down}_proj) or stacked
 (transformers v5's experts.gate_up_proj [E, 2I, H], gate rows first, and experts.down_proj;
 v5 also renamed Mixtral's block_sparse_moe to mlp).
@@ -29,6 +31,7 @@ class MoeModel:
         self.config = config = read_config(path)
         self.w = read_checkpoint_tensors(path)
         self.mixtral = config["model_type"] == "mixtral"
+        self.qwen2 = config["model_type"] == "qwen2_moe"  # q/k/v biases, no QK-norm, a shared expert
         # transformers v5 saves Mixtral's block_sparse_moe as mlp (its router mlp.gate).
         legacy = self.mixtral and "model.layers.0.block_sparse_moe.gate.weight" in self.w
         self.module = "block_sparse_moe" if legacy else "mlp"
@@ -64,10 +67,11 @@ class MoeModel:
     def attention(self, l, h, positions):
         w = lambda name: self.w[f"model.layers.{l}.self_attn.{name}"]
         T, hd = h.shape[0], self.head_dim
-        q = (h @ w("q_proj.weight").T).view(T, self.heads, hd).transpose(0, 1)
-        k = (h @ w("k_proj.weight").T).view(T, self.kv_heads, hd).transpose(0, 1)
-        v = (h @ w("v_proj.weight").T).view(T, self.kv_heads, hd).transpose(0, 1)
-        if not self.mixtral:  # Qwen3: q_norm and k_norm on each head, before RoPE
+        project = lambda name: h @ w(name + ".weight").T + (w(name + ".bias") if self.qwen2 else 0)
+        q = project("q_proj").view(T, self.heads, hd).transpose(0, 1)
+        k = project("k_proj").view(T, self.kv_heads, hd).transpose(0, 1)
+        v = project("v_proj").view(T, self.kv_heads, hd).transpose(0, 1)
+        if not self.mixtral and not self.qwen2:  # Qwen3: q_norm and k_norm on each head, before RoPE
             q = self.norm(q, w("q_norm.weight"))
             k = self.norm(k, w("k_norm.weight"))
         cos, sin = self.rotary(positions)
@@ -110,10 +114,13 @@ class MoeModel:
             x = h[rows]
             y = (torch.nn.functional.silu(x @ gate.T) * (x @ up.T)) @ down.T
             out.index_add_(0, rows, y * routing_weights[rows, slot, None])
+        if self.qwen2:
+            shared = self.gated_mlp(f"model.layers.{l}.mlp.shared_expert.", h)
+            out = out + torch.sigmoid(h @ self.w[f"model.layers.{l}.mlp.shared_expert_gate.weight"].T) * shared
         return out
 
-    def dense_mlp(self, l, h):
-        w = lambda name: self.w[f"model.layers.{l}.mlp.{name}.weight"]
+    def gated_mlp(self, prefix, h):  # prefix: "model.layers.{l}.mlp." (a dense layer) or its "shared_expert."
+        w = lambda name: self.w[f"{prefix}{name}.weight"]
         return (torch.nn.functional.silu(h @ w("gate_proj").T) * (h @ w("up_proj").T)) @ w("down_proj").T
 
     def forward(self, tokens):
@@ -123,7 +130,7 @@ class MoeModel:
             n = lambda name: self.w[f"model.layers.{l}.{name}.weight"]
             x = x + self.attention(l, self.norm(x, n("input_layernorm")), positions)
             h = self.norm(x, n("post_attention_layernorm"))
-            x = x + (self.moe(l, h) if self.sparse(l) else self.dense_mlp(l, h))
+            x = x + (self.moe(l, h) if self.sparse(l) else self.gated_mlp(f"model.layers.{l}.mlp.", h))
         x = self.norm(x, self.w["model.norm.weight"])
         head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
         return (x @ head.T).float()

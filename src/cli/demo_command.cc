@@ -110,7 +110,7 @@ std::optional<std::string> start_shards(const std::string& model_path, const Mod
   const size_t layers = model.config.layers;
   std::string spec;
   if (o.moe) {
-    const size_t experts = model.config.moe.experts;
+    const size_t experts = model.config.moe.expert_ids();
     const std::string all = "0-" + std::to_string(layers - 1);
     const std::string halves[] = {"0-" + std::to_string(experts / 2 - 1), std::to_string(experts / 2) + "-" + std::to_string(experts - 1)};
     for (const std::string& half : halves) {

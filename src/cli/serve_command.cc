@@ -54,14 +54,16 @@ int serve(ServeOptions o) {
       return fail("--layers " + r->str() + " goes beyond the model's " + std::to_string(model->config.layers) + " layers");
     owned = *r;
   }
-  LayerRange experts{0, uint32_t(std::max<size_t>(model->config.moe.experts, 1) - 1)};
+  // Expert ids: the routed ones, then the shared ones (PROTOCOL §12).
+  const size_t expert_ids = model->config.moe.expert_ids();
+  LayerRange experts{0, uint32_t(std::max<size_t>(expert_ids, 1) - 1)};
   if (o.experts) {
-    if (!model->config.moe.experts) return fail("--experts: model " + model->config.name + " has no mixture-of-experts layers");
+    if (!expert_ids) return fail("--experts: model " + model->config.name + " has no mixture-of-experts layers");
     auto r = parse_layer_range(*o.experts);
     if (!r) return fail("--experts: " + r.error().message);
-    if (r->last >= model->config.moe.experts)
-      return fail("--experts " + r->str() + " goes beyond the model's " + std::to_string(model->config.moe.experts) +
-                  " experts (0-" + std::to_string(model->config.moe.experts - 1) + ")");
+    if (r->last >= expert_ids)
+      return fail("--experts " + r->str() + " goes beyond the model's " + std::to_string(expert_ids) + " experts (0-" +
+                  std::to_string(expert_ids - 1) + ")");
     experts = *r;
   }
   if (auto placed = place_weights(*model, o.no_huge_pages,
@@ -91,7 +93,7 @@ int serve(ServeOptions o) {
   };
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
                                std::to_string(model->config.layers) +
-                               (model->config.moe.experts ? ", experts " + experts.str() + " of " + std::to_string(model->config.moe.experts) : "") +
+                               (expert_ids ? ", experts " + experts.str() + " of " + std::to_string(expert_ids) : "") +
                                ", hidden " + std::to_string(model->config.hidden) +
                                ", wire " + wire::describe(*encodings) + ", ffn arithmetic " +
                                std::string(arithmetic_name(model->ffn_arithmetic(owned.first, owned.last))) + ", " +

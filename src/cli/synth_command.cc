@@ -14,7 +14,7 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--out", *out, "output directory")->required();
   cmd->add_option("--family", spec->family,
                   "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), gemma4moe (26B-A4B kind), mixtral, qwen3moe or gpt-oss")
-      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "gemma4moe", "mixtral", "qwen3moe", "gpt-oss"}))
+      ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "gemma4moe", "mixtral", "qwen3moe", "qwen2moe", "gpt-oss"}))
       ->capture_default_str();
   cmd->add_option("--hidden", spec->hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--layers", spec->layers, "number of layers")->capture_default_str()->check(CLI::PositiveNumber);
@@ -42,16 +42,18 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--massive-activations", spec->massive_activations,
                   "hidden coordinates whose FFN outputs are scaled x100..x1000, like real models' massive activations")
       ->capture_default_str();
-  cmd->add_option("--experts", spec->experts, "mixtral, qwen3moe, gemma4moe, gpt-oss: experts per layer")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--experts-used", spec->experts_used, "mixtral, qwen3moe, gemma4moe, gpt-oss: experts each position uses (top-k)")
+  cmd->add_option("--experts", spec->experts, "mixtral, qwen3moe, qwen2moe, gemma4moe, gpt-oss: experts per layer")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--experts-used", spec->experts_used, "mixtral, qwen3moe, qwen2moe, gemma4moe, gpt-oss: experts each position uses (top-k)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe, gemma4moe, gpt-oss: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
+  cmd->add_option("--expert-ffn", spec->expert_ffn, "mixtral, qwen3moe, qwen2moe, gemma4moe, gpt-oss: each expert's inner size (default: --ffn)")->check(CLI::PositiveNumber);
+  cmd->add_option("--shared-expert-ffn", spec->shared_expert_ffn, "qwen2moe: its shared expert's inner size (default: --ffn)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--stacked-experts", spec->stacked_experts,
-                "mixtral, qwen3moe, gemma4moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
+                "mixtral, qwen3moe, qwen2moe, gemma4moe: store experts stacked (transformers v5's experts.gate_up_proj, experts.down_proj)");
   cmd->add_option("--reachable-experts", spec->reachable_experts,
                   "mixtral, qwen3moe: routers choose among the first N experts only (to measure memory with most experts unread)");
-  cmd->add_option("--dense-layers", spec->dense_layers, "qwen3moe: layers with a dense MLP of --ffn (mlp_only_layers)")->delimiter(',');
+  cmd->add_option("--dense-layers", spec->dense_layers, "qwen3moe, qwen2moe: layers with a dense MLP of --ffn (mlp_only_layers)")->delimiter(',');
   cmd->add_option("--sliding-period", spec->sliding_period,
                   "Gemma: a full-attention layer after every N - 1 sliding ones (default: 2 / 6 / 6)")
       ->check(CLI::PositiveNumber);

@@ -39,7 +39,7 @@ Status LocalFfn::check_experts(uint32_t layer, size_t x_size, size_t rows, std::
     return make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(layer) + " has no routed experts");
   if (out_size != out_rows * model_.config.hidden)
     return make_error(ErrorCode::internal, "expert output size does not match its rows × hidden");
-  return wire::check_assignments(assignments, uint32_t(rows), uint32_t(model_.config.moe.experts));
+  return wire::check_assignments(assignments, uint32_t(rows), uint32_t(model_.config.moe.expert_ids()));
 }
 
 Status LocalFfn::experts(uint32_t layer, std::span<const float> x, size_t rows, std::span<const ExpertAssignment> assignments,

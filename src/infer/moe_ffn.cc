@@ -1,6 +1,7 @@
 #include "infer/moe_ffn.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/matvec.h"
@@ -17,10 +18,11 @@ Status MoeFfn::forward(uint32_t layer, std::span<const float> x, size_t rows, st
 Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std::vector<ExpertAssignment>& out) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
-  const size_t E = c.moe.experts, K = c.moe.experts_used;
-  logits_.resize(rows * E);
+  const size_t E = c.moe.experts, K = c.moe.experts_used, S = c.moe.shared_experts;
+  logits_.resize(rows * (E + S));
   matmul(w.router, router_input, rows, logits_.data(), pool_);
   add_bias_rows(logits_.data(), rows, w.router_bias);
+  if (S) matmul(w.shared_expert_gate, router_input, rows, &logits_[rows * E], pool_);
   choices_.resize(K);
   out.clear();
   for (size_t t = 0; t < rows; ++t) {
@@ -31,16 +33,23 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
       if (w.expert_scale.data) weight *= load_as_f32(w.expert_scale.dtype, w.expert_scale.data, choice.expert);
       out.push_back({uint32_t(t), choice.expert, weight});
     }
+    for (size_t j = 0; j < S; ++j) {  // the shared experts, after the routed ones (their ids follow)
+      const float gate = logits_[rows * E + t * S + j];
+      if (!std::isfinite(gate))
+        return make_error(ErrorCode::non_finite_output, "layer " + std::to_string(layer) + ", position " + std::to_string(t) +
+                                                            ": the shared expert's gate logit is not finite");
+      out.push_back({uint32_t(t), uint32_t(E + j), 1.0f / (1.0f + std::exp(-gate))});
+    }
   }
   return Ok{};
 }
 
-void MoeFfn::add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, size_t width) {
+void MoeFfn::add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, bool inner) {
   // (A family's experts all have the bias or none do: GPT-OSS's have; no job for the rest.)
   if (w.experts.empty() || !(w.experts.front().*bias).data) return;
-  const size_t n = row_expert_.size();
-  pool_.parallel_rows(n, width, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) add_bias_rows(rows + i * width, 1, w.experts[row_expert_[i]].*bias);
+  const size_t n = row_expert_.size(), H = model_.config.hidden;
+  pool_.parallel_rows(n, H, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) add_bias_rows(rows + (inner ? row_inner_[i] : i * H), 1, w.experts[row_expert_[i]].*bias);
   });
 }
 
@@ -48,7 +57,7 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
                          float* out, ExpertOutput kind) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
-  const size_t E = c.moe.experts, I = c.moe.expert_ffn, H = c.hidden, n = assignments.size();
+  const size_t E = c.moe.expert_ids(), H = c.hidden, n = assignments.size();
   members_.resize(E);
   for (auto& m : members_) m.clear();
   for (size_t i = 0; i < n; ++i) members_[assignments[i].expert].push_back(uint32_t(i));
@@ -56,14 +65,22 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
   // Each assigned expert once, over the rows routed to it, all of them in one job per
   // step (matmul_each: threads split (expert, rows) pieces, so that experts of very
   // different loads keep both busy). An expert that takes every row reads x itself (its
-  // assignments are then in row order); the others read their rows gathered.
+  // assignments are then in row order); the others read their rows gathered. Rows are
+  // grouped by expert; a row's inner values (gate_, up_) are its expert's width (a shared
+  // expert's may differ from the routed ones').
   offsets_.assign(E + 1, 0);
   for (size_t e = 0; e < E; ++e) offsets_[e + 1] = offsets_[e] + members_[e].size();
   row_expert_.resize(n);
-  for (size_t e = 0; e < E; ++e) std::fill(row_expert_.begin() + offsets_[e], row_expert_.begin() + offsets_[e + 1], uint32_t(e));
+  row_inner_.resize(n + 1);
+  row_inner_[0] = 0;
+  for (size_t e = 0; e < E; ++e) {
+    const size_t width = w.experts[e].gate.rows;
+    for (size_t i = offsets_[e]; i < offsets_[e + 1]; ++i) row_expert_[i] = uint32_t(e), row_inner_[i + 1] = row_inner_[i] + width;
+  }
+  const size_t inner_values = row_inner_[n];
   inputs_.resize(n * H);
-  gate_.resize(n * I);
-  up_.resize(n * I);
+  gate_.resize(inner_values);
+  up_.resize(inner_values);
   products_.clear();
   for (size_t e = 0; e < E; ++e) {
     const auto& routed = members_[e];
@@ -75,14 +92,15 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
       input = &inputs_[first * H];
     }
     const ExpertWeights& ex = w.experts[e];
-    products_.push_back({&ex.gate, input, m, &gate_[first * I]});
-    products_.push_back({&ex.up, input, m, &up_[first * I]});
+    products_.push_back({&ex.gate, input, m, &gate_[row_inner_[first]]});
+    products_.push_back({&ex.up, input, m, &up_[row_inner_[first]]});
   }
   matmul_each(products_, pool_);
-  add_expert_biases(w, &ExpertWeights::gate_bias, gate_.data(), I);
-  add_expert_biases(w, &ExpertWeights::up_bias, up_.data(), I);
-  pool_.parallel_rows(n, I, [&](size_t begin, size_t end) {
-    gated_activation(gate_.data() + begin * I, up_.data() + begin * I, (end - begin) * I, c.activation, c.swiglu_limit);
+  add_expert_biases(w, &ExpertWeights::gate_bias, gate_.data(), true);
+  add_expert_biases(w, &ExpertWeights::up_bias, up_.data(), true);
+  pool_.parallel_rows(n, inner_values / std::max<size_t>(n, 1), [&](size_t begin, size_t end) {
+    const size_t first = row_inner_[begin];
+    gated_activation(gate_.data() + first, up_.data() + first, row_inner_[end] - first, c.activation, c.swiglu_limit);
   });
   // Per-expert rows go straight to `out` when the experts' order is the assignments' (one
   // expert, or one row); otherwise through outputs_.
@@ -95,10 +113,10 @@ void MoeFfn::run_experts(uint32_t layer, const float* x, size_t rows, std::span<
   products_.clear();
   for (size_t e = 0; e < E; ++e) {
     const size_t m = members_[e].size(), first = offsets_[e];
-    if (m) products_.push_back({&w.experts[e].down, &gate_[first * I], m, &expert_rows[first * H]});
+    if (m) products_.push_back({&w.experts[e].down, &gate_[row_inner_[first]], m, &expert_rows[first * H]});
   }
   matmul_each(products_, pool_);
-  add_expert_biases(w, &ExpertWeights::down_bias, expert_rows, H);
+  add_expert_biases(w, &ExpertWeights::down_bias, expert_rows, false);
 
   if (kind == ExpertOutput::expert_rows) {
     if (expert_rows != out)

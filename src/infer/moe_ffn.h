@@ -27,17 +27,18 @@ class MoeFfn {
  public:
   MoeFfn(const Model& model, ThreadPool& pool) : model_(model), pool_(pool) {}
   // Not thread-safe (scratch buffers): one instance per concurrent caller.
-  // Routes x's rows and sums their experts: the whole layer, where the router reads x.
+  // Routes x's rows and sums their experts (the shared ones included): the whole layer, where the router reads x.
   Status forward(uint32_t layer, std::span<const float> x, size_t rows, std::span<float> out);
-  // The router's choices for `router_input`'s rows (× the layer's expert_scale, where it has one).
+  // The router's choices for `router_input`'s rows (× the layer's expert_scale, where it has
+  // one), then each row's shared experts, weighted by their gates' sigmoid.
   Status route(uint32_t layer, const float* router_input, size_t rows, std::vector<ExpertAssignment>& out);
   // The assigned experts over x's rows. The assignments are valid (wire::check_assignments).
   void run_experts(uint32_t layer, const float* x, size_t rows, std::span<const ExpertAssignment> assignments, float* out,
                    ExpertOutput kind = ExpertOutput::weighted_sums);
 
  private:
-  // Row i of gate_/up_ (width I) or of the experts' outputs (width H) += its expert's bias, where it has one.
-  void add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, size_t width);
+  // Row i of gate_/up_ (`inner`: at row_inner_[i]) or of the experts' outputs (width H) += its expert's bias, where it has one.
+  void add_expert_biases(const LayerWeights& w, Matrix ExpertWeights::*bias, float* rows, bool inner);
 
   const Model& model_;
   ThreadPool& pool_;
@@ -47,6 +48,7 @@ class MoeFfn {
   std::vector<std::vector<uint32_t>> members_;  // per expert: the assignments routed to it
   std::vector<size_t> offsets_;                 // per expert: its first row in inputs_, gate_, up_, outputs_
   std::vector<uint32_t> row_expert_;            // per row of those: its expert
+  std::vector<size_t> row_inner_;               // per row of those: its first value in gate_ and up_ (and one past the last row's)
   std::vector<size_t> output_row_;              // per assignment: its row in outputs_
   std::vector<size_t> row_first_;               // per row: its first assignment (and one past the last row's)
   std::vector<InputProduct> products_;

@@ -36,11 +36,16 @@ std::string hf_router_bias_name(const MoeNames& n, size_t layer) {
   return n.hf_router_bias.empty() ? std::string() : hf_layer(layer) + std::string(n.hf_router_bias);
 }
 
+std::string hf_shared_expert_name(const MoeNames& n, size_t layer, ExpertRole role) {
+  return hf_layer(layer) + std::string(n.hf_shared_expert) + std::string(hf_projection(n, role)) + ".weight";
+}
+
 std::string gguf_router_name(size_t layer) { return blk(layer) + "ffn_gate_inp.weight"; }
 std::string gguf_router_bias_name(size_t layer) { return blk(layer) + "ffn_gate_inp.bias"; }
 std::string gguf_stacked_bias_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_exps.bias"; }
 std::string gguf_stacked_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_exps.weight"; }
 std::string gguf_stacked_gate_up_name(size_t layer) { return blk(layer) + "ffn_gate_up_exps.weight"; }
+std::string gguf_shared_expert_name(size_t layer, ExpertRole role) { return blk(layer) + "ffn_" + gguf_role(role) + "_shexp.weight"; }
 std::string gguf_expert_name(size_t layer, size_t expert, ExpertRole role) {
   return blk(layer) + "ffn_" + gguf_role(role) + "." + std::to_string(expert) + ".weight";
 }
@@ -137,6 +142,23 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
         *out[int(role)] = Matrix{*(*t)->dtype, is_down ? H : I, is_down ? I : H, (*t)->data};
       }
     }
+  }
+  // The shared expert (Qwen2-MoE's one), expert id E.
+  if (!c.moe.shared_experts) return Ok{};
+  const size_t S = c.moe.shared_expert_ffn;
+  for (size_t l = 0; l < c.layers; ++l) {
+    if (!c.layer(l).sparse) continue;
+    ExpertWeights shared;
+    Matrix* out[] = {&shared.gate, &shared.up, &shared.down};
+    for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+      const std::string name = hf ? hf_shared_expert_name(*family_names, l, role) : gguf_shared_expert_name(l, role);
+      const bool is_down = role == ExpertRole::down;
+      auto t = take(name, is_down ? std::vector<size_t>{H, S} : std::vector<size_t>{S, H});
+      if (!t) return t.error();
+      if (!*t) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + name + "' (the shared expert) is missing");
+      *out[int(role)] = Matrix{*(*t)->dtype, is_down ? H : S, is_down ? S : H, (*t)->data};
+    }
+    m.layers[l].experts.push_back(shared);
   }
   return Ok{};
 }

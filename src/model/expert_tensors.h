@@ -20,6 +20,7 @@ std::string hf_expert_name(const MoeNames& n, size_t layer, size_t expert, Exper
 std::string hf_stacked_gate_up_name(const MoeNames& n, size_t layer);  // [E][2·I][H]
 std::string hf_stacked_down_name(const MoeNames& n, size_t layer);     // [E][H][I]
 std::string hf_router_bias_name(const MoeNames& n, size_t layer);      // GPT-OSS: [E]; empty where the family has none
+std::string hf_shared_expert_name(const MoeNames& n, size_t layer, ExpertRole role);  // Qwen2-MoE: mlp.shared_expert.*_proj
 
 // GGUF names (blk.{L}. prefix included).
 std::string gguf_router_name(size_t layer);                             // ffn_gate_inp [E][H]
@@ -28,13 +29,15 @@ std::string gguf_stacked_gate_up_name(size_t layer);                    // ffn_g
 std::string gguf_expert_name(size_t layer, size_t expert, ExpertRole role);  // old Mixtral files: ffn_gate.E
 std::string gguf_router_bias_name(size_t layer);                        // GPT-OSS: ffn_gate_inp.bias [E]
 std::string gguf_stacked_bias_name(size_t layer, ExpertRole role);      // GPT-OSS: ffn_{gate,up,down}_exps.bias [E][rows]
+std::string gguf_shared_expert_name(size_t layer, ExpertRole role);     // Qwen2-MoE: ffn_{gate,up,down}_shexp
 
 // An expert's bias of a role (GPT-OSS's).
 inline Matrix ExpertWeights::*expert_bias(ExpertRole role) {
   return role == ExpertRole::gate ? &ExpertWeights::gate_bias : role == ExpertRole::up ? &ExpertWeights::up_bias : &ExpertWeights::down_bias;
 }
 
-// Fills the router and experts of m's sparse layers (m.config.moe and layer_configs set,
+// Fills the router and experts of m's sparse layers (the shared expert, where the family has
+// one, after the routed ones) (m.config.moe and layer_configs set,
 // m.layers sized) from whatever `find` returns, checking shapes and formats as
 // assemble_model does. `names` is the family's (Hugging Face only).
 Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names, const std::string& source,

@@ -34,6 +34,13 @@ struct MoeNames {
   // Where transformers v5 renamed the module (Mixtral's block_sparse_moe became mlp): the
   // names it saves, tried when a layer's router is not under these ones.
   const MoeNames* v5 = nullptr;
+  // llama.cpp's rule for this family's GGUF files (it has no key for it: qwen3moe renormalises
+  // whatever transformers' norm_topk_prob says, qwen2moe never does).
+  RouterWeights gguf_weights = RouterWeights::softmax_top_k_renormalised;
+  // Qwen2-MoE: a shared expert "<hf_shared_expert>{gate,up,down}_proj.weight" of width
+  // `shared_width_key` that every position uses, weighted by sigmoid(mlp.shared_expert_gate · x).
+  std::string_view hf_shared_expert = {};
+  std::string_view shared_width_key = {};
 };
 inline constexpr MoeNames kMixtralV5Moe{"mlp.gate.weight", "mlp.experts.", "w1", "w3", "w2",
                                         "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised};
@@ -46,9 +53,14 @@ inline constexpr MoeNames kGemma4Moe{"router.proj.weight", "experts.", "gate_pro
                                      "num_experts", "top_k_experts", "moe_intermediate_size",
                                      RouterWeights::softmax_top_k_renormalised, true};
 
+inline constexpr MoeNames kQwen2Moe{"mlp.gate.weight", "mlp.experts.", "gate_proj", "up_proj", "down_proj",
+                                    "num_experts", "num_experts_per_tok", "moe_intermediate_size", RouterWeights::softmax_top_k,
+                                    false, false, {}, nullptr, RouterWeights::softmax_top_k, "mlp.shared_expert.",
+                                    "shared_expert_intermediate_size"};
+
 inline constexpr MoeNames kGptOssMoe{"mlp.router.weight", "mlp.experts.", "", "", "",
                                      "num_local_experts", "num_experts_per_tok", "", RouterWeights::top_k_softmax,
-                                     false, true, "mlp.router.bias"};
+                                     false, true, "mlp.router.bias", nullptr, RouterWeights::top_k_softmax};
 
 struct Family {
   std::string_view name;
@@ -85,6 +97,7 @@ inline constexpr Family kFamilies[] = {
     // GGUF writes Mixtral as arch "llama" with expert_count (gguf_model_config picks this row then).
     {"mixtral", "llama", false, false, true, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kMixtralMoe},
     {"qwen3_moe", "qwen3moe", false, true, false, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kQwenMoe},
+    {"qwen2_moe", "qwen2moe", true, false, false, NormPlacement::pre, Activation::silu, 0, false, 0, false, &kQwen2Moe},
     {"gpt_oss", "gpt-oss", true, false, false, NormPlacement::pre, Activation::swiglu_clamped, 0, false, 2, false, &kGptOssMoe, true,
      "post_attention_norm"},
 };

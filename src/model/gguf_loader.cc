@@ -372,12 +372,17 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
     if (moe.experts_used > moe.experts)
       return fail(arch + ".expert_used_count is " + std::to_string(moe.experts_used) + "; expected at most " + arch +
                   ".expert_count (" + std::to_string(moe.experts) + ")");
-    moe.expert_ffn = arch == "qwen3moe" ? c.ffn / moe.experts_used : c.ffn;
+    moe.expert_ffn = arch == "qwen3moe" || arch == "qwen2moe" ? c.ffn / moe.experts_used : c.ffn;
     if (number("expert_feed_forward_length"))
       if (auto s = need("expert_feed_forward_length", moe.expert_ffn); !s) return s.error();
-    // llama.cpp renormalises Mixtral's, Qwen3-MoE's and Gemma 4's; GPT-OSS's are a softmax of the chosen.
-    moe.weights = family->moe->weights == RouterWeights::top_k_softmax ? RouterWeights::top_k_softmax
-                                                                        : RouterWeights::softmax_top_k_renormalised;
+    // Qwen2-MoE's shared expert: expert_shared_feed_forward_length wide, else (llama.cpp) feed_forward_length.
+    if (!family->moe->hf_shared_expert.empty()) {
+      moe.shared_experts = 1;
+      moe.shared_expert_ffn = c.ffn;
+      if (number("expert_shared_feed_forward_length"))
+        if (auto s = need("expert_shared_feed_forward_length", moe.shared_expert_ffn); !s) return s.error();
+    }
+    moe.weights = family->moe->gguf_weights;
     moe.beside_dense = family->moe->beside_dense;
     // A layer is sparse when it has a router (larql writes Qwen3-MoE's dense layers without).
     for (size_t l = 0; l < c.layers; ++l) c.layer_configs[l].sparse = f.tensors.count(gguf_router_name(l)) > 0;
@@ -460,6 +465,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     meta[arch + ".expert_count"] = u32(c.moe.experts);
     meta[arch + ".expert_used_count"] = u32(c.moe.experts_used);
     meta[arch + ".expert_feed_forward_length"] = u32(c.moe.expert_ffn);
+    if (c.moe.shared_experts) meta[arch + ".expert_shared_feed_forward_length"] = u32(c.moe.shared_expert_ffn);
   }
 
   const bool permute = family->gguf_permutes_qk && c.rope_layout == RopeLayout::half_split;
@@ -467,7 +473,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
   size_t count = 0;
   for_each_tensor(m, [&](const TensorEntry&, size_t, const Matrix&) { ++count; });
   for (size_t l = 0; l < c.layers; ++l)  // router, gate, up, down, and GPT-OSS's four biases
-    count += c.layer(l).sparse ? (m.layers[l].router_bias.data ? 8 : 4) : 0;
+    count += c.layer(l).sparse ? (m.layers[l].router_bias.data ? 8 : 4) + 3 * c.moe.shared_experts : 0;
   std::vector<GgufTensorToWrite> tensors;
   // A tensor of `rows` rows of `cols` values, row r's values from `row`, written as `type`.
   auto write_tensor = [&](const std::string& name, DType type, std::vector<size_t> shape, size_t rows, size_t cols,
@@ -549,6 +555,15 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
                      dequantize_row(w.dtype, w.row_ptr(r % rows), cols, x);
                    });
     }
+    // Qwen2-MoE's shared expert, typed as llama.cpp types it (its ffn_down_shexp is an ffn_down).
+    for (size_t s = 0; s < c.moe.shared_experts; ++s)
+      for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+        const bool down = role == ExpertRole::down;
+        const ExpertWeights& shared = lw.experts[E + s];
+        const Matrix& w = down ? shared.down : role == ExpertRole::gate ? shared.gate : shared.up;
+        write_tensor(gguf_shared_expert_name(l, role), expert_matrix_type(options.scheme, down, l, c.layers, w.cols, options.pure),
+                     {w.rows, w.cols}, w.rows, w.cols, [&](size_t r, float* x) { dequantize_row(w.dtype, w.row_ptr(r), w.cols, x); });
+      }
   }
   // rope_freqs: Llama 3's frequency divisors, or Gemma 4's proportional RoPE as llama.cpp's
   // converter writes it (1 for the pairs that turn, 1e30 for the rest: their angle ≈ 0).

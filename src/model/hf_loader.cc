@@ -142,7 +142,8 @@ float optional_float(const json& j, const char* key, float fallback) {
 
 // A mixture-of-experts family's experts (the family's keys: Mixtral's num_local_experts of
 // intermediate_size; Qwen3-MoE's num_experts of moe_intermediate_size, norm_topk_prob, and
-// dense layers by mlp_only_layers and decoder_sparse_step; Gemma 4's num_experts,
+// dense layers by mlp_only_layers and decoder_sparse_step (Qwen2-MoE's too, with its shared
+// expert of shared_expert_intermediate_size); Gemma 4's num_experts,
 // top_k_experts and moe_intermediate_size when enable_moe_block) into c.moe and each
 // layer's `sparse`.
 Status read_moe_config(const json& j, const Family& family, ModelConfig& c, const std::string& where) {
@@ -165,6 +166,10 @@ Status read_moe_config(const json& j, const Family& family, ModelConfig& c, cons
   moe.expert_ffn = c.ffn;
   if (!names.width_key.empty())
     if (auto s = count(names.width_key, moe.expert_ffn); !s) return s;
+  if (!names.shared_width_key.empty()) {
+    moe.shared_experts = 1;
+    if (auto s = count(names.shared_width_key, moe.shared_expert_ffn); !s) return s;
+  }
   moe.weights = names.weights;
   moe.beside_dense = names.beside_dense;
   if (j.value("norm_topk_prob", false)) moe.weights = RouterWeights::softmax_top_k_renormalised;

@@ -71,7 +71,7 @@ struct RopeSpec {
 // (../shared/reference/moe-architecture.md). Ties in top-k go to the lower expert id.
 enum class RouterWeights {
   softmax_top_k_renormalised,  // softmax over all experts, top-k, divided by their sum (Mixtral, Qwen3-MoE)
-  softmax_top_k,               // softmax over all experts, top-k as they are (Qwen3-MoE without norm_topk_prob)
+  softmax_top_k,               // softmax over all experts, top-k as they are (Qwen3-MoE without norm_topk_prob, Qwen2-MoE)
   top_k_softmax,               // top-k of the logits, softmax over those k (GPT-OSS)
 };
 
@@ -86,6 +86,12 @@ struct MoeSpec {
   // their own norm (LayerWeights::expert_norm), the router through a norm without weight ×
   // router_scale × hidden^-½, and each weight is × expert_scale[e] (families.h's MoeNames).
   bool beside_dense = false;
+  // Qwen2-MoE: experts every position uses, ids experts … experts + shared_experts − 1 (PROTOCOL
+  // §12), each weighted by the sigmoid of its row of LayerWeights::shared_expert_gate · x.
+  size_t shared_experts = 0;
+  size_t shared_expert_ffn = 0;  // their inner width
+  // Expert ids of a sparse layer: the routed ones, then the shared ones.
+  size_t expert_ids() const { return experts + shared_experts; }
 };
 
 // What may differ from one layer to the next: Gemma interleaves sliding and full layers,
@@ -200,20 +206,21 @@ struct LayerWeights {
   Matrix expert_norm;        // beside_dense: the experts' input norm (pre_feedforward_layernorm_2)
   Matrix dense_out_norm;     // beside_dense: on the dense FFN's output (post_feedforward_layernorm_1)
   Matrix expert_out_norm;    // beside_dense: on the experts' sum (post_feedforward_layernorm_2)
+  Matrix shared_expert_gate; // shared experts: [shared][hidden], each one's weight is sigmoid(row · x)
   Matrix ple_gate;           // per-layer embeddings: [ple_dim][hidden], gates the layer's input
   Matrix ple_proj;           // [hidden][ple_dim], back to the hidden state
   Matrix ple_post_norm;      // [hidden], on that projection before its residual add
-  std::vector<ExpertWeights> experts;  // sparse layers: in expert id order
+  std::vector<ExpertWeights> experts;  // sparse layers: in expert id order, the shared ones last
 
   // The FFN's matrices: what a shard computes with (a sparse layer's router and experts;
   // a dense layer's gate, up and down).
   std::vector<Matrix*> ffn() {
-    std::vector<Matrix*> out{&gate, &up, &down, &router, &router_bias};
+    std::vector<Matrix*> out{&gate, &up, &down, &router, &router_bias, &shared_expert_gate};
     for (ExpertWeights& e : experts) out.insert(out.end(), {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias});
     return out;
   }
   std::vector<const Matrix*> ffn() const {
-    std::vector<const Matrix*> out{&gate, &up, &down, &router, &router_bias};
+    std::vector<const Matrix*> out{&gate, &up, &down, &router, &router_bias, &shared_expert_gate};
     for (const ExpertWeights& e : experts)
       out.insert(out.end(), {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias});
     return out;
@@ -245,7 +252,7 @@ struct Model {
       for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.sinks, &l.q_norm, &l.k_norm,
                         &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale,
                         &l.router, &l.router_bias, &l.router_scale, &l.expert_scale, &l.expert_norm, &l.dense_out_norm,
-                        &l.expert_out_norm, &l.ple_gate, &l.ple_proj, &l.ple_post_norm})
+                        &l.expert_out_norm, &l.shared_expert_gate, &l.ple_gate, &l.ple_proj, &l.ple_post_norm})
         f(*m);
       for (ExpertWeights& e : l.experts)
         for (Matrix* m : {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) f(*m);

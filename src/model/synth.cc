@@ -131,10 +131,11 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
   const bool gemma4_moe = s.family == "gemma4moe";  // the 26B-A4B kind: experts beside the dense MLP
   const bool gemma4 = s.family == "gemma4" || gemma4_moe;
   const Family* family = find_family(s.family == "gemma3" || gemma4 ? (gemma4 ? "gemma4" : s.family) + std::string("_text")
-                                     : s.family == "qwen3moe" ? "qwen3_moe" : s.family == "gpt-oss" ? "gpt_oss" : s.family);
+                                     : s.family == "qwen3moe" ? "qwen3_moe" : s.family == "qwen2moe" ? "qwen2_moe"
+                                     : s.family == "gpt-oss" ? "gpt_oss" : s.family);
   if (!family || (s.family != "llama" && s.family != "gemma2" && s.family != "gemma3" && !gemma4 && !family->moe))
     return make_error(ErrorCode::invalid_argument,
-                      "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, gemma4moe, mixtral, qwen3moe, gpt-oss");
+                      "synth: family '" + s.family + "' is not one of llama, gemma2, gemma3, gemma4, gemma4moe, mixtral, qwen3moe, qwen2moe, gpt-oss");
   if (s.dtype == DType::mxfp4 && s.family != "gpt-oss")
     return make_error(ErrorCode::invalid_argument, "synth: --dtype mxfp4 is gpt-oss's (its experts); other families take f32, f16 or bf16");
   if (s.dtype != DType::f32 && s.dtype != DType::f16 && s.dtype != DType::bf16 && s.dtype != DType::mxfp4)
@@ -213,8 +214,8 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
     c.set_uniform_layers(RopeSpec{});
     for (LayerConfig& l : c.layer_configs) l.sparse = true;
     for (size_t l : s.dense_layers) {
-      if (l >= s.layers || s.family != "qwen3moe")
-        return make_error(ErrorCode::invalid_argument, "synth: --dense-layers are qwen3moe's, each below --layers");
+      if (l >= s.layers || (s.family != "qwen3moe" && s.family != "qwen2moe"))
+        return make_error(ErrorCode::invalid_argument, "synth: --dense-layers are qwen3moe's and qwen2moe's, each below --layers");
       c.layer_configs[l].sparse = false;
     }
     config.update({{"num_experts_per_tok", s.experts_used}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
@@ -223,6 +224,15 @@ Result<std::pair<nlohmann::json, ModelConfig>> synth_config(const SynthSpec& s) 
       config.update({{"architectures", {"MixtralForCausalLM"}}, {"num_local_experts", s.experts},
                      {"intermediate_size", expert_ffn}, {"rms_norm_eps", 1e-5}, {"sliding_window", nullptr}});
       c.ffn = expert_ffn;
+    } else if (s.family == "qwen2moe") {
+      // Qwen2-MoE: biases on q, k and v, top-k weights as they are, and the shared expert.
+      c.attention_bias = true;
+      c.moe.weights = RouterWeights::softmax_top_k;
+      c.moe.shared_experts = 1;
+      c.moe.shared_expert_ffn = s.shared_expert_ffn ? s.shared_expert_ffn : s.ffn;
+      config.update({{"architectures", {"Qwen2MoeForCausalLM"}}, {"num_experts", s.experts}, {"moe_intermediate_size", expert_ffn},
+                     {"shared_expert_intermediate_size", c.moe.shared_expert_ffn}, {"norm_topk_prob", false},
+                     {"decoder_sparse_step", 1}, {"mlp_only_layers", s.dense_layers}, {"rms_norm_eps", 1e-6}});
     } else {
       config.update({{"architectures", {"Qwen3MoeForCausalLM"}}, {"num_experts", s.experts}, {"moe_intermediate_size", expert_ffn},
                      {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", s.dense_layers},
@@ -377,6 +387,16 @@ Status write_synthetic_checkpoint(const std::string& dir, const SynthSpec& s) {
           plan.push_back({{hf_expert_name(names, l, e, role), s.dtype, down ? std::vector<size_t>{H, I} : std::vector<size_t>{I, H}},
                           Fill::fan_in, down ? I : H, down ? RoutingSteer::residual_writer : RoutingSteer::none});
         }
+    }
+    // Qwen2-MoE's shared expert (its gate is a row of the tensor table).
+    for (size_t l = 0; l < c.layers && c.moe.shared_experts; ++l) {
+      if (!c.layer(l).sparse) continue;
+      const size_t S = c.moe.shared_expert_ffn, H = c.hidden;
+      for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+        const bool down = role == ExpertRole::down;
+        plan.push_back({{hf_shared_expert_name(*family->moe, l, role), s.dtype, down ? std::vector<size_t>{H, S} : std::vector<size_t>{S, H}},
+                        Fill::fan_in, down ? S : H});
+      }
     }
   }
 

@@ -14,7 +14,8 @@
 namespace larql {
 
 struct SynthSpec {
-  // llama, gemma2, gemma3, gemma4 (their text models), mixtral or qwen3moe: the config.json written, the
+  // llama, gemma2, gemma3, gemma4 (their text models), mixtral, qwen3moe or qwen2moe (attention
+  // biases, a shared expert beside the routed ones): the config.json written, the
   // tensors, and for Gemma its sandwich norms (Gemma 2/3 store w − 1), tied classifier,
   // interleaved sliding and full layers and softcaps; Gemma 4's full layers with larger
   // heads, fewer KV heads, values = keys and proportional RoPE, and its layer scalars.
@@ -50,8 +51,9 @@ struct SynthSpec {
   size_t experts = 8;
   size_t experts_used = 2;
   size_t expert_ffn = 0;
+  size_t shared_expert_ffn = 0;  // qwen2moe: its shared expert's width (0: ffn)
   bool stacked_experts = false;
-  std::vector<size_t> dense_layers;  // qwen3moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
+  std::vector<size_t> dense_layers;  // qwen3moe, qwen2moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
   // mixtral and qwen3moe: routers that choose among the first N experts only (0: all), so
   // that memory can be measured with most experts never read. Hidden coordinate 0 then
   // carries a constant (the embedding's column 0 is √hidden and no layer writes to it), and

@@ -41,6 +41,7 @@ std::vector<size_t> tensor_shape(const TensorEntry& e, const ModelConfig& c, siz
     case TensorShape::ple: return {c.ple_dim};
     case TensorShape::ple_by_hidden: return {c.ple_dim, c.hidden};
     case TensorShape::hidden_by_ple: return {c.hidden, c.ple_dim};
+    case TensorShape::shared_experts_by_hidden: return {c.moe.shared_experts, c.hidden};
   }
   return {};
 }
@@ -61,6 +62,7 @@ bool tensor_applies(const TensorEntry& e, const ModelConfig& c, size_t layer) {
     case TensorPresence::if_dense_ffn: return layer >= c.layer_configs.size() || !c.layer(layer).sparse || c.moe.beside_dense;
     case TensorPresence::if_experts_beside_dense:
       return c.moe.beside_dense && layer < c.layer_configs.size() && c.layer(layer).sparse;
+    case TensorPresence::if_shared_experts: return c.moe.shared_experts && layer < c.layer_configs.size() && c.layer(layer).sparse;
   }
   return false;
 }

@@ -19,7 +19,7 @@ enum class CheckpointFormat { hf, gguf };
 // ple_*: per-layer embeddings' (ple_dim values per layer; all_ple: every layer's, layers · ple_dim).
 enum class TensorShape { vocab_by_hidden, hidden, q_by_hidden, kv_by_hidden, hidden_by_q, q, kv, head_dim, half_max_head_dim,
                          ffn_by_hidden, hidden_by_ffn, one, experts, heads, ple_vocab_by_all_ple, all_ple_by_hidden, ple,
-                         ple_by_hidden, hidden_by_ple };
+                         ple_by_hidden, hidden_by_ple, shared_experts_by_hidden };
 
 enum class TensorPresence {
   required,
@@ -31,6 +31,7 @@ enum class TensorPresence {
   if_layer_scalar,    // Gemma 4
   if_dense_ffn,       // layers with a dense FFN (not a mixture of experts' sparse layer, but Gemma 4's)
   if_experts_beside_dense,  // Gemma 4's sparse layers: the experts' norms and scales
+  if_shared_experts,  // Qwen2-MoE's sparse layers: the shared expert's gate
   if_attention_sinks, // GPT-OSS
   if_per_layer_embeddings,  // Gemma 4's E models
   optional,  // the classifier (absent: tied to the embedding), rope_freqs
@@ -78,6 +79,7 @@ inline constexpr TensorEntry kTensorEntries[] = {
     {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight", nullptr, &LayerWeights::expert_out_norm, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
     {"router.scale", "ffn_gate_inp.scale", nullptr, &LayerWeights::router_scale, TensorShape::hidden, TensorPresence::if_experts_beside_dense},
     {"router.per_expert_scale", "ffn_down_exps.scale", nullptr, &LayerWeights::expert_scale, TensorShape::experts, TensorPresence::if_experts_beside_dense},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", nullptr, &LayerWeights::shared_expert_gate, TensorShape::shared_experts_by_hidden, TensorPresence::if_shared_experts},
     {"layer_scalar", "layer_output_scale.weight", nullptr, &LayerWeights::output_scale, TensorShape::one, TensorPresence::if_layer_scalar},
     // Gemma 4's E models: per-layer embeddings (the table, the embedding's projection and its
     // norm), and in each layer the gate, the projection back and its norm.

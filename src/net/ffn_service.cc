@@ -19,7 +19,7 @@ FfnService::FfnService(const Model& model, FfnBackend& compute, FfnServiceOption
   options_.encodings.insert(Encoding::f32);
   if (!encoding_fits_hidden(Encoding::q8, model_.config.hidden)) options_.encodings.erase(Encoding::q8);
   const MoeSpec& moe = model_.config.moe;
-  if (moe.experts) options_.experts.last = std::min<uint32_t>(options_.experts.last, uint32_t(moe.experts - 1));
+  if (moe.experts) options_.experts.last = std::min<uint32_t>(options_.experts.last, uint32_t(moe.expert_ids() - 1));
   for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l) {
     fingerprints_.push_back(layer_fingerprint(model_, l));
     expert_fingerprints_.push_back(model_.config.layer(l).sparse
@@ -29,7 +29,7 @@ FfnService::FfnService(const Model& model, FfnBackend& compute, FfnServiceOption
 }
 
 bool FfnService::owns_all_experts() const {
-  return options_.experts.first == 0 && options_.experts.last + 1 >= model_.config.moe.experts;
+  return options_.experts.first == 0 && options_.experts.last + 1 >= model_.config.moe.expert_ids();
 }
 
 HttpReply FfnService::fail(const Error& e) {
@@ -265,7 +265,7 @@ HttpReply FfnService::walk_experts(std::string_view body, std::string_view conte
     return fail(make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(view->layer) +
                                                          " has no routed experts (a dense layer: send /v1/walk-ffn)"));
   const auto& assignments = view->assignments;
-  if (auto s = check_assignments(assignments, view->rows, uint32_t(model_.config.moe.experts)); !s) return fail(s.error());
+  if (auto s = check_assignments(assignments, view->rows, uint32_t(model_.config.moe.expert_ids())); !s) return fail(s.error());
   for (const ExpertAssignment& a : assignments)
     if (!options_.experts.contains(a.expert))
       return fail(make_error(ErrorCode::expert_not_owned, "expert " + std::to_string(a.expert) + " of layer " +
@@ -316,7 +316,7 @@ HttpReply FfnService::reference_layer_batch(std::string_view body, bool f16, con
   if (!c.layer(request->layer).sparse)
     return fail(make_error(ErrorCode::not_moe_layer, "layer " + std::to_string(request->layer) + " has no routed experts"));
   for (const ReferenceExpert& e : request->experts)
-    if (!options_.experts.contains(e.expert) || e.expert >= c.moe.experts)
+    if (!options_.experts.contains(e.expert) || e.expert >= c.moe.expert_ids())
       return fail(make_error(ErrorCode::expert_not_owned, "expert " + std::to_string(e.expert) + " not owned by this shard (owns " +
                                                               options_.experts.str() + ")"));
   std::vector<float> sum(H, 0.0f);
@@ -387,7 +387,7 @@ json FfnService::stats() const {
     json experts = json::object();
     for (uint32_t l = options_.layers.first; l <= options_.layers.last; ++l)
       if (const std::string& f = expert_fingerprints_[l - options_.layers.first]; !f.empty()) experts[std::to_string(l)] = f;
-    doc["experts"] = {{"count", moe.experts}, {"shared", 0}, {"used", moe.experts_used},
+    doc["experts"] = {{"count", moe.experts}, {"shared", moe.shared_experts}, {"used", moe.experts_used},
                       {"start", options_.experts.first}, {"end", options_.experts.last}};
     doc["expert_fingerprints"] = experts;
     // Who runs the router when a client sends /v1/walk-ffn for a MoE layer: this shard, where

@@ -174,7 +174,7 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
   if (!spec) return spec.error();
   auto remote = std::unique_ptr<RemoteFfn>(new RemoteFfn(model, options));
   const uint32_t layers = uint32_t(model.config.layers);
-  const size_t experts = model.config.moe.experts;
+  const size_t experts = model.config.moe.expert_ids();  // the shared ones' ids follow the routed ones'
   remote->layer_shards_.resize(layers);
   remote->expert_groups_.resize(layers);
   for (auto& part : *spec) {
@@ -244,7 +244,7 @@ Status RemoteFfn::check_coverage() const {
     if (!sparse) continue;
     std::vector<LayerRange> ranges;
     for (const ExpertGroup& g : expert_groups_[l]) ranges.push_back(g.experts);
-    if (const auto gap = first_uncovered(ranges, uint32_t(c.moe.experts)))
+    if (const auto gap = first_uncovered(ranges, uint32_t(c.moe.expert_ids())))
       return make_error(ErrorCode::no_owning_shard, "--ffn map covers no shard for experts " + gap->str() + " of layer " +
                                                         std::to_string(l));
   }

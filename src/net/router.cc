@@ -93,7 +93,7 @@ Status Router::load_stats(Replica& replica, const ShardRange& part) {
   }
   if (stats->experts) {
     const size_t all = stats->experts->count + stats->experts->shared;
-    if (experts_ == 0) experts_ = all, experts_used_ = stats->experts->used;
+    if (experts_ == 0) experts_ = all, shared_experts_ = stats->experts->shared, experts_used_ = stats->experts->used;
     if (all != experts_)
       return make_error(ErrorCode::invalid_argument, "shard " + replica.url + " has " + std::to_string(all) +
                                                          " experts per layer; the other shards " + std::to_string(experts_));
@@ -490,7 +490,8 @@ json Router::stats() {
                      {"layer_fingerprints", fps},
                      {"shards", shards}});
   // The grid's experts: all of them through this router (check_expert_coverage).
-  if (experts_) doc["experts"] = {{"count", experts_}, {"shared", 0}, {"used", experts_used_}, {"start", 0}, {"end", experts_ - 1}};
+  if (experts_)
+    doc["experts"] = {{"count", experts_ - shared_experts_}, {"shared", shared_experts_}, {"used", experts_used_}, {"start", 0}, {"end", experts_ - 1}};
   return doc;
 }
 

@@ -112,7 +112,8 @@ class Router {
   std::map<uint32_t, std::string> fingerprints_;  // per layer, guarded by map_mutex_
   size_t hidden_ = 0;
   size_t num_layers_ = 0;
-  size_t experts_ = 0, experts_used_ = 0;  // per MoE layer, once a shard has said (guarded by map_mutex_)
+  // Per MoE layer, once a shard has said (guarded by map_mutex_): expert ids (routed and shared), of them shared, used.
+  size_t experts_ = 0, shared_experts_ = 0, experts_used_ = 0;
   std::string model_name_, family_, ffn_arithmetic_;
   mutable std::mutex map_mutex_;
   std::shared_ptr<const Map> map_;

@@ -27,7 +27,8 @@ TensorPlace place_tensor(const std::string& name) {
   if (rest.find("norm") != std::string::npos) return {};  // the client applies every norm
   if (is_gguf) {
     if (rest.rfind("ffn_", 0) != 0 || rest.rfind("ffn_gate_inp", 0) == 0) return {};  // attention, the router
-    return {rest.find("_exps") != std::string::npos ? TensorPart::experts : TensorPart::dense_ffn, layer};
+    const bool expert = rest.find("_exps") != std::string::npos || rest.find("_shexp") != std::string::npos;
+    return {expert ? TensorPart::experts : TensorPart::dense_ffn, layer};
   }
   const bool ffn = rest.rfind("mlp.", 0) == 0 || rest.rfind("block_sparse_moe.", 0) == 0 || rest.rfind("feed_forward.", 0) == 0 ||
                    rest.rfind("experts.", 0) == 0 || rest.rfind("moe.", 0) == 0;
@@ -35,7 +36,8 @@ TensorPlace place_tensor(const std::string& name) {
   // Routers stay with the client: Mixtral's and Qwen-MoE's "gate", GPT-OSS's and Gemma 4's "router".
   if (rest.find("router") != std::string::npos || rest.ends_with(".gate.weight") || rest.find("shared_expert_gate") != std::string::npos)
     return {};
-  const bool expert = rest.find("experts") != std::string::npos && rest.find("shared_expert") == std::string::npos;
+  // A shared expert (Qwen2-MoE's) is an expert too: ids after the routed ones (PROTOCOL §12).
+  const bool expert = rest.find("experts") != std::string::npos || rest.find("shared_expert") != std::string::npos;
   return {expert ? TensorPart::experts : TensorPart::dense_ffn, layer};
 }
 
@@ -56,7 +58,7 @@ Status add_tensor(ModelSizes& s, const std::string& name, uint64_t bytes, const 
 
 void size_from(ModelSizes& s, const ModelConfig& c) {
   s.layers = c.layers;
-  s.experts = c.moe.experts;
+  s.experts = c.moe.expert_ids();
   s.dense_ffn.assign(c.layers, 0);
   s.expert_ffn.assign(c.layers, 0);
   s.kv_per_position = c.kv_bytes_per_position();

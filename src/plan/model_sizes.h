@@ -15,9 +15,9 @@ namespace larql {
 
 struct ModelSizes {
   size_t layers = 0;
-  size_t experts = 0;                 // per mixture-of-experts layer; 0: dense model
-  std::vector<uint64_t> dense_ffn;    // per layer: MLP bytes (and a shared expert's)
-  std::vector<uint64_t> expert_ffn;   // per layer: all its experts' bytes
+  size_t experts = 0;                 // expert ids per mixture-of-experts layer (shared ones included); 0: dense model
+  std::vector<uint64_t> dense_ffn;    // per layer: MLP bytes
+  std::vector<uint64_t> expert_ffn;   // per layer: all its experts' bytes (shared ones included)
   uint64_t client = 0;                // every other tensor
   uint64_t kv_per_position = 0;       // a sequence's KV cache, bytes per position (f32)
   size_t context = 0;                 // the model's positions

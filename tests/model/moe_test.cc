@@ -1,4 +1,4 @@
-// Mixture-of-experts models (Mixtral, Qwen3-MoE, Gemma 4's 26B-A4B kind) against PyTorch
+// Mixture-of-experts models (Mixtral, Qwen3-MoE, Qwen2-MoE, Gemma 4's 26B-A4B kind) against PyTorch
 // references that follow transformers' modeling code (tools/moe_reference.py,
 // tools/gemma_reference.py), on tiny f32 checkpoints committed
 // with its outputs (tests/data/moe, router margins ≥ 1e-3): logits at every position
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -40,10 +41,12 @@ TEST_P(MoeReference, HuggingFaceCheckpointMatchesThePyTorchReference) {
   const ModelConfig& c = model->config;
   EXPECT_GT(c.moe.experts, c.moe.experts_used);
   for (size_t l = 0; l < c.layers; ++l) {
-    // Qwen3-MoE's fixture has layer 1 in mlp_only_layers: a dense MLP there, experts elsewhere.
-    const bool dense = GetParam() == "qwen3moe" && l == 1;
+    // The Qwen fixtures have layer 1 in mlp_only_layers: a dense MLP there, experts elsewhere
+    // (Qwen2-MoE's shared expert after the routed ones, as expert id E).
+    const bool dense = GetParam().starts_with("qwen") && l == 1;
     EXPECT_EQ(c.layer(l).sparse, !dense) << l;
-    EXPECT_EQ(model->layers[l].experts.size(), dense ? 0 : c.moe.experts) << l;
+    EXPECT_EQ(model->layers[l].experts.size(), dense ? 0 : c.moe.expert_ids()) << l;
+    EXPECT_EQ(model->layers[l].shared_expert_gate.data != nullptr, !dense && GetParam() == "qwen2moe") << l;
     // Gemma 4 keeps its dense MLP beside the experts.
     EXPECT_EQ(model->layers[l].gate.data != nullptr, dense || c.moe.beside_dense) << l;
     EXPECT_EQ(model->layers[l].expert_norm.data != nullptr, c.moe.beside_dense) << l;
@@ -71,13 +74,20 @@ TEST_P(MoeReference, GgufOfTheSameWeightsMatchesThePyTorchReference) {
     ASSERT_TRUE(written.ok()) << written.error().message;
     auto file = read_gguf(path.string());
     ASSERT_TRUE(file.ok()) << file.error().message;
-    const std::string arch = GetParam() == "mixtral" ? "llama" : GetParam() == "gemma4moe" ? "gemma4" : "qwen3moe";
+    const std::string arch = GetParam() == "mixtral" ? "llama" : GetParam() == "gemma4moe" ? "gemma4" : GetParam();
     EXPECT_EQ(file->integer_or(arch + ".expert_count", 0), int64_t(hf->config.moe.experts));
     EXPECT_EQ(file->integer_or(arch + ".expert_used_count", 0), int64_t(hf->config.moe.experts_used));
     EXPECT_EQ(file->tensors.at("blk.0.ffn_gate_inp.weight").ggml_type, 0u) << "the router stays f32";
     EXPECT_EQ(file->tensors.at("blk.0.ffn_down_exps.weight").shape,
               (std::vector<size_t>{hf->config.moe.experts, hf->config.hidden, hf->config.moe.expert_ffn}));
-    EXPECT_EQ(file->tensors.count("blk.1.ffn_gate_inp.weight"), GetParam() == "qwen3moe" ? 0u : 1u) << "layer 1 is dense in qwen3moe";
+    EXPECT_EQ(file->tensors.count("blk.1.ffn_gate_inp.weight"), GetParam().starts_with("qwen") ? 0u : 1u) << "layer 1 is dense in the Qwen fixtures";
+    if (GetParam() == "qwen2moe") {  // the shared expert as llama.cpp's converter writes it, its gate f32
+      const MoeSpec& moe = hf->config.moe;
+      EXPECT_EQ(file->integer_or(arch + ".expert_shared_feed_forward_length", 0), int64_t(moe.shared_expert_ffn));
+      EXPECT_EQ(file->tensors.at("blk.0.ffn_gate_inp_shexp.weight").ggml_type, 0u);
+      EXPECT_EQ(file->tensors.at("blk.0.ffn_down_shexp.weight").shape, (std::vector<size_t>{hf->config.hidden, moe.shared_expert_ffn}));
+      EXPECT_EQ(file->tensors.count("blk.1.ffn_up_shexp.weight"), 0u);
+    }
     auto gguf = load_model(path.string());
     ASSERT_TRUE(gguf.ok()) << gguf.error().message;
     EXPECT_EQ(gguf->config.family, hf->config.family);
@@ -105,7 +115,16 @@ TEST_P(MoeReference, GgufOfTheSameWeightsMatchesThePyTorchReference) {
       for (size_t i = 0; i < ids.size(); ++i) same += ids[i] == ref.greedy[i];
       std::printf("%s %s: %zu of %zu greedy ids as the f32 reference\n", GetParam().c_str(), scheme, same, ids.size());
       if (GetParam() != "gemma4moe") {
-        EXPECT_GE(same, std::string(scheme) == "q8_0" ? ids.size() : ids.size() / 2);
+        // Q8_0 keeps every greedy id. Q4_K_M is judged teacher-forced, position by position:
+        // a greedy run that meets one near-tie diverges from there on.
+        if (std::string(scheme) == "q8_0") EXPECT_EQ(same, ids.size());
+        const auto logits = test::all_logits(*gguf, ref.tokens, true);
+        size_t argmax_same = 0;
+        for (size_t p = 0; p < ref.logits.size(); ++p)
+          argmax_same += std::max_element(logits[p].begin(), logits[p].end()) - logits[p].begin() ==
+                         std::max_element(ref.logits[p].begin(), ref.logits[p].end()) - ref.logits[p].begin();
+        std::printf("%s %s: the reference's top-1 at %zu of %zu positions\n", GetParam().c_str(), scheme, argmax_same, ref.logits.size());
+        EXPECT_GE(4 * argmax_same, 3 * ref.logits.size());
       } else {
         // The tiny Gemma 4 fixtures' final softcap of 3 squeezes their logits into ±3, where
         // 8-bit activations move the argmax even on the dense fixture: the MoE file's logit
@@ -156,25 +175,39 @@ TEST_P(MoeRouting, TheTransformerRoutesEveryPositionToKDistinctExpertsAndTheChoi
   Transformer t(*model, ffn, pool);
   std::vector<float> logits;
   ASSERT_TRUE(t.forward_logits(ref.tokens, 0, 0, logits).ok());
-  const size_t K = model->config.moe.experts_used;
+  const MoeSpec& moe = model->config.moe;
+  const size_t K = moe.experts_used, S = moe.shared_experts;
   ASSERT_FALSE(ffn.routed.empty());
   for (const auto& [layer, assignments] : ffn.routed) {
-    ASSERT_EQ(assignments.size(), ref.tokens.size() * K);
-    EXPECT_TRUE(wire::check_assignments(assignments, uint32_t(ref.tokens.size()), uint32_t(model->config.moe.experts)).ok());
+    ASSERT_EQ(assignments.size(), ref.tokens.size() * (K + S));
+    EXPECT_TRUE(wire::check_assignments(assignments, uint32_t(ref.tokens.size()), uint32_t(moe.expert_ids())).ok());
     std::set<std::vector<uint32_t>> sets;
     std::set<uint32_t> used;
     for (size_t p = 0; p < ref.tokens.size(); ++p) {
       std::vector<uint32_t> chosen;
       float sum = 0;
       for (size_t j = 0; j < K; ++j) {
-        const ExpertAssignment& a = assignments[p * K + j];
+        const ExpertAssignment& a = assignments[p * (K + S) + j];
         EXPECT_EQ(a.row, p);
+        EXPECT_LT(a.expert, moe.experts);
         chosen.push_back(a.expert);
         used.insert(a.expert);
         sum += a.weight;
       }
-      // Gemma 4 multiplies the renormalised weights by per_expert_scale.
-      if (GetParam() != "gemma4moe") EXPECT_NEAR(sum, 1.0f, 1e-6f) << "the fixtures renormalise the chosen weights";
+      // Qwen2-MoE's shared expert: every position, last, weighted by its gate's sigmoid.
+      for (size_t j = 0; j < S; ++j) {
+        const ExpertAssignment& a = assignments[p * (K + S) + K + j];
+        EXPECT_EQ(a.row, p);
+        EXPECT_EQ(a.expert, moe.experts + j);
+        EXPECT_GT(a.weight, 0.0f);
+        EXPECT_LT(a.weight, 1.0f);
+      }
+      // Gemma 4 multiplies the renormalised weights by per_expert_scale; Qwen2-MoE keeps the softmax's own.
+      if (moe.weights == RouterWeights::softmax_top_k) {
+        EXPECT_LT(sum, 1.0f);
+      } else if (GetParam() != "gemma4moe") {
+        EXPECT_NEAR(sum, 1.0f, 1e-6f) << "the fixtures renormalise the chosen weights";
+      }
       sets.insert(chosen);
     }
     EXPECT_GE(sets.size(), 3u) << "layer " << layer << ": the positions pick too few different expert sets";
@@ -313,8 +346,8 @@ TEST_F(MoeLayouts, OldMixtralGgufWithATensorPerExpertGivesTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, MoeReference, ::testing::Values("mixtral", "qwen3moe", "gemma4moe"));
-INSTANTIATE_TEST_SUITE_P(Families, MoeRouting, ::testing::Values("mixtral", "qwen3moe", "gemma4moe", "gptoss"));
+INSTANTIATE_TEST_SUITE_P(Families, MoeReference, ::testing::Values("mixtral", "qwen3moe", "qwen2moe", "gemma4moe"));
+INSTANTIATE_TEST_SUITE_P(Families, MoeRouting, ::testing::Values("mixtral", "qwen3moe", "qwen2moe", "gemma4moe", "gptoss"));
 
 TEST(MoeRouter, TopKInAscendingIdWithTheFamiliesWeights) {
   const std::vector<float> logits{0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
@@ -361,8 +394,12 @@ class MoeBadInput : public ::testing::Test {
     fs::copy(test::moe_fixture("mixtral"), dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string load_with_config(const std::function<void(json&)>& edit) {
-    std::ifstream in(test::moe_fixture("mixtral") / "config.json");
+  std::string load_with_config(const std::function<void(json&)>& edit, const std::string& family = "mixtral") {
+    if (family != "mixtral") {
+      fs::remove_all(dir_);
+      fs::copy(test::moe_fixture(family), dir_);
+    }
+    std::ifstream in(test::moe_fixture(family) / "config.json");
     json config = json::parse(in);
     edit(config);
     std::ofstream(dir_ / "config.json") << config.dump();
@@ -388,6 +425,12 @@ TEST_F(MoeBadInput, ConfigsThatDisagreeNameTheField) {
   // An expert width that disagrees with the tensors.
   e = load_with_config([](json& c) { c["intermediate_size"] = 64; });
   EXPECT_NE(e.find("block_sparse_moe.experts.0.w1.weight' has shape [48, 64], expected [64, 64]"), std::string::npos) << e;
+  // Qwen2-MoE's shared expert: its width is required, and checked against its tensors.
+  EXPECT_EQ(load_with_config([](json&) {}, "qwen2moe"), "(loaded)");
+  e = load_with_config([](json& c) { c.erase("shared_expert_intermediate_size"); }, "qwen2moe");
+  EXPECT_NE(e.find("field 'shared_expert_intermediate_size' must be a positive integer"), std::string::npos) << e;
+  e = load_with_config([](json& c) { c["shared_expert_intermediate_size"] = 32; }, "qwen2moe");
+  EXPECT_NE(e.find("tensor 'model.layers.0.mlp.shared_expert.gate_proj.weight' has shape [48, 64], expected [32, 64]"), std::string::npos) << e;
 }
 
 TEST_F(MoeBadInput, AMissingExpertIsNamed) {

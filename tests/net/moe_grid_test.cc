@@ -284,6 +284,7 @@ TEST_P(ExpertShards, WeightedSumsAgreeOnTopOneInF32AndEveryEncodingStaysFinite) 
 
 INSTANTIATE_TEST_SUITE_P(Families, ExpertShards,
                          ::testing::Values(Split{"mixtral", "0-0", "1-3"}, Split{"qwen3moe", "0-4", "5-7"},
+                                           Split{"qwen2moe", "0-4", "5-8"},  // 8: its shared expert
                                            Split{"gemma4moe", "0-3", "4-7"}, Split{"gptoss", "0-1", "2-3"},
                                            Split{"gptoss-mxfp4", "0-2", "3-3"}),
                          [](const auto& info) { return test_name(info.param.family); });
@@ -320,7 +321,9 @@ TEST_P(RoutedExperts, ARouterSplittingExpertRangesGivesLogitsBitIdenticalToLocal
     EXPECT_TRUE(doc["remote_f32_exact"].get<bool>()) << "through the router" << rows;
   }
   const json stats = json::parse(test::run_command("curl -s " + router.url() + "/v1/stats").output);
-  EXPECT_EQ(stats["experts"]["end"].get<size_t>() + 1, stats["experts"]["count"].get<size_t>());
+  // Expert ids: the routed ones, then the shared ones (Qwen2-MoE's one).
+  EXPECT_EQ(stats["experts"]["end"].get<size_t>() + 1, stats["experts"]["count"].get<size_t>() + stats["experts"]["shared"].get<size_t>());
+  EXPECT_EQ(stats["experts"]["shared"].get<size_t>(), s.family == "qwen2moe" ? 1u : 0u);
 }
 
 TEST(RoutedExpertsInF16, ARouterAskingItsPartsInF16StaysCloseToLocal) {
@@ -346,8 +349,8 @@ TEST(RoutedExpertsInF16, ARouterAskingItsPartsInF16StaysCloseToLocal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, RoutedExperts,
-                         ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"gemma4moe", "0-3", "4-7"},
-                                           Split{"gptoss-mxfp4", "0-1", "2-3"}),
+                         ::testing::Values(Split{"qwen3moe", "0-4", "5-7"}, Split{"qwen2moe", "0-2", "3-8"},
+                                           Split{"gemma4moe", "0-3", "4-7"}, Split{"gptoss-mxfp4", "0-1", "2-3"}),
                          [](const auto& info) { return test_name(info.param.family); });
 
 TEST(RoutedExpertsUnderLoad, KillingOneReplicaOfEachExpertRangeCostsNoClientErrorAndNoWrongId) {

@@ -39,7 +39,7 @@ TEST(ModelSizes, TensorsArePlacedByTheirNames) {
            {"model.layers.12.block_sparse_moe.gate.weight", TensorPart::client, 0},   // Mixtral's router
            {"model.layers.2.mlp.gate.weight", TensorPart::client, 0},                 // Qwen-MoE's router
            {"model.layers.2.mlp.experts.5.up_proj.weight", TensorPart::experts, 2},
-           {"model.layers.2.mlp.shared_expert.down_proj.weight", TensorPart::dense_ffn, 2},
+           {"model.layers.2.mlp.shared_expert.down_proj.weight", TensorPart::experts, 2},  // Qwen2-MoE's: an expert id
            {"model.layers.2.mlp.shared_expert_gate.weight", TensorPart::client, 0},
            {"model.layers.1.mlp.router.weight", TensorPart::client, 0},               // GPT-OSS
            {"model.layers.1.mlp.experts.gate_up_proj_blocks", TensorPart::experts, 1},
@@ -49,6 +49,8 @@ TEST(ModelSizes, TensorsArePlacedByTheirNames) {
            {"blk.5.ffn_gate_exps.weight", TensorPart::experts, 5},
            {"blk.5.ffn_gate_up_exps.weight", TensorPart::experts, 5},
            {"blk.5.ffn_gate_inp.weight", TensorPart::client, 0},
+           {"blk.5.ffn_down_shexp.weight", TensorPart::experts, 5},
+           {"blk.5.ffn_gate_inp_shexp.weight", TensorPart::client, 0},
            {"blk.5.ffn_norm.weight", TensorPart::client, 0},
            {"blk.5.attn_q.weight", TensorPart::client, 0},
            {"token_embd.weight", TensorPart::client, 0},
