@@ -13,7 +13,7 @@ void add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "Write a synthetic (random-weight) Hugging Face checkpoint for speed tests");
   cmd->add_option("--out", *out, "output directory")->required();
   cmd->add_option("--family", spec->family,
-                  "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), gemma4moe (26B-A4B kind), mixtral, qwen3moe or gpt-oss")
+                  "llama, gemma2, gemma3, gemma4 (dense; the Gemma text models), gemma4moe (26B-A4B kind), mixtral, qwen3moe, qwen2moe or gpt-oss")
       ->check(CLI::IsMember({"llama", "gemma2", "gemma3", "gemma4", "gemma4moe", "mixtral", "qwen3moe", "qwen2moe", "gpt-oss"}))
       ->capture_default_str();
   cmd->add_option("--hidden", spec->hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);

@@ -36,10 +36,9 @@ inline Matrix ExpertWeights::*expert_bias(ExpertRole role) {
   return role == ExpertRole::gate ? &ExpertWeights::gate_bias : role == ExpertRole::up ? &ExpertWeights::up_bias : &ExpertWeights::down_bias;
 }
 
-// Fills the router and experts of m's sparse layers (the shared expert, where the family has
-// one, after the routed ones) (m.config.moe and layer_configs set,
-// m.layers sized) from whatever `find` returns, checking shapes and formats as
-// assemble_model does. `names` is the family's (Hugging Face only).
+// Fills the router and experts of m's sparse layers (m.config.moe and layer_configs set,
+// m.layers sized; a shared expert after the routed ones) from whatever `find` returns,
+// checking shapes and formats as assemble_model does. `names` is the family's (Hugging Face only).
 Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names, const std::string& source,
                         const std::function<std::optional<FoundTensor>(const std::string& name)>& find);
 

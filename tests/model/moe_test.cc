@@ -385,6 +385,30 @@ TEST(MoeRouter, NonFiniteLogitsAreAnErrorNotAChoice) {
   }
 }
 
+// Qwen2-MoE's shared expert gate: a logit that is not finite is an error naming it, not a
+// weight of NaN or 0 or 1 summed into the layer.
+TEST(MoeRouter, ASharedExpertGateThatIsNotFiniteIsAnError) {
+  auto model = load_model(test::moe_fixture("qwen2moe").string());
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const size_t H = model->config.hidden;
+  std::vector<float> gate(H, 0.0f), x(H, 1.0f);
+  gate[3] = NAN;
+  model->layers[0].shared_expert_gate = Matrix{DType::f32, 1, H, gate.data()};
+  ThreadPool pool(1);
+  MoeFfn moe(*model, pool);
+  std::vector<ExpertAssignment> out;
+  auto s = moe.route(0, x.data(), 1, out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::non_finite_output);
+  EXPECT_NE(s.error().message.find("layer 0, position 0: the shared expert's gate logit is not finite"), std::string::npos)
+      << s.error().message;
+  gate[3] = 0.0f;  // a gate of 0: weight sigmoid(0) = ½, after the routed experts
+  ASSERT_TRUE(moe.route(0, x.data(), 1, out).ok());
+  ASSERT_EQ(out.size(), model->config.moe.experts_used + 1);
+  EXPECT_EQ(out.back().expert, model->config.moe.experts);
+  EXPECT_EQ(out.back().weight, 0.5f);
+}
+
 // A copy of a fixture with its config edited, or a tensor renamed or reshaped.
 class MoeBadInput : public ::testing::Test {
  protected:
