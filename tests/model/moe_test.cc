@@ -419,10 +419,8 @@ class MoeBadInput : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string load_with_config(const std::function<void(json&)>& edit, const std::string& family = "mixtral") {
-    if (family != "mixtral") {
-      fs::remove_all(dir_);
-      fs::copy(test::moe_fixture(family), dir_);
-    }
+    fs::remove_all(dir_);
+    fs::copy(test::moe_fixture(family), dir_);
     std::ifstream in(test::moe_fixture(family) / "config.json");
     json config = json::parse(in);
     edit(config);
