@@ -63,6 +63,21 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
     if (auto s = check_found_tensor(*found, name, shape); !s) return s.error();
     return found;
   };
+  // An expert's gate, up and down ([width][H], [H][width]) from the 2-D tensors `name_of`
+  // names; `missing(name)` is the error where one is absent.
+  auto take_projections = [&](ExpertWeights& ex, size_t width, const std::function<std::string(ExpertRole)>& name_of,
+                              const std::function<std::string(const std::string&)>& missing) -> Status {
+    for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
+      const std::string name = name_of(role);
+      const bool is_down = role == ExpertRole::down;
+      const size_t rows = is_down ? H : width, cols = is_down ? width : H;
+      auto t = take(name, {rows, cols});
+      if (!t) return t.error();
+      if (!*t) return make_error(ErrorCode::invalid_argument, missing(name));
+      ex.*expert_matrix(role) = Matrix{*(*t)->dtype, rows, cols, (*t)->data};
+    }
+    return Ok{};
+  };
   const MoeNames* family_names = names;
   for (size_t l = 0; l < c.layers; ++l) {
     if (!c.layer(l).sparse) continue;
@@ -129,18 +144,12 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
       continue;
     }
     for (size_t e = 0; e < E; ++e) {
-      Matrix* out[] = {&w.experts[e].gate, &w.experts[e].up, &w.experts[e].down};
-      for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
-        const std::string name = hf ? hf_expert_name(*names, l, e, role) : gguf_expert_name(l, e, role);
-        const bool is_down = role == ExpertRole::down;
-        auto t = take(name, is_down ? std::vector<size_t>{H, I} : std::vector<size_t>{I, H});
-        if (!t) return t.error();
-        if (!*t)
-          return make_error(ErrorCode::invalid_argument,
-                            source + ": layer " + std::to_string(l) + "'s experts are missing: neither '" + name + "' nor the stacked '" +
-                                gate_up_name + "'" + (hf ? "" : " or '" + gguf_stacked_name(l, ExpertRole::gate) + "'"));
-        *out[int(role)] = Matrix{*(*t)->dtype, is_down ? H : I, is_down ? I : H, (*t)->data};
-      }
+      auto name_of = [&](ExpertRole role) { return hf ? hf_expert_name(*names, l, e, role) : gguf_expert_name(l, e, role); };
+      auto missing = [&](const std::string& name) {
+        return source + ": layer " + std::to_string(l) + "'s experts are missing: neither '" + name + "' nor the stacked '" +
+               gate_up_name + "'" + (hf ? "" : " or '" + gguf_stacked_name(l, ExpertRole::gate) + "'");
+      };
+      if (auto s = take_projections(w.experts[e], I, name_of, missing); !s) return s;
     }
   }
   // The shared expert (Qwen2-MoE's one), expert id E.
@@ -149,15 +158,9 @@ Status assemble_experts(Model& m, CheckpointFormat format, const MoeNames* names
   for (size_t l = 0; l < c.layers; ++l) {
     if (!c.layer(l).sparse) continue;
     ExpertWeights shared;
-    Matrix* out[] = {&shared.gate, &shared.up, &shared.down};
-    for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
-      const std::string name = hf ? hf_shared_expert_name(*family_names, l, role) : gguf_shared_expert_name(l, role);
-      const bool is_down = role == ExpertRole::down;
-      auto t = take(name, is_down ? std::vector<size_t>{H, S} : std::vector<size_t>{S, H});
-      if (!t) return t.error();
-      if (!*t) return make_error(ErrorCode::invalid_argument, source + ": tensor '" + name + "' (the shared expert) is missing");
-      *out[int(role)] = Matrix{*(*t)->dtype, is_down ? H : S, is_down ? S : H, (*t)->data};
-    }
+    auto name_of = [&](ExpertRole role) { return hf ? hf_shared_expert_name(*family_names, l, role) : gguf_shared_expert_name(l, role); };
+    auto missing = [&](const std::string& name) { return source + ": tensor '" + name + "' (the shared expert) is missing"; };
+    if (auto s = take_projections(shared, S, name_of, missing); !s) return s;
     m.layers[l].experts.push_back(shared);
   }
   return Ok{};

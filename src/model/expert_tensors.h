@@ -31,6 +31,11 @@ std::string gguf_router_bias_name(size_t layer);                        // GPT-O
 std::string gguf_stacked_bias_name(size_t layer, ExpertRole role);      // GPT-OSS: ffn_{gate,up,down}_exps.bias [E][rows]
 std::string gguf_shared_expert_name(size_t layer, ExpertRole role);     // Qwen2-MoE: ffn_{gate,up,down}_shexp
 
+// An expert's matrix of a role.
+inline Matrix ExpertWeights::*expert_matrix(ExpertRole role) {
+  return role == ExpertRole::gate ? &ExpertWeights::gate : role == ExpertRole::up ? &ExpertWeights::up : &ExpertWeights::down;
+}
+
 // An expert's bias of a role (GPT-OSS's).
 inline Matrix ExpertWeights::*expert_bias(ExpertRole role) {
   return role == ExpertRole::gate ? &ExpertWeights::gate_bias : role == ExpertRole::up ? &ExpertWeights::up_bias : &ExpertWeights::down_bias;

@@ -548,7 +548,7 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
       const bool down = role == ExpertRole::down;
       const size_t rows = down ? c.hidden : c.moe.expert_ffn, cols = down ? c.moe.expert_ffn : c.hidden;
-      Matrix ExpertWeights::*member = down ? &ExpertWeights::down : role == ExpertRole::gate ? &ExpertWeights::gate : &ExpertWeights::up;
+      Matrix ExpertWeights::*member = expert_matrix(role);
       write_tensor(gguf_stacked_name(l, role), expert_matrix_type(options.scheme, down, l, c.layers, cols, options.pure), {E, rows, cols},
                    E * rows, cols, [&](size_t r, float* x) {
                      const Matrix& w = lw.experts[r / rows].*member;
@@ -558,10 +558,8 @@ Result<std::vector<std::string>> export_gguf(const Model& m, const std::string& 
     // Qwen2-MoE's shared expert, typed as llama.cpp types it (its ffn_down_shexp is an ffn_down).
     for (size_t s = 0; s < c.moe.shared_experts; ++s)
       for (ExpertRole role : {ExpertRole::gate, ExpertRole::up, ExpertRole::down}) {
-        const bool down = role == ExpertRole::down;
-        const ExpertWeights& shared = lw.experts[E + s];
-        const Matrix& w = down ? shared.down : role == ExpertRole::gate ? shared.gate : shared.up;
-        write_tensor(gguf_shared_expert_name(l, role), expert_matrix_type(options.scheme, down, l, c.layers, w.cols, options.pure),
+        const Matrix& w = lw.experts[E + s].*expert_matrix(role);
+        write_tensor(gguf_shared_expert_name(l, role), expert_matrix_type(options.scheme, role == ExpertRole::down, l, c.layers, w.cols, options.pure),
                      {w.rows, w.cols}, w.rows, w.cols, [&](size_t r, float* x) { dequantize_row(w.dtype, w.row_ptr(r), w.cols, x); });
       }
   }
