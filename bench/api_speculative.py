@@ -23,7 +23,7 @@ import urllib.request
 import json
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import layer_count, metric, start, start_proxies, start_shard, stop  # noqa: E402
+from larql_procs import heldout_prompts, layer_count, metric, start, start_proxies, start_shard, stop  # noqa: E402
 
 
 def complete(url, prompt, tokens, out, i):
@@ -59,10 +59,7 @@ def main():
     ap.add_argument("--drafts", default="lookup,models/demo-draft", help="--draft values, each against plain batching")
     a = ap.parse_args()
     configs = [("plain", [])] + [(d, ["--draft", d]) for d in a.drafts.split(",") if d]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "tests", "data", "kjv-heldout.txt")) as f:
-        verses = [line.split() for line in f if len(line.split()) >= 6]
-    prompts = [" ".join(v[:5]) for v in verses[:: max(1, len(verses) // a.clients)][: a.clients]]
+    prompts = heldout_prompts(a.clients)
     n = layer_count(a.model)
     half = n // 2
     shards = [start_shard(a.larql, a.model, f"0-{half - 1}", 1), start_shard(a.larql, a.model, f"{half}-{n - 1}", 1)]

@@ -94,3 +94,12 @@ def layer_count(model):
     """num_hidden_layers of a Hugging Face model directory."""
     with open(os.path.join(model, "config.json")) as f:
         return json.load(f)["num_hidden_layers"]
+
+
+def heldout_prompts(count, words=5):
+    """The first `words` words of `count` verses spread over tests/data/kjv-heldout.txt
+    (chapters the demo model was not trained on)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "tests", "data", "kjv-heldout.txt")) as f:
+        verses = [line.split() for line in f if len(line.split()) > words]
+    return [" ".join(v[:words]) for v in verses[:: max(1, len(verses) // count)][:count]]

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import layer_count, start_proxies, start_shard, stop  # noqa: E402
+from larql_procs import heldout_prompts, layer_count, start_proxies, start_shard, stop  # noqa: E402
 
 
 def decode(larql, model, spec, wire, prompt, steps, extra):
@@ -40,10 +40,7 @@ def main():
     ap.add_argument("--drafts", default="lookup,models/demo-draft", help="--draft values, each measured against plain")
     a = ap.parse_args()
     drafts = [d for d in a.drafts.split(",") if d == "lookup" or d.startswith("lookup:") or os.path.exists(d)]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "tests", "data", "kjv-heldout.txt")) as f:
-        verses = [line.split() for line in f if len(line.split()) >= 6]
-    prompts = [" ".join(v[:5]) for v in verses[:: max(1, len(verses) // a.prompts)][: a.prompts]]
+    prompts = heldout_prompts(a.prompts)
     n = layer_count(a.model)
     half = n // 2
     shards = [start_shard(a.larql, a.model, f"0-{half - 1}", 1), start_shard(a.larql, a.model, f"{half}-{n - 1}", 1)]
