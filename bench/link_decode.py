@@ -83,9 +83,10 @@ def main():
     ap.add_argument("--links", default=DEFAULT_LINKS)
     ap.add_argument("--wire", default="f32,f16,q8,i8")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--drafts", default="", help="--draft values for speculative rows (e.g. lookup,models/demo-draft)")
+    ap.add_argument("--drafts", default="", help="--draft values for speculative rows, each with its --draft-max and "
+                    "--draft-branches if any (e.g. 'lookup,lookup --draft-max 16 --draft-branches 4,models/demo-draft')")
     a = ap.parse_args()
-    drafts = [d for d in a.drafts.split(",") if d]
+    drafts = [d.split() for d in a.drafts.split(",") if d.strip()]
     links = a.links.split(",")
     shards, proxies = [], []
     try:
@@ -124,9 +125,9 @@ def main():
                 wire = next(iter(projected))
                 for draft in drafts:
                     plain = statistics.median(measure(a.larql, model, spec, wire, a.steps, a.threads) for _ in range(a.reps))
-                    runs = [run(a.larql, model, spec, wire, a.steps, a.threads, ("--draft", draft)) for _ in range(a.reps)]
+                    runs = [run(a.larql, model, spec, wire, a.steps, a.threads, ("--draft", *draft)) for _ in range(a.reps)]
                     fast = statistics.median(r["tokens_per_second"] for r in runs)
-                    print(f"{'':>14s}   {wire} --draft {draft}: {fast:.2f} tok/s, {fast / plain:.2f}x plain ({plain:.2f}), "
+                    print(f"{'':>14s}   {wire} --draft {' '.join(draft)}: {fast:.2f} tok/s, {fast / plain:.2f}x plain ({plain:.2f}), "
                           f"{runs[-1]['tokens_per_pass']:.2f} tokens per pass, {runs[-1]['accepted']} of {runs[-1]['drafted']} "
                           f"drafts kept", flush=True)
                 stop(proxies)

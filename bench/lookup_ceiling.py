@@ -6,15 +6,16 @@ on given prompts, and how many no lookup draft can beat (issue 50).
 
 Greedy verification keeps a draft's tokens while they equal plain greedy decoding's, so the
 tokens per pass of any drafting rule follow from plain greedy's ids alone, without a
-network. Over a slow link a pass costs one round trip per layer whatever its rows, so the
-speed-up over plain decoding is at most the tokens per pass. For the held-out prompts of
-bench/speculative_link.py this prints, per rule, the tokens per pass and the rows a pass
-verifies (its tokens and drafts; a tree's distinct prefixes):
+network. Over a slow link a pass costs one round trip per layer (a few more rows add only
+their bytes), so the speed-up over plain decoding is at most the tokens per pass. For the
+held-out prompts of bench/speculative_link.py this prints, per rule, the tokens per pass
+and the rows a pass verifies (its tokens and drafts; a tree's distinct prefixes):
 
-  - `larql run --draft lookup` itself (measured: its passes), and larql's rule simulated
-    here (lookup_draft.cc and DraftLength in generate.h), which must agree with it;
-  - trees of the B most recent distinct continuations of the context's tail (what tree
-    verification, one pass over several drafts sharing their prefixes, would keep);
+  - `larql run --draft lookup`, as a chain (8 drafts) and as trees of 4 continuations
+    (16 drafts, at most 17 rows), measured (their passes) and simulated here
+    (lookup_draft.cc, draft_tree.cc and DraftLength in generate.h), which must agree;
+  - trees of the B most recent distinct continuations of the context's tail, rows not
+    capped (what a pass over several drafts sharing their prefixes keeps);
   - the ceiling: every earlier continuation of the context's last token, the one that
     matches longest chosen by an oracle, up to 64 drafts a pass."""
 import argparse
@@ -84,17 +85,43 @@ def continuations(context, k, max_ngram, limit):
     return found
 
 
-def passes_over(prompt, greedy, drafts_for, length):
+def tree_of(drafts, max_rows):
+    """draft_tree.cc's DraftTree::build: (tokens, parents) of the drafts as paths under row 0
+    (the token already chosen, here None), shared prefixes once, at most max_rows rows."""
+    tokens, parents = [None], [-1]
+    for draft in drafts:
+        row = 0
+        for token in draft:
+            child = next((r for r in range(row + 1, len(tokens)) if parents[r] == row and tokens[r] == token), None)
+            if child is None:
+                if len(tokens) == max_rows:
+                    break
+                child = len(tokens)
+                tokens.append(token)
+                parents.append(row)
+            row = child
+    return tokens, parents
+
+
+def passes_over(prompt, greedy, drafts_for, length, max_rows=None):
     """(passes, rows) of greedy speculative decoding that emits `greedy` (the first id from
-    the prefill) with drafts_for(context, k) proposing a pass's drafts and `length` (a
-    DraftLength) choosing k."""
+    the prefill) with drafts_for(context, k) proposing a pass's drafts, verified as one tree
+    of at most max_rows rows (default: every draft whole), and `length` (a DraftLength)
+    choosing k."""
     context, emitted = list(prompt) + [greedy[0]], 1
     passes = rows = 0
     while emitted < len(greedy):
         drafts = drafts_for(context, min(length.wanted(), len(greedy) - emitted))
-        rows += 1 + len({tuple(d[:i]) for d in drafts for i in range(1, len(d) + 1)})
-        kept = max((next((i for i, t in enumerate(d) if t != greedy[emitted + i]), len(d)) for d in drafts), default=0)
-        length.after(max((len(d) for d in drafts), default=0), kept)
+        tokens, parents = tree_of(drafts, max_rows or 1 + sum(len(d) for d in drafts))
+        row = kept = 0  # down the tree while a child is greedy's next id
+        while emitted + kept < len(greedy):
+            want = greedy[emitted + kept]
+            child = next((r for r in range(row + 1, len(tokens)) if parents[r] == row and tokens[r] == want), None)
+            if child is None:
+                break
+            row, kept = child, kept + 1
+        rows += len(tokens)
+        length.after(len(tokens) - 1, kept)
         context += greedy[emitted:emitted + kept + 1]
         emitted += kept + 1
         passes += 1
@@ -114,30 +141,37 @@ def main():
     ap.add_argument("--prompts", type=int, default=5)
     ap.add_argument("--steps", type=int, default=128)
     a = ap.parse_args()
-    plain, measured_passes = [], 0
+    # larql's own runs: (--draft-max, --draft-branches) -> passes over every prompt.
+    shapes = [(8, 1), (16, 4)]
+    plain, measured = [], {shape: 0 for shape in shapes}
     for prompt in heldout_prompts(a.prompts):
         base = run(a.larql, a.model, prompt, a.steps, [])
-        fast = run(a.larql, a.model, prompt, a.steps, ["--draft", "lookup"])
-        if fast["generated_ids"] != base["generated_ids"]:
-            sys.exit(f"--draft lookup gave other ids than plain greedy for {prompt!r}")
         plain.append((base["prompt_ids"], base["generated_ids"]))
-        measured_passes += fast["passes"]
+        for max_draft, branches in shapes:
+            fast = run(a.larql, a.model, prompt, a.steps,
+                       ["--draft", "lookup", "--draft-max", str(max_draft), "--draft-branches", str(branches)])
+            if fast["generated_ids"] != base["generated_ids"]:
+                sys.exit(f"--draft lookup gave other ids than plain greedy for {prompt!r}")
+            measured[(max_draft, branches)] += fast["passes"]
     tokens = sum(len(g) - 1 for _, g in plain)
 
-    def report(name, drafts_for, max_draft, length_rule=DraftLength):
+    def report(name, drafts_for, max_draft, length_rule=DraftLength, max_rows=None):
         passes = rows = 0
         for prompt, greedy in plain:
-            p, r = passes_over(prompt, greedy, drafts_for, length_rule(max_draft))
+            p, r = passes_over(prompt, greedy, drafts_for, length_rule(max_draft), max_rows)
             passes, rows = passes + p, rows + r
-        print(f"{name:58s} {tokens / passes:11.2f} {rows / passes:9.2f}", flush=True)
+        print(f"{name:70s} {tokens / passes:11.2f} {rows / passes:9.2f}", flush=True)
 
     print(f"model {a.model}: {len(plain)} held-out prompts x {a.steps} greedy tokens, {tokens} after the prefill's")
-    print(f"{'rule':58s} {'tokens/pass':>11s} {'rows/pass':>9s}")
-    print(f"{'larql run --draft lookup (measured passes)':58s} {tokens / measured_passes:11.2f} {'':>9s}")
-    report("larql's rule, simulated (8 drafts, tails of 3)", lambda c, k: continuations(c, k, 3, 1), 8)
+    print(f"{'rule':70s} {'tokens/pass':>11s} {'rows/pass':>9s}")
+    for max_draft, branches in shapes:
+        name = f"--draft lookup --draft-max {max_draft} --draft-branches {branches}, measured"
+        print(f"{name:70s} {tokens / measured[(max_draft, branches)]:11.2f} {'':>9s}")
+        report("  the same, simulated", lambda c, k, b=branches: continuations(c, k, 3, b), max_draft,
+               max_rows=max_draft + 1)
     for max_draft in (8, 16):
         for branches in (2, 4, 8):
-            report(f"tree of {branches} continuations, {max_draft} drafts deep",
+            report(f"tree of {branches} continuations, {max_draft} drafts deep, rows not capped",
                    lambda c, k, b=branches: continuations(c, k, 3, b), max_draft)
     report("ceiling: the best of every continuation, 64 drafts deep",
            lambda c, k: [c[s:s + k] for s in range(1, len(c)) if c[s - 1] == c[-1]], 64, FixedLength)

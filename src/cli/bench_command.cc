@@ -25,6 +25,7 @@ struct Options {
   bool local = false, json = false, expert_rows = false;
   std::optional<std::string> arithmetic;
   std::optional<std::string> draft;  // --draft
+  DraftShape draft_shape;            // --draft-max, --draft-branches
 };
 
 int run_bench(const Options& o) {
@@ -80,7 +81,7 @@ int run_bench(const Options& o) {
   std::unique_ptr<ModelDraft> draft;
   ThreadPool draft_pool(w.threads);
   if (o.draft) {
-    auto choice = parse_draft_option(*o.draft);
+    auto choice = parse_draft_option(*o.draft, o.draft_shape);
     if (!choice) return fail(choice.error().message);
     w.speculative = choice->options;
     w.draft_name = *o.draft;
@@ -145,6 +146,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--draft", o->draft,
                   "also decode speculatively in the last --wire format (lookup[:N] or a draft model's path, as larql run): "
                   "drafts kept, tokens per pass, and tokens/s projected per link");
+  add_draft_shape_options(cmd, o->draft_shape);
   cmd->callback([o] {
     if (int rc = run_bench(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

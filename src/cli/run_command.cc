@@ -37,6 +37,7 @@ struct RunOptions {
   size_t threads = 0;
   bool ignore_eos = false;
   std::optional<std::string> draft;  // --draft
+  DraftShape draft_shape;            // --draft-max, --draft-branches
   bool json = false;
   FfnOptions remote;
   std::optional<std::string> arithmetic;
@@ -88,7 +89,7 @@ int run(const RunOptions& o) {
   std::optional<Model> draft_model;
   std::unique_ptr<ModelDraft> draft;
   if (o.draft) {
-    auto choice = parse_draft_option(*o.draft);
+    auto choice = parse_draft_option(*o.draft, o.draft_shape);
     if (!choice) return fail(choice.error().message);
     options.speculative = choice->options;
     if (choice->model) {
@@ -199,6 +200,7 @@ void add_run_command(CLI::App& app) {
                   "speculative decoding: lookup[:N] drafts the tokens that followed the longest earlier match "
                   "(up to N tokens, 3) of the text's tail, or a draft model's path (a small model with the target's "
                   "tokenizer, run here) proposes them; verified several per pass (one round trip per layer)");
+  add_draft_shape_options(cmd, o->draft_shape);
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
   add_ffn_options(cmd, o->remote);
   cmd->callback([o, prompt, ids] {

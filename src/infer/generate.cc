@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "infer/draft_tree.h"
 #include "infer/lookup_draft.h"
 
 namespace larql {
@@ -18,14 +19,15 @@ std::string_view stop_reason_name(StopReason r) {
 
 namespace {
 
-// Decoding with drafted tokens verified: the chosen token and k drafts go through one pass
-// at positions [pos, pos + k]; row i's logits are those after the row's token. Greedy: the
-// drafts are kept while each equals row i - 1's argmax, and the first row whose argmax
-// differs (or the last) gives the next token, so the output is plain greedy decoding's.
-// Sampling: each draft is kept or replaced by Sampler::verify's rule, so every token is
-// distributed as plain sampling's (not the same draws: the verification takes its own).
-// Cache entries past the kept ones are overwritten by the next pass (attention never
-// reads past a row's own position).
+// Decoding with drafted tokens verified: the chosen token and the drafts go through one
+// pass, a chain at positions [pos, pos + k] or, with several prompt-lookup continuations, a
+// tree of them (draft_tree.h); a row's logits are those after its path. From row 0 down:
+// greedy keeps the child whose token is the row's argmax, and the first row with no such
+// child (or none at all) gives the next token, so the output is plain greedy decoding's.
+// Sampling keeps a child or replaces them all by Sampler::verify_any's rule, so every token
+// is distributed as plain sampling's (not the same draws: the verification takes its own).
+// The kept path's cache entries move to their positions (keep_path); entries past them are
+// overwritten by the next pass (attention never reads past a row's own path).
 Status speculate(Transformer& model, const std::vector<int>& prompt, const GenerateOptions& options, std::vector<float>& logits,
                  const TokenCallback& on_token, GenerateResult& result) {
   const ModelConfig& c = model.config();
@@ -33,11 +35,15 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
   const bool greedy_only = options.sampler.temperature <= 0;
   Sampler sampler(options.sampler);
   std::vector<float> probs;
-  // Whether row's choice is the draft; when not, `next` is the token chosen instead.
-  auto keeps = [&](std::span<float> row, int drafted, int& next) {
-    if (greedy_only) return (next = argmax(row)) == drafted;
+  // Which of the candidates the row keeps (their index, or -1); `next` is the token chosen.
+  auto keeps = [&](std::span<float> row, std::span<const int> candidates, int& next) {
+    if (greedy_only) {
+      next = argmax(row);
+      const auto it = std::find(candidates.begin(), candidates.end(), next);
+      return it == candidates.end() ? -1 : int(it - candidates.begin());
+    }
     sampler.distribution(row, probs);
-    const auto [token, kept] = sampler.verify(probs, drafted);
+    const auto [token, kept] = sampler.verify_any(probs, candidates);
     next = token;
     return kept;
   };
@@ -46,13 +52,18 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
     sampler.distribution(row, probs);
     return sampler.draw(probs);
   };
+  auto is_eos = [&](int token) {
+    return !options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), token) != c.eos_ids.end();
+  };
   std::vector<int> context = prompt;
   size_t pos = prompt.size();
   DraftLength length(spec);
   int next = sampler.sample(logits);
-  std::vector<int> fed;
+  std::vector<std::vector<int>> drafts;
+  std::vector<int> candidates;
+  std::vector<size_t> path;
   for (;;) {
-    if (!options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), next) != c.eos_ids.end()) {
+    if (is_eos(next)) {
       result.stop = StopReason::eos;
       return Ok{};
     }
@@ -66,41 +77,49 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
     }
     // The drafts: no more than the positions and the tokens still wanted allow.
     const size_t want = std::min({length.wanted(), c.context - pos - 1, options.max_new_tokens - result.generated.size()});
-    fed.assign(1, next);
-    std::vector<int> draft = spec.draft ? spec.draft(context, want) : lookup_draft(context, want, {spec.max_ngram});
-    draft.resize(std::min(draft.size(), want));
-    fed.insert(fed.end(), draft.begin(), draft.end());
-    if (auto s = model.forward_logits(fed, pos, 0, logits); !s) return s;
+    if (spec.draft) drafts.assign(1, spec.draft(context, want));
+    else drafts = lookup_drafts(context, want, {spec.max_ngram, spec.branches});
+    for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));
+    // A tree has no more rows than a chain of max_draft: its bytes over a link stay a chain's.
+    const DraftTree tree = DraftTree::build(next, drafts, std::min(c.context - pos, spec.max_draft + 1));
+    if (auto s = model.forward_tree(tree.tokens, tree.parents, pos, logits); !s) return s;
     ++result.passes;
-    result.drafted += draft.size();
-    // Keep the drafts the target agrees with, emitting each as plain decoding would.
+    result.drafted += tree.drafted();
+    // Down the tree from row 0 while a child is kept, emitting each as plain decoding would.
     const size_t V = c.vocab;
-    size_t kept = 0;
-    bool replaced = false;  // the last row checked chose another token (next)
-    for (; kept < draft.size(); ++kept) {
-      std::span<float> row(logits.data() + kept * V, V);
-      if (!keeps(row, draft[kept], next)) {
+    path.assign(1, 0);
+    bool replaced = false;  // the last row checked chose a token none of its children has (next)
+    for (;;) {
+      const std::vector<size_t> children = tree.children(path.back());
+      if (children.empty()) break;
+      candidates.clear();
+      for (size_t child : children) candidates.push_back(tree.tokens[child]);
+      const int kept = keeps({logits.data() + path.back() * V, V}, candidates, next);
+      if (kept < 0) {
         replaced = true;
         break;
       }
-      const int token = draft[kept];
-      if (!options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), token) != c.eos_ids.end()) {
+      const int token = candidates[size_t(kept)];
+      if (is_eos(token)) {
         result.stop = StopReason::eos;
-        result.accepted += kept;
+        result.accepted += path.size() - 1;
         return Ok{};
       }
+      path.push_back(children[size_t(kept)]);
       result.generated.push_back(token);
       context.push_back(token);
       if (on_token) on_token(token);
       if (result.generated.size() == options.max_new_tokens) {
-        result.accepted += kept + 1;
+        result.accepted += path.size() - 1;
         return Ok{};
       }
     }
+    const size_t kept = path.size() - 1;
     result.accepted += kept;
-    if (!replaced) next = choose({logits.data() + kept * V, V});  // every draft kept: the row after the last
+    if (!replaced) next = choose({logits.data() + path.back() * V, V});  // a leaf kept: the row after it
+    model.keep_path(path, pos);
     pos += kept + 1;
-    length.after(draft.size(), kept);
+    length.after(tree.drafted(), kept);
   }
 }
 

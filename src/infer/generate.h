@@ -1,5 +1,5 @@
 // The generation loop: one prefill pass over the prompt, then one token at a time; or, with
-// speculative decoding, a few drafted tokens verified in one pass each sweep (greedy output
+// speculative decoding, a few drafted tokens (a chain, or a tree of them) verified in one pass each sweep (greedy output
 // identical to one token at a time: each row's logits are what that position alone gives;
 // sampled output distributed as one token at a time's, by speculative sampling's rule).
 #pragma once
@@ -25,6 +25,9 @@ struct SpeculativeOptions {
   size_t max_ngram = 3;     // the longest context tail the lookup matches
   bool adaptive = true;     // the draft length follows the recent acceptance (down to 0, probing back)
   size_t probe_every = 16;  // with a draft length of 0: try one drafted token after this many tokens (more while they miss)
+  // Prompt lookup: up to this many distinct continuations a sweep, verified together as a
+  // tree of drafts (their shared prefixes once) of at most max_draft + 1 rows; 1: a chain.
+  size_t branches = 1;
   // Up to k tokens continuing the context; empty: prompt lookup (lookup_draft.h). Tests
   // give drafts that are wrong by construction.
   std::function<std::vector<int>(std::span<const int> context, size_t k)> draft = {};

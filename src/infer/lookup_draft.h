@@ -12,9 +12,15 @@ namespace larql {
 
 struct LookupDraftOptions {
   size_t max_ngram = 3;  // the longest tail looked for
+  size_t branches = 1;   // lookup_drafts: the distinct continuations wanted at most
 };
 
 // Up to k tokens that continue `context`, or none when no tail of it occurred before.
 std::vector<int> lookup_draft(std::span<const int> context, size_t k, const LookupDraftOptions& options = {});
+
+// Up to `branches` distinct continuations (k tokens at most each; none a prefix of an
+// earlier one): the longest tail's occurrences first, the most recent first, then shorter
+// tails'. The first is lookup_draft's. A tree of drafts verifies them in one pass.
+std::vector<std::vector<int>> lookup_drafts(std::span<const int> context, size_t k, const LookupDraftOptions& options = {});
 
 }  // namespace larql

@@ -116,12 +116,24 @@ int Sampler::draw(std::span<const float> probs) {
 }
 
 std::pair<int, bool> Sampler::verify(std::span<const float> probs, int drafted) {
-  const float keep = probs[size_t(drafted)];
-  if (keep >= 1.0f || std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_) < keep) return {drafted, true};
+  const int draft[] = {drafted};
+  const auto [token, kept] = verify_any(probs, draft);
+  return {token, kept == 0};
+}
+
+std::pair<int, int> Sampler::verify_any(std::span<const float> probs, std::span<const int> drafted) {
   thread_local std::vector<float> residual;
   residual.assign(probs.begin(), probs.end());
-  residual[size_t(drafted)] = 0.0f;
-  return {draw(residual), false};
+  float mass = 1.0f;  // what the residual holds (probs sum to one)
+  for (size_t i = 0; i < drafted.size(); ++i) {
+    const float keep = residual[size_t(drafted[i])] / mass;
+    if (keep >= 1.0f || std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_) < keep) return {drafted[i], int(i)};
+    residual[size_t(drafted[i])] = 0.0f;
+    mass = 0;
+    for (float p : residual) mass += p;
+    if (mass <= 0) return {drafted[i], int(i)};  // rounding refused a draft that held all the mass
+  }
+  return {draw(residual), -1};
 }
 
 TokenLogprobs Sampler::logprobs(std::span<const float> logits, int chosen, size_t top, std::span<const uint8_t> allowed) const {

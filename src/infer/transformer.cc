@@ -132,14 +132,24 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
     for (size_t k = begin; k < end; ++k) {
       const size_t i = k % rows, t = i % 2 == 0 ? i / 2 : rows - 1 - i / 2;
       const size_t h0 = k / rows * shared, kvh = h0 / group;
-      const KvCache& cache = *chunks[row_chunk_[t]].cache;
+      const SequenceChunk& chunk = chunks[row_chunk_[t]];
+      const float* keys = chunk.cache->keys[kv_layer][kvh].data();
+      const float* values = chunk.cache->values[kv_layer][kvh].data();
+      const StridedRows queries{q_.data() + t * q_dim + h0 * hd, shared, hd};
       float* att = scores.data();
       // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
       const size_t end_pos = row_pos_[t] + 1;
       const size_t first = lc.attention == AttentionKind::sliding && end_pos > lc.window ? end_pos - lc.window : 0;
       const size_t seen = end_pos - first;
-      const StridedRows values{cache.values[kv_layer][kvh].data() + first * hd, seen, hd};
-      key_scores({q_.data() + t * q_dim + h0 * hd, shared, hd}, cache.keys[kv_layer][kvh].data(), hd, first, end_pos, scale, att, span);
+      // A tree row off its first branch: the cache before its chunk, then its path's slots
+      // (their scores and values in order of position: the bits of its path fed alone).
+      const auto [path_begin, path_end] = row_path_[t];
+      const bool tree_row = path_begin != path_end;
+      const size_t cached_end = tree_row ? std::max(first, chunk.pos) : end_pos;
+      key_scores(queries, keys, hd, first, cached_end, scale, att, span);
+      for (size_t j = path_begin; j < path_end; ++j)
+        if (const size_t p = chunk.pos + (j - path_begin); p >= first)
+          key_scores(queries, keys, hd, path_slots_[j], path_slots_[j] + 1, scale, att + (p - first), span);
       if (c.attention_softcap > 0)
         for (size_t h = 0; h < shared; ++h) softcap(att + h * span, seen, c.attention_softcap);
       // GPT-OSS: each head's sink logit, one more column of its softmax.
@@ -151,7 +161,11 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
         head_sinks = sinks.data();
       }
       softmax_rows(att, shared, span, seen, head_sinks);
-      weighted_sum({att, shared, span}, values, hd, att_out_.data() + t * q_dim + h0 * hd);
+      float* out = att_out_.data() + t * q_dim + h0 * hd;
+      weighted_sum({att, shared, span}, {values + first * hd, cached_end - first, hd}, hd, out);
+      for (size_t j = path_begin; j < path_end; ++j)
+        if (const size_t p = chunk.pos + (j - path_begin); p >= first)
+          weighted_sum({att + (p - first), shared, span}, {values + path_slots_[j] * hd, 1, hd}, hd, out, true);
     }
   });
 }
@@ -176,8 +190,8 @@ void Transformer::store_kv(size_t l, std::span<const SequenceChunk> chunks) {
       KvCache& cache = *chunks[row_chunk_[t]].cache;
       for (size_t h = 0; h < lc.kv_heads; ++h) {
         float* keys = cache.keys[l][h].data();
-        for (size_t d = 0; d < hd; ++d) keys[key_offset(row_pos_[t], d, hd)] = k_[t * KV + h * hd + d];
-        std::memcpy(cache.values[l][h].data() + row_pos_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
+        for (size_t d = 0; d < hd; ++d) keys[key_offset(row_slot_[t], d, hd)] = k_[t * KV + h * hd + d];
+        std::memcpy(cache.values[l][h].data() + row_slot_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
       }
     }
   });
@@ -254,12 +268,57 @@ Status Transformer::forward_logits(std::span<const int> tokens, size_t pos, size
   return forward_batch({&chunk, 1}, logits);
 }
 
+Status Transformer::forward_tree(std::span<const int> tokens, std::span<const int> parents, size_t pos, std::vector<float>& logits) {
+  const SequenceChunk chunk{&cache_, tokens, pos, 0, parents};
+  return forward_batch({&chunk, 1}, logits);
+}
+
+void keep_path(const ModelConfig& config, KvCache& cache, std::span<const size_t> path, size_t pos) {
+  // Row path[i] ≥ i, so moving in increasing i never overwrites an entry still to move.
+  for (size_t l = 0; l < cache.keys.size(); ++l) {
+    const size_t hd = config.layer(l).head_dim;
+    for (size_t h = 0; h < cache.keys[l].size(); ++h) {
+      float* keys = cache.keys[l][h].data();
+      float* values = cache.values[l][h].data();
+      for (size_t i = 0; i < path.size(); ++i) {
+        const size_t from = pos + path[i], to = pos + i;
+        if (from == to) continue;
+        for (size_t d = 0; d < hd; ++d) keys[key_offset(to, d, hd)] = keys[key_offset(from, d, hd)];
+        std::memcpy(values + to * hd, values + from * hd, hd * sizeof(float));
+      }
+    }
+  }
+}
+
+namespace {
+
+// A chunk's parents, checked: one per token, row 0's -1, each other row's an earlier row.
+Status check_parents(const SequenceChunk& ch) {
+  if (ch.parents.empty()) return Ok{};
+  if (ch.parents.size() != ch.tokens.size())
+    return make_error(ErrorCode::invalid_argument, "a tree of drafts has " + std::to_string(ch.parents.size()) + " parents for " +
+                                                       std::to_string(ch.tokens.size()) + " tokens; expected one per token");
+  if (ch.parents[0] != -1) return make_error(ErrorCode::invalid_argument, "a tree of drafts' first row must have parent -1 (the cache)");
+  for (size_t t = 1; t < ch.parents.size(); ++t)
+    if (ch.parents[t] < 0 || size_t(ch.parents[t]) >= t)
+      return make_error(ErrorCode::invalid_argument, "row " + std::to_string(t) + " of a tree of drafts has parent " +
+                                                         std::to_string(ch.parents[t]) + "; expected an earlier row (0.." +
+                                                         std::to_string(t - 1) + ")");
+  return Ok{};
+}
+
+}  // namespace
+
 Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
   const ModelConfig& c = model_.config;
   const size_t D = c.hidden;
   row_chunk_.clear();
   row_pos_.clear();
+  row_slot_.clear();
+  row_path_.clear();
+  path_slots_.clear();
   row_token_.clear();
+  std::vector<size_t> depth;  // a tree chunk's rows' depths
   std::vector<size_t> logit_rows;  // the rows whose logits are wanted, in output order
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceChunk& ch = chunks[ci];
@@ -275,12 +334,27 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
       if (tok < 0 || size_t(tok) >= c.vocab)
         return make_error(ErrorCode::invalid_argument,
                           "token id " + std::to_string(tok) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
+    if (auto s = check_parents(ch); !s) return s.error();
     if (ch.cache->keys.size() < c.layers) ch.cache->keys.resize(c.layers), ch.cache->values.resize(c.layers);
+    depth.assign(n, 0);
     for (size_t t = 0; t < n; ++t) {
       if (t >= ch.first_logit) logit_rows.push_back(row_chunk_.size());
       row_chunk_.push_back(ci);
-      row_pos_.push_back(pos + t);
+      if (!ch.parents.empty() && t > 0) depth[t] = depth[size_t(ch.parents[t])] + 1;
+      else if (t > 0) depth[t] = t;
+      row_pos_.push_back(pos + depth[t]);
+      row_slot_.push_back(pos + t);
       row_token_.push_back(ch.tokens[t]);
+      // Every earlier row an ancestor (depth t): the slots before its own are its path's.
+      const size_t path_begin = path_slots_.size();
+      if (depth[t] != t) {
+        for (size_t r = t;; r = size_t(ch.parents[r])) {
+          path_slots_.push_back(pos + r);
+          if (r == 0) break;
+        }
+        std::reverse(path_slots_.begin() + long(path_begin), path_slots_.end());
+      }
+      row_path_.emplace_back(path_begin, path_slots_.size());
     }
   }
   const size_t n = row_chunk_.size();  // rows of the whole pass

@@ -27,7 +27,18 @@ struct SequenceChunk {
   std::span<const int> tokens;
   size_t pos;
   size_t first_logit;
+  // A tree of drafts instead of a chain (empty: row t follows row t - 1). parents[0] is -1
+  // (row 0 follows the cache) and row t ≥ 1 follows row parents[t] < t: it sits at the
+  // position after its parent's (pos + its depth) and attends to the cache before pos and
+  // to its ancestors (itself included), so its logits are those of its path fed alone. Its
+  // keys and values take cache slot pos + t; Transformer::keep_path moves a kept path's
+  // to their positions.
+  std::span<const int> parents = {};
 };
+
+// Moves the cache entries of chunk rows `path` (row 0, then each row's child, …) of a pass
+// at `pos` to positions pos, pos + 1, …: the cache the path alone would have left.
+void keep_path(const ModelConfig& config, KvCache& cache, std::span<const size_t> path, size_t pos);
 
 class Transformer {
  public:
@@ -39,6 +50,10 @@ class Transformer {
   // The same, writing the logits of every position from `first` (< tokens.size()) on:
   // [tokens.size() - first][vocab]. Each row equals what `forward` gives for that position.
   Status forward_logits(std::span<const int> tokens, size_t pos, size_t first, std::vector<float>& logits);
+  // forward_logits over a tree of drafts (SequenceChunk::parents), every row's logits.
+  Status forward_tree(std::span<const int> tokens, std::span<const int> parents, size_t pos, std::vector<float>& logits);
+  // keep_path on forward's and forward_logits' sequence.
+  void keep_path(std::span<const size_t> path, size_t pos) { larql::keep_path(model_.config, cache_, path, pos); }
 
   // Several sequences in one pass: every matmul and each layer's one FFN call take all
   // their rows together; attention stays within each sequence's cache. Logits of each
@@ -70,7 +85,12 @@ class Transformer {
   std::vector<std::vector<float>> inv_freq_;  // [layer][rotated pair of a head]
   std::vector<float> rope_magnitude_;          // [layer]: cos and sin × this (YaRN's attention factor; else 1)
   KvCache cache_;  // forward's and forward_logits' sequence
-  std::vector<size_t> row_chunk_, row_pos_;  // per row of a pass: its chunk and position
+  std::vector<size_t> row_chunk_, row_pos_, row_slot_;  // per row of a pass: its chunk, position and cache slot
+  // Per row of a pass: [begin, end) of its path's slots in path_slots_ (its ancestors', then
+  // its own, in order of position), where those are not the slots before its own (a tree's
+  // rows off its first branch); else empty.
+  std::vector<std::pair<size_t, size_t>> row_path_;
+  std::vector<size_t> path_slots_;
   std::vector<int> row_token_;               // and its token
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, router_in_, expert_in_, expert_out_;

@@ -25,10 +25,10 @@ void store_positions(const float* lanes, size_t count, size_t p0, size_t first, 
   for (size_t p = std::max(p0, first); p < std::min(p0 + count, end); ++p) row[p - first] = lanes[p - p0];
 }
 
-void weighted_sum_scalar(StridedRows weights, StridedRows values, size_t n, float* out) {
+void weighted_sum_scalar(StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate) {
   for (size_t j = 0; j < weights.count; ++j, out += n) {
     const float* w = weights.row(j);
-    std::memset(out, 0, n * sizeof(float));
+    if (!accumulate) std::memset(out, 0, n * sizeof(float));
     for (size_t r = 0; r < values.count; ++r)
       for (size_t i = 0; i < n; ++i) out[i] = std::fma(w[r], values.row(r)[i], out[i]);
   }
@@ -116,7 +116,8 @@ void key_scores_avx512(StridedRows queries, const float* keys, size_t n, size_t 
 // Weight rows [j0, j0 + NW) over the 64 outputs from i0 (fewer at the end of the row,
 // masked): each value chunk is loaded once for all the rows; every sum in its own register.
 template <int NW>
-LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n, float* out) {
+LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n, float* out,
+                                                    bool accumulate) {
   constexpr int NC = 4;
   __mmask16 present[NC];
   LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) present[c] = present_lanes(i0 + 16 * size_t(c), n);
@@ -124,7 +125,8 @@ LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j
   LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) w[j] = weights.row(j0 + size_t(j));
   __m512 o[NW][NC];
   LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
-    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm512_setzero_ps();
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c)
+      o[j][c] = accumulate ? _mm512_maskz_loadu_ps(present[c], out + (j0 + size_t(j)) * n + i0 + 16 * size_t(c)) : _mm512_setzero_ps();
   for (size_t r = 0; r < values.count; ++r) {
     const float* v = values.row(r) + i0;
     __m512 vv[NC];
@@ -138,9 +140,9 @@ LARQL_AVX512_TARGET("avx512f") void weighted_block(StridedRows weights, size_t j
     LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(out + (j0 + size_t(j)) * n + i0 + 16 * size_t(c), present[c], o[j][c]);
 }
 
-void weighted_sum_avx512(StridedRows weights, StridedRows values, size_t n, float* out) {
+void weighted_sum_avx512(StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate) {
   in_query_groups(weights.count, [&]<int NW>(size_t j) {
-    for (size_t i0 = 0; i0 < n; i0 += 64) weighted_block<NW>(weights, j, values, i0, n, out);
+    for (size_t i0 = 0; i0 < n; i0 += 64) weighted_block<NW>(weights, j, values, i0, n, out, accumulate);
   });
 }
 
@@ -205,7 +207,7 @@ __attribute__((target("avx2"))) inline __m256i present_lanes8(size_t i, size_t n
 // weighted_block with eight-lane registers: NW ≤ 2 rows over 32 outputs (sixteen registers).
 template <int NW>
 __attribute__((target("avx2,fma"))) void weighted_block_avx2(StridedRows weights, size_t j0, StridedRows values, size_t i0, size_t n,
-                                                         float* out) {
+                                                         float* out, bool accumulate) {
   constexpr int NC = 4;
   __m256i present[NC];
   LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) present[c] = present_lanes8(i0 + 8 * size_t(c), n);
@@ -213,7 +215,8 @@ __attribute__((target("avx2,fma"))) void weighted_block_avx2(StridedRows weights
   LARQL_UNROLL_16 for (int j = 0; j < NW; ++j) w[j] = weights.row(j0 + size_t(j));
   __m256 o[NW][NC];
   LARQL_UNROLL_16 for (int j = 0; j < NW; ++j)
-    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) o[j][c] = _mm256_setzero_ps();
+    LARQL_UNROLL_16 for (int c = 0; c < NC; ++c)
+      o[j][c] = accumulate ? _mm256_maskload_ps(out + (j0 + size_t(j)) * n + i0 + 8 * size_t(c), present[c]) : _mm256_setzero_ps();
   for (size_t r = 0; r < values.count; ++r) {
     const float* v = values.row(r) + i0;
     __m256 vv[NC];
@@ -227,12 +230,12 @@ __attribute__((target("avx2,fma"))) void weighted_block_avx2(StridedRows weights
     LARQL_UNROLL_16 for (int c = 0; c < NC; ++c) _mm256_maskstore_ps(out + (j0 + size_t(j)) * n + i0 + 8 * size_t(c), present[c], o[j][c]);
 }
 
-void weighted_sum_avx2(StridedRows weights, StridedRows values, size_t n, float* out) {
+void weighted_sum_avx2(StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate) {
   for (size_t j = 0; j < weights.count;) {
     const bool pair = weights.count - j >= 2;
     for (size_t i0 = 0; i0 < n; i0 += 32) {
-      if (pair) weighted_block_avx2<2>(weights, j, values, i0, n, out);
-      else weighted_block_avx2<1>(weights, j, values, i0, n, out);
+      if (pair) weighted_block_avx2<2>(weights, j, values, i0, n, out, accumulate);
+      else weighted_block_avx2<1>(weights, j, values, i0, n, out, accumulate);
     }
     j += pair ? 2 : 1;
   }
@@ -256,22 +259,22 @@ void key_scores(StridedRows queries, const float* keys, size_t n, size_t first, 
   key_scores_with(isa, queries, keys, n, first, end, scale, out, out_stride);
 }
 
-void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out) {
+void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate) {
   switch (isa) {
-    case MatmulIsa::scalar: return weighted_sum_scalar(weights, values, n, out);
+    case MatmulIsa::scalar: return weighted_sum_scalar(weights, values, n, out, accumulate);
 #if defined(__x86_64__)
-    case MatmulIsa::avx2: return weighted_sum_avx2(weights, values, n, out);
+    case MatmulIsa::avx2: return weighted_sum_avx2(weights, values, n, out, accumulate);
     case MatmulIsa::avx512:
-    case MatmulIsa::avx512bf16: return weighted_sum_avx512(weights, values, n, out);
+    case MatmulIsa::avx512bf16: return weighted_sum_avx512(weights, values, n, out, accumulate);
 #else
-    default: return weighted_sum_scalar(weights, values, n, out);
+    default: return weighted_sum_scalar(weights, values, n, out, accumulate);
 #endif
   }
 }
 
-void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out) {
+void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate) {
   static const MatmulIsa isa = best_matmul_isa();
-  weighted_sum_with(isa, weights, values, n, out);
+  weighted_sum_with(isa, weights, values, n, out, accumulate);
 }
 
 }  // namespace larql

@@ -36,8 +36,10 @@ void key_scores_with(MatmulIsa isa, StridedRows queries, const float* keys, size
 
 // out[j · n + i] = Σ_r weights.row(j)[r] · values.row(r)[i] for i < n and r < values.count:
 // s = fma(w[r], v[r][i], s) from zero in increasing r, the same bits on every ISA
-// (attention's weighted sums of values, one per head that shares them).
-void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out);
-void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out);
+// (attention's weighted sums of values, one per head that shares them). With `accumulate`
+// s starts at out's value instead, so that values in several runs (a tree of drafts'
+// ancestors after the cache's positions) give the bits of one call over them in order.
+void weighted_sum(StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate = false);
+void weighted_sum_with(MatmulIsa isa, StridedRows weights, StridedRows values, size_t n, float* out, bool accumulate = false);
 
 }  // namespace larql

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "infer/draft_tree.h"
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
 #include "infer/lookup_draft.h"
@@ -31,6 +32,37 @@ TEST(LookupDraft, ProposesWhatFollowedTheMostRecentLongestMatchOfTheTail) {
   EXPECT_TRUE(lookup_draft(std::vector<int>{1, 2, 3, 4}, 4).empty());            // nothing repeats
   EXPECT_TRUE(lookup_draft(text, 0).empty());
   EXPECT_TRUE(lookup_draft(std::vector<int>{7}, 3).empty());
+}
+
+// Several continuations: the longest tail's occurrences first, the most recent first, then
+// a shorter tail's; none a prefix of an earlier one.
+TEST(LookupDraft, OffersDistinctContinuationsForATree) {
+  const std::vector<int> text{5, 6, 7, 8, 1, 5, 6, 9, 2, 7, 5, 6, 9, 4, 3, 6};
+  // Tail "6" (no longer tail occurred before): what followed the 6 at 11, at 6 and at 1.
+  EXPECT_EQ(lookup_drafts(text, 2, {.max_ngram = 3, .branches = 4}),
+            (std::vector<std::vector<int>>{{9, 4}, {9, 2}, {7, 8}}));
+  EXPECT_EQ(lookup_drafts(text, 1, {.max_ngram = 3, .branches = 4}), (std::vector<std::vector<int>>{{9}, {7}}))
+      << "a continuation that an earlier one starts with adds nothing";
+  EXPECT_EQ(lookup_drafts(text, 2, {.max_ngram = 3, .branches = 1}).front(), lookup_draft(text, 2));
+  const std::vector<int> longer{1, 2, 3, 4, 9, 3, 7, 1, 2, 3};
+  EXPECT_EQ(lookup_drafts(longer, 2, {.max_ngram = 3, .branches = 3}),
+            (std::vector<std::vector<int>>{{4, 9}, {7, 1}}))
+      << "the tail 1 2 3's continuation, then 3's other one";
+  EXPECT_TRUE(lookup_drafts(longer, 2, {.max_ngram = 3, .branches = 0}).empty());
+}
+
+TEST(DraftTree, SharesPrefixesKeepsTheDraftsOrderAndStopsAtTheRows) {
+  const std::vector<std::vector<int>> drafts{{4, 5, 6}, {4, 5, 7}, {8}, {4, 9}};
+  const DraftTree tree = DraftTree::build(1, drafts, 100);
+  EXPECT_EQ(tree.tokens, (std::vector<int>{1, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(tree.parents, (std::vector<int>{-1, 0, 1, 2, 2, 0, 1}));
+  EXPECT_EQ(tree.children(0), (std::vector<size_t>{1, 5}));
+  EXPECT_EQ(tree.children(2), (std::vector<size_t>{3, 4}));
+  EXPECT_TRUE(tree.children(3).empty());
+  EXPECT_EQ(tree.drafted(), 6u);
+  const DraftTree cut = DraftTree::build(1, drafts, 4);
+  EXPECT_EQ(cut.tokens, (std::vector<int>{1, 4, 5, 6}));
+  EXPECT_EQ(DraftTree::build(1, drafts, 1).tokens, (std::vector<int>{1}));
 }
 
 class Speculative : public ::testing::Test {
@@ -63,6 +95,90 @@ TEST_F(Speculative, LookupDraftsGiveTheGreedyTokensInFewerPasses) {
       EXPECT_LE(spec.passes + spec.accepted, plain.passes + 1);
     }
   }
+}
+
+// A pass over a tree of drafts after `prompt`: each row's logits are those of its path fed
+// alone after the cache, bit for bit; and once keep_path has moved the entries of the path
+// to `kept_row` (off the first branch), the cache is the one that path alone leaves.
+void expect_tree_rows_are_their_paths(const Model& model, const std::vector<int>& prompt, const DraftTree& tree, size_t kept_row) {
+  ThreadPool pool(2);
+  LocalFfn ffn(model, pool);
+  Transformer t(model, ffn, pool);
+  std::vector<float> logits, tree_logits, path_logits;
+  ASSERT_TRUE(t.forward(prompt, 0, logits).ok());
+  const size_t pos = prompt.size(), V = model.config.vocab;
+  ASSERT_TRUE(t.forward_tree(tree.tokens, tree.parents, pos, tree_logits).ok());
+  ASSERT_EQ(tree_logits.size(), tree.tokens.size() * V);
+  auto path_to = [&](size_t row) {
+    std::vector<size_t> rows;
+    for (int r = int(row); r >= 0; r = tree.parents[size_t(r)]) rows.insert(rows.begin(), size_t(r));
+    return rows;
+  };
+  auto alone = [&](const std::vector<size_t>& rows, std::vector<int> then) {
+    std::vector<int> fed = prompt;
+    for (size_t r : rows) fed.push_back(tree.tokens[r]);
+    fed.insert(fed.end(), then.begin(), then.end());
+    Transformer u(model, ffn, pool);
+    EXPECT_TRUE(u.forward(fed, 0, path_logits).ok());
+    return path_logits;
+  };
+  for (size_t row = 0; row < tree.tokens.size(); ++row) {
+    const std::vector<float> expected = alone(path_to(row), {});
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), tree_logits.begin() + long(row * V))) << "row " << row;
+  }
+  const std::vector<size_t> kept = path_to(kept_row);
+  ASSERT_NE(kept.back(), kept.size() - 1) << "the kept path should be off the first branch";
+  t.keep_path(kept, pos);
+  const int after[] = {7};
+  ASSERT_TRUE(t.forward(after, pos + kept.size(), logits).ok());
+  EXPECT_EQ(logits, alone(kept, {7}));
+}
+
+TEST_F(Speculative, ATreePassGivesEachRowItsPathsLogitsBitForBit) {
+  const std::vector<std::vector<int>> drafts{{300, 301, 302}, {300, 305}, {310, 311}, {300, 301, 309}};
+  const DraftTree tree = DraftTree::build(42, drafts, 100);
+  ASSERT_EQ(tree.tokens, (std::vector<int>{42, 300, 301, 302, 305, 310, 311, 309}));
+  expect_tree_rows_are_their_paths(*model_, {0, 1135, 260, 2079, 13}, tree, 7);  // 42 300 301 309
+
+  ThreadPool pool(1);
+  LocalFfn ffn(*model_, pool);
+  Transformer t(*model_, ffn, pool);
+  std::vector<float> logits;
+  const int bad_first[] = {0, 0}, bad_later[] = {-1, 1};
+  const int two[] = {5, 6};
+  for (auto parents : {std::span<const int>(bad_first), std::span<const int>(bad_later), std::span<const int>(bad_later, 1)}) {
+    const auto s = t.forward_tree(two, parents, 0, logits);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error().message.find("tree of drafts"), std::string::npos) << s.error().message;
+  }
+}
+
+// The same on the Gemma 4 E-model fixture: sliding layers of a window of 4 keys, shorter
+// than the tree's deepest paths, layers that read an earlier layer's cache, and per-layer
+// embeddings.
+TEST(SpeculativeTree, ATreePassOnSlidingAndSharedKvLayersGivesEachRowItsPathsLogits) {
+  auto model = load_model(LARQL_SOURCE_DIR "/tests/data/gemma/gemma4e");
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  ASSERT_EQ(model->config.layer(0).window, 4u);
+  const std::vector<std::vector<int>> drafts{{10, 11, 12, 13, 14, 15}, {10, 11, 20, 21, 22}, {30, 31}, {10, 40}};
+  const DraftTree tree = DraftTree::build(42, drafts, 100);
+  expect_tree_rows_are_their_paths(*model, {2, 100, 101, 102, 103, 104}, tree, 9);  // 42 10 11 20 21 22
+}
+
+// Trees of lookup continuations keep the plain greedy ids and take fewer passes than chains.
+TEST_F(Speculative, LookupTreesGiveTheGreedyTokensInFewerPassesThanChains) {
+  size_t chain_passes = 0, tree_passes = 0;
+  for (const std::vector<int>& prompt : {std::vector<int>{0, 1135, 260, 2079}, std::vector<int>{0, 1450, 13, 2127, 397}}) {
+    const GenerateResult plain = run(prompt, 120, std::nullopt);
+    const GenerateResult chain = run(prompt, 120, SpeculativeOptions{.max_draft = 16});
+    const GenerateResult tree = run(prompt, 120, SpeculativeOptions{.max_draft = 16, .branches = 4});
+    EXPECT_EQ(chain.generated, plain.generated);
+    EXPECT_EQ(tree.generated, plain.generated);
+    EXPECT_LE(tree.passes + tree.accepted, plain.passes + 1);
+    EXPECT_GE(tree.passes + tree.accepted, plain.passes);
+    chain_passes += chain.passes, tree_passes += tree.passes;
+  }
+  EXPECT_LT(tree_passes, chain_passes);
 }
 
 TEST_F(Speculative, DraftsWrongByConstructionAreNeverKeptAndFallToNone) {
@@ -194,6 +310,35 @@ TEST(SpeculativeSampling, VerifiedTokensAreDistributedAsTheTarget) {
     const auto [chi, critical] = chi_squared(bins);
     EXPECT_LT(chi, critical) << "draft " << drafted;
     EXPECT_NEAR(double(kept) / trials, probs[size_t(drafted)], 0.01) << "kept with its probability";
+  }
+}
+
+// The rule over several drafts (Sampler::verify_any, a tree's branches from one node): the
+// token is distributed as the target whichever drafts are offered, each draft kept with
+// its own probability.
+TEST(SpeculativeSampling, TokensVerifiedAgainstSeveralDraftsAreDistributedAsTheTarget) {
+  std::vector<float> probs{0.30f, 0.20f, 0.15f, 0.10f, 0.08f, 0.06f, 0.05f, 0.03f, 0.02f, 0.01f, 0.0f, 0.0f};
+  const size_t trials = 20000;
+  for (const std::vector<int>& drafted : {std::vector<int>{0, 1}, {6, 0, 9}, {11, 3}, {1, 2, 3, 4, 5}}) {
+    Sampler sampler({.temperature = 1.0f, .seed = uint64_t(200 + drafted.front())});
+    std::vector<double> counts(probs.size(), 0), kept(drafted.size(), 0);
+    for (size_t t = 0; t < trials; ++t) {
+      const auto [token, which] = sampler.verify_any(probs, drafted);
+      counts[size_t(token)] += 1;
+      if (which >= 0) {
+        EXPECT_EQ(token, drafted[size_t(which)]);
+        kept[size_t(which)] += 1;
+      }
+    }
+    std::vector<std::pair<double, double>> bins;
+    for (size_t i = 0; i < probs.size(); ++i) {
+      if (probs[i] == 0) EXPECT_EQ(counts[i], 0) << "a token of probability 0 came out";
+      else bins.push_back({probs[i] * double(trials), counts[i]});
+    }
+    const auto [chi, critical] = chi_squared(bins);
+    EXPECT_LT(chi, critical) << "drafts from " << drafted.front();
+    for (size_t i = 0; i < drafted.size(); ++i)
+      EXPECT_NEAR(kept[i] / trials, probs[size_t(drafted[i])], 0.01) << "draft " << drafted[i] << " kept with its probability";
   }
 }
 

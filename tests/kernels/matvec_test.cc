@@ -137,6 +137,14 @@ TEST(Matmul, AttentionScoresAndWeightedSumsAreTheScalarOnesOnEveryIsa) {
           std::vector<float> sums(heads * n, 99.0f);
           weighted_sum_with(isa, weights, rows, n, sums.data());
           EXPECT_EQ(sums, expected) << "weighted_sum n " << n << " positions " << positions << " heads " << heads << " isa " << int(isa);
+          // The same positions in two calls, the second accumulating (a tree of drafts'
+          // ancestors after the cache): the same bits.
+          const size_t split = positions / 3;
+          std::vector<float> in_two(heads * n, 99.0f);
+          weighted_sum_with(isa, weights, {rows.data, split, stride}, n, in_two.data());
+          weighted_sum_with(isa, {w.data() + split, heads, span}, {rows.row(split), positions - split, stride}, n, in_two.data(), true);
+          EXPECT_EQ(in_two, expected) << "weighted_sum in two runs, n " << n << " positions " << positions << " heads " << heads
+                                      << " isa " << int(isa);
         }
       }
   }

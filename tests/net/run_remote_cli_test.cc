@@ -59,15 +59,19 @@ TEST(RunRemoteCli, SpeculativeDecodingGivesThePlainGreedyIdsInFewerRoundTrips) {
   };
   for (const char* wire : {"f32", "f16"}) {
     const json plain = run(std::string("--wire ") + wire);
-    const json spec = run(std::string("--wire ") + wire + " --draft lookup");
-    EXPECT_EQ(spec["generated_ids"], plain["generated_ids"]) << wire;
-    EXPECT_GT(spec["accepted"].get<size_t>(), 0u) << wire;
-    EXPECT_LT(spec["remote_calls"].get<size_t>(), plain["remote_calls"].get<size_t>()) << wire;
-    std::printf("%s: %zu calls plain, %zu with --draft lookup (%zu of %zu drafts kept)\n", wire,
-                plain["remote_calls"].get<size_t>(), spec["remote_calls"].get<size_t>(), spec["accepted"].get<size_t>(),
-                spec["drafted"].get<size_t>());
+    // A chain of drafts, and trees of lookup's continuations (rows off the first branch).
+    for (const char* drafts : {"--draft lookup", "--draft lookup --draft-max 16 --draft-branches 4"}) {
+      const json spec = run(std::string("--wire ") + wire + " " + drafts);
+      EXPECT_EQ(spec["generated_ids"], plain["generated_ids"]) << wire << " " << drafts;
+      EXPECT_GT(spec["accepted"].get<size_t>(), 0u) << wire << " " << drafts;
+      EXPECT_LT(spec["remote_calls"].get<size_t>(), plain["remote_calls"].get<size_t>()) << wire << " " << drafts;
+      std::printf("%s: %zu calls plain, %zu with %s (%zu of %zu drafts kept)\n", wire, plain["remote_calls"].get<size_t>(),
+                  spec["remote_calls"].get<size_t>(), drafts, spec["accepted"].get<size_t>(), spec["drafted"].get<size_t>());
+    }
   }
   EXPECT_NE(larql("run " + kDemo + " --prompt-ids 1,2 --draft nope").output.find("expected lookup, lookup:N (N from 1 to 64, the longest tail matched) or the path of a draft model"), std::string::npos);
+  EXPECT_NE(larql("run " + kDemo + " --prompt-ids 1,2 --draft " + kDemo + " --draft-branches 2").output.find("trees of drafts are prompt lookup's"),
+            std::string::npos);
 }
 
 TEST(RunRemoteCli, MixtureOfExpertsLayersOnLayerRangeShards) {
