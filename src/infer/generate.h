@@ -1,7 +1,8 @@
 // The generation loop: one prefill pass over the prompt, then one token at a time; or, with
-// speculative decoding, a few drafted tokens (a chain, or a tree of them) verified in one pass each sweep (greedy output
-// identical to one token at a time: each row's logits are what that position alone gives;
-// sampled output distributed as one token at a time's, by speculative sampling's rule).
+// speculative decoding, a few drafted tokens (a chain, or a tree of them) verified in one
+// pass each sweep (greedy output identical to one token at a time: each row's logits are
+// what its path alone gives; sampled output distributed as one token at a time's, by
+// speculative sampling's rule).
 #pragma once
 
 #include <algorithm>
