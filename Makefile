@@ -59,13 +59,7 @@ endef
 fuzz: deps
 	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS)
-	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
-	  work=build-fuzz/corpus/$$t; mkdir -p $$work; \
-	  dict=; if [ -f fuzz/$$t.dict ]; then dict=-dict=fuzz/$$t.dict; fi; \
-	  echo "== $$t for $(FUZZ_SECONDS)s"; \
-	  build-fuzz/fuzz/$$t $$dict -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$work fuzz/corpus/$$t 2>&1 | tail -n 12 \
-	    || exit 1; \
-	done
+	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS) $(FUZZ_TARGETS)
 
 # Codec throughput, then the same run as multiples of memcpy (the issue's targets).
 bench: build
