@@ -4,7 +4,7 @@ against plain batching through the same proxies in the same run (issue 50).
 
   bench/api_speculative.py [MODEL] [--larql build/larql] [--proxy build/bench/link_proxy]
       [--link 100Mbit/20ms] [--clients 4] [--tokens 128] [--wire f16] [--rounds 2]
-      [--drafts lookup,models/demo-draft]
+      [--drafts "lookup,lookup --draft-max 16 --draft-branches 4,models/demo-draft"]
 
 Two shards (half the layers each) on loopback, each behind a bench/link_proxy; `larql api`
 with --parallel = clients, plain and with each --draft (one server each, one after the
@@ -56,9 +56,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--wire", default="f16")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--drafts", default="lookup,models/demo-draft", help="--draft values, each against plain batching")
+    ap.add_argument("--drafts", default="lookup,lookup --draft-max 16 --draft-branches 4,models/demo-draft",
+                    help="--draft values (with their --draft-max and --draft-branches), each against plain batching")
     a = ap.parse_args()
-    configs = [("plain", [])] + [(d, ["--draft", d]) for d in a.drafts.split(",") if d]
+    configs = [("plain", [])] + [(d, ["--draft"] + d.split()) for d in a.drafts.split(",") if d.strip()]
     prompts = heldout_prompts(a.clients)
     n = layer_count(a.model)
     half = n // 2

@@ -113,8 +113,8 @@ bool BatchScheduler::constrain(Job& job, std::span<float> row, size_t ctx) const
   return any;
 }
 
-int BatchScheduler::choose(Job& job, std::span<float> row, size_t ctx, std::optional<int> draft, bool& draft_kept) {
-  draft_kept = false;
+int BatchScheduler::choose(Job& job, std::span<float> row, size_t ctx, std::span<const int> drafts, int& kept) {
+  kept = -1;
   // Log-probabilities of the raw logits: kept before the sampler scales them in place.
   if (job.request_.top_logprobs) job.raw_.assign(row.begin(), row.end());
   if (job.matcher_ && !constrain(job, row, ctx)) {
@@ -128,9 +128,9 @@ int BatchScheduler::choose(Job& job, std::span<float> row, size_t ctx, std::opti
   // Speculating: the same distribution sample() draws from, a draft kept by the
   // speculative rule (greedy: kept when it is the argmax).
   job.sampler_->distribution(row, job.probs_);
-  if (!draft) return job.sampler_->draw(job.probs_);
-  const auto [token, kept] = job.sampler_->verify(job.probs_, *draft);
-  draft_kept = kept;
+  if (drafts.empty()) return job.sampler_->draw(job.probs_);
+  const auto [token, which] = job.sampler_->verify_any(job.probs_, drafts);
+  kept = which;
   return token;
 }
 
@@ -169,6 +169,7 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   const size_t ctx = std::min(options_.ctx, c.context);
   // Each job's chunk: its next prompt piece, or its last token (and its drafts).
   std::vector<SequenceChunk> chunks;
+  std::vector<std::vector<int>> drafts;
   for (auto& job : active) {
     const auto& prompt = job->request_.prompt;
     if (job->prefilled_ < prompt.size()) {
@@ -176,18 +177,21 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       // Scoring the prompt needs every position's logits; generating, the last one's.
       chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, wants_prompt(*job) ? 0 : n - 1});
     } else {
-      // The last token, and drafts after it where the sequence speculates: no more than its
-      // positions and the tokens it still wants allow.
-      job->fed_.assign(1, job->last_token_);
+      // The last token, and drafts under it where the sequence speculates: no more than its
+      // positions and the tokens it still wants allow; a tree no more rows than a chain.
+      const size_t pos = prompt.size() + job->generated_ - 1;
+      drafts.clear();
+      size_t rows = 1;
       if (job->draft_length_) {
-        const size_t used = prompt.size() + job->generated_;
-        const size_t want = std::min({job->draft_length_->wanted(), ctx - used, job->request_.max_tokens - job->generated_ - 1});
-        std::vector<int> drafts = job->model_draft_ ? job->model_draft_->propose(job->context_, want)
-                                                    : lookup_draft(job->context_, want, {options_.speculative->max_ngram});
-        drafts.resize(std::min(drafts.size(), want));
-        job->fed_.insert(job->fed_.end(), drafts.begin(), drafts.end());
+        const SpeculativeOptions& spec = *options_.speculative;
+        const size_t want = std::min({job->draft_length_->wanted(), ctx - pos - 1, job->request_.max_tokens - job->generated_ - 1});
+        if (job->model_draft_) drafts.assign(1, job->model_draft_->propose(job->context_, want));
+        else drafts = lookup_drafts(job->context_, want, {spec.max_ngram, spec.branches});
+        for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));
+        rows = std::min(ctx - pos, spec.max_draft + 1);
       }
-      chunks.push_back({&job->cache_, job->fed_, prompt.size() + job->generated_ - 1, 0});
+      job->fed_ = DraftTree::build(job->last_token_, drafts, rows);
+      chunks.push_back({&job->cache_, job->fed_.tokens, pos, 0, job->fed_.parents});
     }
   }
   std::vector<float> logits;
@@ -224,24 +228,29 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
         continue;
       }
     }
-    // Row d follows fed token d: its choice is the next token, which keeps going while it is
-    // the draft fed after it (decoding; a finished prefill has one row and no drafts).
-    const bool decoding = chunk.tokens.data() == job.fed_.data();
-    const size_t drafts = decoding ? job.fed_.size() - 1 : 0;
+    // Decoding, row r follows the path to fed token r: its choice is the next token, and the
+    // walk goes on down the tree while that is one of the row's children (a finished
+    // prefill has one row and no drafts). The kept path's cache entries move to their
+    // positions.
+    const bool decoding = chunk.tokens.data() == job.fed_.tokens.data();
     const size_t row0 = decoding ? last_row + 1 - rows : last_row;
-    size_t kept = 0;
-    for (size_t d = 0; d <= drafts && !job.cancelled(); ++d) {
-      std::span<float> row(logits.data() + (row0 + d) * V, V);
-      bool draft_kept = false;
-      const int next = choose(job, row, ctx, d < drafts ? std::optional<int>(job.fed_[d + 1]) : std::nullopt, draft_kept);
+    std::vector<size_t> path{0};
+    std::vector<int> candidates;
+    while (!job.cancelled()) {
+      const std::vector<size_t> children = decoding ? job.fed_.children(path.back()) : std::vector<size_t>{};
+      candidates.clear();
+      for (size_t child : children) candidates.push_back(job.fed_.tokens[child]);
+      int kept = -1;
+      const int next = choose(job, {logits.data() + (row0 + path.back()) * V, V}, ctx, candidates, kept);
       if (next >= 0) emit(job, next, ctx);
-      if (!draft_kept) break;
-      ++kept;
+      if (kept < 0) break;
+      path.push_back(children[size_t(kept)]);
     }
     if (job.draft_length_ && decoding) {
-      job.draft_length_->after(drafts, kept);
-      drafted_ += drafts;
-      accepted_ += kept;
+      keep_path(c, job.cache_, path, chunk.pos);
+      job.draft_length_->after(job.fed_.drafted(), path.size() - 1);
+      drafted_ += job.fed_.drafted();
+      accepted_ += path.size() - 1;
     }
   }
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });

@@ -23,6 +23,7 @@
 
 #include "base/errors.h"
 #include "constrain/token_mask.h"
+#include "infer/draft_tree.h"
 #include "infer/generate.h"
 #include "infer/model_draft.h"
 #include "infer/sampler.h"
@@ -82,9 +83,10 @@ class Job {
   std::optional<JsonMatcher> matcher_;  // structured output: the text so far
   std::vector<uint8_t> allowed_;        // structured output: this step's tokens
   // Speculative decoding: the tokens so far (what prompt lookup matches), this step's
-  // [last token, drafts...] and how many drafts the next step asks for.
+  // last token with its drafts under it (a chain, or a tree of lookup's continuations) and
+  // how many drafts the next step asks for.
   std::vector<int> context_;
-  std::vector<int> fed_;
+  DraftTree fed_;
   std::optional<DraftLength> draft_length_;
   std::unique_ptr<ModelDraft> model_draft_;  // with a draft model: this sequence's (its own KV cache)
   std::vector<float> probs_;
@@ -125,9 +127,10 @@ class BatchScheduler {
   void step(std::vector<std::shared_ptr<Job>>& active);
   // Whether a job scores its prompt: every prefill row's logits, not only the last one's.
   static bool wants_prompt(const Job& job);
-  // The token a row gives a job (−1: the job ended, its grammar stuck), and whether it is
-  // `draft` kept. Speculating jobs choose from the sampler's distribution (unchanged row).
-  int choose(Job& job, std::span<float> row, size_t ctx, std::optional<int> draft, bool& draft_kept);
+  // The token a row gives a job (−1: the job ended, its grammar stuck), and which of
+  // `drafts` (the row's children in the job's tree) it keeps, or −1. Speculating jobs
+  // choose from the sampler's distribution (unchanged row).
+  int choose(Job& job, std::span<float> row, size_t ctx, std::span<const int> drafts, int& kept);
   // Hands `next` to the job, and ends it where the token ends it.
   void emit(Job& job, int next, size_t ctx);
   // Structured output: sets the logits of tokens the grammar does not allow next to −inf;

@@ -36,6 +36,7 @@ struct ApiCommandOptions {
   std::optional<std::string> arithmetic;
   bool no_huge_pages = false;
   std::optional<std::string> draft;  // --draft
+  DraftShape draft_shape;            // --draft-max, --draft-branches
 };
 
 // The model's own chat template text: tokenizer_config.json's chat_template (a string, or
@@ -84,7 +85,7 @@ int api(ApiCommandOptions o) {
   // A draft model runs here (its FFN too), one KV cache per sequence.
   std::optional<Model> draft_model;
   if (o.draft) {
-    auto choice = parse_draft_option(*o.draft);
+    auto choice = parse_draft_option(*o.draft, o.draft_shape);
     if (!choice) return fail(choice.error().message);
     options.speculative = choice->options;
     if (choice->model) {
@@ -158,6 +159,7 @@ void add_api_command(CLI::App& app) {
                   "speculative decoding for every request: lookup[:N] drafts what followed the longest earlier match (up to N "
                   "tokens, 3) of each sequence's tail, or a draft model's path (the target's tokenizer; run here, a KV cache "
                   "per sequence) proposes them; verified several per step (one FFN call per layer for all)");
+  add_draft_shape_options(cmd, o->draft_shape);
   cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));

@@ -532,7 +532,7 @@ TEST(ApiServer, TheQueueIsBoundedAndClientsThatLeaveGiveTheirPlaceUp) {
 // step sends one walk-ffn request per layer for all the sequences together. Speculative:
 // with --draft (lookup, or a draft model) each sequence brings its drafts to the same
 // steps, and each request's text is still its single (plain) run's.
-void expect_batched_requests_equal_single_runs(bool remote, const std::string& draft = "") {
+void expect_batched_requests_equal_single_runs(bool remote, const std::vector<std::string>& draft = {}) {
   const bool speculative = !draft.empty();
   std::optional<ChildProcess> low, high, router;
   std::optional<test::GatedProxy> gate;
@@ -544,7 +544,7 @@ void expect_batched_requests_equal_single_runs(bool remote, const std::string& d
     gate.emplace(router->url());
     args.insert(args.end(), {"--ffn", gate->url(), "--wire", "f32"});
   }
-  if (speculative) args.insert(args.end(), {"--draft", draft});
+  if (speculative) args.push_back("--draft"), args.insert(args.end(), draft.begin(), draft.end());
   ChildProcess api(args);
   std::vector<std::vector<int>> prompts;
   std::vector<size_t> lengths;
@@ -611,12 +611,13 @@ TEST(ApiBatching, EightConcurrentRequestsThroughTwoShardsAndARouterOneWalkPerLay
   expect_batched_requests_equal_single_runs(true);
 }
 
+// Each sequence's drafts a tree of lookup's continuations (a chain where it finds one).
 TEST(ApiBatching, SpeculativeSequencesThroughTwoShardsEachEqualTheirPlainSingleRun) {
-  expect_batched_requests_equal_single_runs(true, "lookup");
+  expect_batched_requests_equal_single_runs(true, {"lookup", "--draft-max", "16", "--draft-branches", "4"});
 }
 
 TEST(ApiBatching, SequencesDraftedByADraftModelEachEqualTheirPlainSingleRun) {
-  expect_batched_requests_equal_single_runs(false, std::string(LARQL_SOURCE_DIR) + "/models/demo-draft");
+  expect_batched_requests_equal_single_runs(false, {std::string(LARQL_SOURCE_DIR) + "/models/demo-draft"});
 }
 
 }  // namespace
