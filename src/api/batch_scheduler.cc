@@ -184,7 +184,10 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       size_t rows = 1;
       if (job->draft_length_) {
         const SpeculativeOptions& spec = *options_.speculative;
-        const size_t want = std::min({job->draft_length_->wanted(), ctx - pos - 1, job->request_.max_tokens - job->generated_ - 1});
+        const bool repeats = !job->model_draft_ && job->draft_length_->stopped() &&
+                             lookup_match_length(job->context_, spec.max_ngram) >= 2;
+        const size_t want =
+            std::min({job->draft_length_->wanted(repeats), ctx - pos - 1, job->request_.max_tokens - job->generated_ - 1});
         if (job->model_draft_) drafts.assign(1, job->model_draft_->propose(job->context_, want));
         else drafts = lookup_drafts(job->context_, want, {spec.max_ngram, spec.branches});
         for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));

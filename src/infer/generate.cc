@@ -76,7 +76,8 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
       return Ok{};
     }
     // The drafts: no more than the positions and the tokens still wanted allow.
-    const size_t want = std::min({length.wanted(), c.context - pos - 1, options.max_new_tokens - result.generated.size()});
+    const bool repeats = !spec.draft && length.stopped() && lookup_match_length(context, spec.max_ngram) >= 2;
+    const size_t want = std::min({length.wanted(repeats), c.context - pos - 1, options.max_new_tokens - result.generated.size()});
     if (spec.draft) drafts.assign(1, spec.draft(context, want));
     else drafts = lookup_drafts(context, want, {spec.max_ngram, spec.branches});
     for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));

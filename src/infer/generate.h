@@ -42,20 +42,24 @@ struct SpeculativeOptions {
 // a miss at the first draft (halving there lost a third of the kept drafts on the demo
 // model, whose hits come between misses), so that drafts never right fall to none. From
 // none, one draft after probe_every tokens, the wait doubling while the probes miss (to at
-// most 16 times probe_every) and back to probe_every after a hit.
+// most 16 times probe_every) and back to probe_every after a hit; and half of max_draft
+// whenever the caller says the text repeats (prompt lookup matched a tail of two tokens or
+// more: a sequence whose first drafts all missed still gets its repeats guessed).
 class DraftLength {
  public:
   explicit DraftLength(const SpeculativeOptions& options)
       : options_(&options), k_(options.adaptive ? (options.max_draft + 1) / 2 : options.max_draft),
         probe_wait_(options.probe_every) {}
   // The drafts to ask for now (before the caller's limits: positions, tokens wanted).
-  size_t wanted() {
+  size_t wanted(bool repeats = false) {
+    if (k_ == 0 && repeats) return (options_->max_draft + 1) / 2;
     if (k_ == 0 && ++since_probe_ >= probe_wait_) {
       since_probe_ = 0;
       return 1;
     }
     return k_;
   }
+  bool stopped() const { return k_ == 0; }  // drafting only when probing, or when the text repeats
   void after(size_t drafted, size_t kept) {
     if (!options_->adaptive || drafted == 0) return;
     if (kept > 0) {

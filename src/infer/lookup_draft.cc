@@ -26,6 +26,17 @@ std::vector<std::vector<int>> lookup_drafts(std::span<const int> context, size_t
   return found;
 }
 
+size_t lookup_match_length(std::span<const int> context, size_t max_ngram) {
+  const size_t n = context.size();
+  if (n < 2) return 0;
+  for (size_t len = std::min(max_ngram, n - 1); len >= 1; --len) {
+    const auto tail = context.subspan(n - len);
+    for (size_t start = n - len; start-- > 0;)
+      if (std::equal(tail.begin(), tail.end(), context.begin() + long(start))) return len;
+  }
+  return 0;
+}
+
 std::vector<int> lookup_draft(std::span<const int> context, size_t k, const LookupDraftOptions& options) {
   auto drafts = lookup_drafts(context, k, {options.max_ngram, 1});
   return drafts.empty() ? std::vector<int>{} : std::move(drafts.front());

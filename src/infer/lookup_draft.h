@@ -18,6 +18,10 @@ struct LookupDraftOptions {
 // Up to k tokens that continue `context`, or none when no tail of it occurred before.
 std::vector<int> lookup_draft(std::span<const int> context, size_t k, const LookupDraftOptions& options = {});
 
+// The length of the context's longest tail (up to max_ngram tokens) that occurred before;
+// 0 when its last token never did.
+size_t lookup_match_length(std::span<const int> context, size_t max_ngram);
+
 // Up to `branches` distinct continuations (k tokens at most each; none a prefix of an
 // earlier one): the longest tail's occurrences first, the most recent first, then shorter
 // tails'. The first is lookup_draft's. A tree of drafts verifies them in one pass.

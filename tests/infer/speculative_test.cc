@@ -49,6 +49,10 @@ TEST(LookupDraft, OffersDistinctContinuationsForATree) {
             (std::vector<std::vector<int>>{{4, 9}, {7, 1}}))
       << "the tail 1 2 3's continuation, then 3's other one";
   EXPECT_TRUE(lookup_drafts(longer, 2, {.max_ngram = 3, .branches = 0}).empty());
+  EXPECT_EQ(lookup_match_length(longer, 3), 3u);
+  EXPECT_EQ(lookup_match_length(longer, 2), 2u);
+  EXPECT_EQ(lookup_match_length(text, 3), 1u);
+  EXPECT_EQ(lookup_match_length(std::vector<int>{1, 2, 3, 4}, 3), 0u);
 }
 
 TEST(DraftTree, SharesPrefixesKeepsTheDraftsOrderAndStopsAtTheRows) {
@@ -181,6 +185,17 @@ TEST_F(Speculative, LookupTreesGiveTheGreedyTokensInFewerPassesThanChains) {
   EXPECT_LT(tree_passes, chain_passes);
 }
 
+// A prompt whose first lookup drafts all miss: the length falls to none, and without the
+// repeats rule (drafts again when the tail matches two tokens or more) it stayed there,
+// its probes missing ever further apart (127 passes for 127 tokens).
+TEST_F(Speculative, TextThatRepeatsIsDraftedAfterTheLengthFellToNone) {
+  const std::vector<int> prompt{0, 3517, 461, 1202, 2964, 28, 538, 569};  // "God hath spoken once; twice"
+  const GenerateResult plain = run(prompt, 128, std::nullopt);
+  const GenerateResult spec = run(prompt, 128, SpeculativeOptions{});
+  EXPECT_EQ(spec.generated, plain.generated);
+  EXPECT_LT(spec.passes, plain.passes * 3 / 4) << spec.accepted << " of " << spec.drafted << " drafts kept";
+}
+
 TEST_F(Speculative, DraftsWrongByConstructionAreNeverKeptAndFallToNone) {
   const std::vector<int> prompt{0, 1135, 260, 2079};
   const GenerateResult plain = run(prompt, 128, std::nullopt);
@@ -231,6 +246,11 @@ TEST(DraftLength, StartsAtHalfFallsToNoneAndProbesLessOftenWhileTheProbesMiss) {
     length.after(k, 0);
   }
   EXPECT_EQ(sweeps_to_probe(), 2u) << "and the probes' first wait";
+  for (size_t k : {4, 3, 2, 1}) length.after(k, 0);
+  EXPECT_TRUE(length.stopped());
+  EXPECT_EQ(length.wanted(true), 2u) << "text that repeats gets half of max_draft, probe or not";
+  length.after(2, 1);
+  EXPECT_EQ(length.wanted(), 4u);
 
   const SpeculativeOptions fixed{.max_draft = 3, .adaptive = false};
   DraftLength constant(fixed);
