@@ -129,7 +129,7 @@ int BatchScheduler::choose(Job& job, std::span<float> row, size_t ctx, std::span
   // speculative rule (greedy: kept when it is the argmax).
   job.sampler_->distribution(row, job.probs_);
   if (drafts.empty()) return job.sampler_->draw(job.probs_);
-  const auto [token, which] = job.sampler_->verify_any(job.probs_, drafts);
+  const auto [token, which] = job.sampler_->verify(job.probs_, drafts);
   kept = which;
   return token;
 }

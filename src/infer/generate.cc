@@ -24,7 +24,7 @@ namespace {
 // tree of them (draft_tree.h); a row's logits are those after its path. From row 0 down:
 // greedy keeps the child whose token is the row's argmax, and the first row with no such
 // child (or none at all) gives the next token, so the output is plain greedy decoding's.
-// Sampling keeps a child or replaces them all by Sampler::verify_any's rule, so every token
+// Sampling keeps a child or replaces them all by Sampler::verify's rule, so every token
 // is distributed as plain sampling's (not the same draws: the verification takes its own).
 // The kept path's cache entries move to their positions (keep_path); entries past them are
 // overwritten by the next pass (attention never reads past a row's own path).
@@ -43,7 +43,7 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
       return it == candidates.end() ? -1 : int(it - candidates.begin());
     }
     sampler.distribution(row, probs);
-    const auto [token, kept] = sampler.verify_any(probs, candidates);
+    const auto [token, kept] = sampler.verify(probs, candidates);
     next = token;
     return kept;
   };

@@ -115,13 +115,7 @@ int Sampler::draw(std::span<const float> probs) {
   return last;  // rounding left the target at the very top
 }
 
-std::pair<int, bool> Sampler::verify(std::span<const float> probs, int drafted) {
-  const int draft[] = {drafted};
-  const auto [token, kept] = verify_any(probs, draft);
-  return {token, kept == 0};
-}
-
-std::pair<int, int> Sampler::verify_any(std::span<const float> probs, std::span<const int> drafted) {
+std::pair<int, int> Sampler::verify(std::span<const float> probs, std::span<const int> drafted) {
   thread_local std::vector<float> residual;
   residual.assign(probs.begin(), probs.end());
   float mass = 1.0f;  // what the residual holds (probs sum to one)

@@ -50,16 +50,13 @@ class Sampler {
   void distribution(std::span<const float> logits, std::vector<float>& probs) const;
   // A token drawn from probs.
   int draw(std::span<const float> probs);
-  // Speculative sampling's rule for a token a draft proposed with certainty (prompt lookup,
-  // or any draft that picks deterministically): kept with probability probs[drafted], else
-  // replaced by a draw from the residual, probs without the draft, renormalised. Either
-  // way the token returned is distributed as probs (the second: whether it is the draft).
-  std::pair<int, bool> verify(std::span<const float> probs, int drafted);
-  // The same rule over several distinct drafts (a tree's branches from one node), in order:
-  // each kept with its probability under the residual the ones before it left, else the
-  // token is drawn from the last residual. Returns the token and the index of the draft
-  // kept, or -1. One draft: verify's draws exactly.
-  std::pair<int, int> verify_any(std::span<const float> probs, std::span<const int> drafted);
+  // Speculative sampling's rule for tokens drafts proposed with certainty (prompt lookup,
+  // or any draft that picks deterministically), over one draft or several distinct ones (a
+  // tree's branches from one node), in order: each kept with its probability under the
+  // residual the ones before it left (the first: probs[drafted[0]]), else the token is a
+  // draw from the last residual (probs without the drafts, renormalised). Either way the
+  // token returned is distributed as probs. Returns it and the index of the draft kept, or -1.
+  std::pair<int, int> verify(std::span<const float> probs, std::span<const int> drafted);
   // `chosen`'s log-probability and the `top` most likely tokens' from `logits` (unscaled),
   // leaving out those this sampler's filters (top-k, top-p, min-p) could never draw, and
   // those `allowed` (when given, a 0/1 per token) rules out.

@@ -308,7 +308,7 @@ std::pair<double, double> chi_squared(std::vector<std::pair<double, double>> exp
   return {chi, critical};
 }
 
-// Speculative sampling's rule (Sampler::verify): whether the draft is the likeliest token,
+// Speculative sampling's rule (Sampler::verify, one draft): whether the draft is the likeliest token,
 // an unlikely one or one of probability 0, the token returned is distributed as the target.
 TEST(SpeculativeSampling, VerifiedTokensAreDistributedAsTheTarget) {
   std::vector<float> probs{0.30f, 0.20f, 0.15f, 0.10f, 0.08f, 0.06f, 0.05f, 0.03f, 0.02f, 0.01f, 0.0f, 0.0f};
@@ -318,7 +318,9 @@ TEST(SpeculativeSampling, VerifiedTokensAreDistributedAsTheTarget) {
     std::vector<double> counts(probs.size(), 0);
     size_t kept = 0;
     for (size_t t = 0; t < trials; ++t) {
-      const auto [token, is_draft] = sampler.verify(probs, drafted);
+      const int draft[] = {drafted};
+      const auto [token, which] = sampler.verify(probs, draft);
+      const bool is_draft = which == 0;
       counts[size_t(token)] += 1;
       kept += is_draft;
     }
@@ -333,7 +335,7 @@ TEST(SpeculativeSampling, VerifiedTokensAreDistributedAsTheTarget) {
   }
 }
 
-// The rule over several drafts (Sampler::verify_any, a tree's branches from one node): the
+// The rule over several drafts (Sampler::verify, a tree's branches from one node): the
 // token is distributed as the target whichever drafts are offered, each draft kept with
 // its own probability.
 TEST(SpeculativeSampling, TokensVerifiedAgainstSeveralDraftsAreDistributedAsTheTarget) {
@@ -343,7 +345,7 @@ TEST(SpeculativeSampling, TokensVerifiedAgainstSeveralDraftsAreDistributedAsTheT
     Sampler sampler({.temperature = 1.0f, .seed = uint64_t(200 + drafted.front())});
     std::vector<double> counts(probs.size(), 0), kept(drafted.size(), 0);
     for (size_t t = 0; t < trials; ++t) {
-      const auto [token, which] = sampler.verify_any(probs, drafted);
+      const auto [token, which] = sampler.verify(probs, drafted);
       counts[size_t(token)] += 1;
       if (which >= 0) {
         EXPECT_EQ(token, drafted[size_t(which)]);
