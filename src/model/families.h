@@ -41,6 +41,10 @@ struct MoeNames {
   // `shared_width_key` that every position uses, weighted by sigmoid(mlp.shared_expert_gate · x).
   std::string_view hf_shared_expert = {};
   std::string_view shared_width_key = {};
+  // llama.cpp's experts' width for this family's GGUF files without
+  // expert_feed_forward_length: feed_forward_length / expert_used_count (qwen3moe,
+  // qwen2moe), else feed_forward_length.
+  bool gguf_width_per_expert_used = false;
 };
 inline constexpr MoeNames kMixtralV5Moe{"mlp.gate.weight", "mlp.experts.", "w1", "w3", "w2",
                                         "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised};
@@ -48,7 +52,8 @@ inline constexpr MoeNames kMixtralMoe{"block_sparse_moe.gate.weight", "block_spa
                                       "num_local_experts", "num_experts_per_tok", "", RouterWeights::softmax_top_k_renormalised,
                                       false, false, {}, &kMixtralV5Moe};
 inline constexpr MoeNames kQwenMoe{"mlp.gate.weight", "mlp.experts.", "gate_proj", "up_proj", "down_proj",
-                                   "num_experts", "num_experts_per_tok", "moe_intermediate_size", RouterWeights::softmax_top_k};
+                                   "num_experts", "num_experts_per_tok", "moe_intermediate_size", RouterWeights::softmax_top_k,
+                                   false, false, {}, nullptr, RouterWeights::softmax_top_k_renormalised, {}, {}, true};
 inline constexpr MoeNames kGemma4Moe{"router.proj.weight", "experts.", "gate_proj", "up_proj", "down_proj",
                                      "num_experts", "top_k_experts", "moe_intermediate_size",
                                      RouterWeights::softmax_top_k_renormalised, true};
@@ -56,7 +61,7 @@ inline constexpr MoeNames kGemma4Moe{"router.proj.weight", "experts.", "gate_pro
 inline constexpr MoeNames kQwen2Moe{"mlp.gate.weight", "mlp.experts.", "gate_proj", "up_proj", "down_proj",
                                     "num_experts", "num_experts_per_tok", "moe_intermediate_size", RouterWeights::softmax_top_k,
                                     false, false, {}, nullptr, RouterWeights::softmax_top_k, "mlp.shared_expert.",
-                                    "shared_expert_intermediate_size"};
+                                    "shared_expert_intermediate_size", true};
 
 inline constexpr MoeNames kGptOssMoe{"mlp.router.weight", "mlp.experts.", "", "", "",
                                      "num_local_experts", "num_experts_per_tok", "", RouterWeights::top_k_softmax,

@@ -364,15 +364,15 @@ Result<ModelConfig> gguf_model_config(const GgufFile& f, const std::string& sour
     if (auto s = e_model_config(f, arch, c); !s) return fail(s.error().message);
   // Gemma 4 files are mixtures of experts only with expert_count (the 26B-A4B).
   if (family->moe && (!family->moe->beside_dense || number("expert_count"))) {
-    // The experts' width is expert_feed_forward_length, else llama.cpp's fallback (qwen3moe:
-    // feed_forward_length / top-k).
+    // The experts' width is expert_feed_forward_length, else llama.cpp's fallback for the
+    // family (MoeNames::gguf_width_per_expert_used).
     MoeSpec& moe = c.moe;
     if (auto s = need("expert_count", moe.experts); !s) return s.error();
     if (auto s = need("expert_used_count", moe.experts_used); !s) return s.error();
     if (moe.experts_used > moe.experts)
       return fail(arch + ".expert_used_count is " + std::to_string(moe.experts_used) + "; expected at most " + arch +
                   ".expert_count (" + std::to_string(moe.experts) + ")");
-    moe.expert_ffn = arch == "qwen3moe" || arch == "qwen2moe" ? c.ffn / moe.experts_used : c.ffn;
+    moe.expert_ffn = family->moe->gguf_width_per_expert_used ? c.ffn / moe.experts_used : c.ffn;
     if (number("expert_feed_forward_length"))
       if (auto s = need("expert_feed_forward_length", moe.expert_ffn); !s) return s.error();
     // Qwen2-MoE's shared expert: expert_shared_feed_forward_length wide, else (llama.cpp) feed_forward_length.
