@@ -4,7 +4,6 @@
 #include <iostream>
 #include <limits>
 
-#include "infer/lookup_draft.h"
 
 namespace larql {
 
@@ -169,7 +168,6 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   const size_t ctx = std::min(options_.ctx, c.context);
   // Each job's chunk: its next prompt piece, or its last token (and its drafts).
   std::vector<SequenceChunk> chunks;
-  std::vector<std::vector<int>> drafts;
   for (auto& job : active) {
     const auto& prompt = job->request_.prompt;
     if (job->prefilled_ < prompt.size()) {
@@ -177,23 +175,16 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       // Scoring the prompt needs every position's logits; generating, the last one's.
       chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, wants_prompt(*job) ? 0 : n - 1});
     } else {
-      // The last token, and drafts under it where the sequence speculates: no more than its
-      // positions and the tokens it still wants allow; a tree no more rows than a chain.
+      // The last token, and drafts under it where the sequence speculates (sweep_drafts).
       const size_t pos = prompt.size() + job->generated_ - 1;
-      drafts.clear();
-      size_t rows = 1;
       if (job->draft_length_) {
-        const SpeculativeOptions& spec = *options_.speculative;
-        const bool repeats = !job->model_draft_ && job->draft_length_->stopped() &&
-                             lookup_match_length(job->context_, spec.max_ngram) >= 2;
-        const size_t want =
-            std::min({job->draft_length_->wanted(repeats), ctx - pos - 1, job->request_.max_tokens - job->generated_ - 1});
-        if (job->model_draft_) drafts.assign(1, job->model_draft_->propose(job->context_, want));
-        else drafts = lookup_drafts(job->context_, want, {spec.max_ngram, spec.branches});
-        for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));
-        rows = std::min(ctx - pos, spec.max_draft + 1);
+        DraftFunction propose;
+        if (job->model_draft_) propose = [&job](std::span<const int> context, size_t k) { return job->model_draft_->propose(context, k); };
+        job->fed_ = sweep_drafts(job->last_token_, job->context_, *job->draft_length_, *options_.speculative, propose, ctx - pos - 1,
+                                 job->request_.max_tokens - job->generated_ - 1);
+      } else {
+        job->fed_ = DraftTree::build(job->last_token_, {}, 1);
       }
-      job->fed_ = DraftTree::build(job->last_token_, drafts, rows);
       chunks.push_back({&job->cache_, job->fed_.tokens, pos, 0, job->fed_.parents});
     }
   }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "infer/draft_tree.h"
 #include "infer/lookup_draft.h"
 
 namespace larql {
@@ -59,7 +58,6 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
   size_t pos = prompt.size();
   DraftLength length(spec);
   int next = sampler.sample(logits);
-  std::vector<std::vector<int>> drafts;
   std::vector<int> candidates;
   std::vector<size_t> path;
   for (;;) {
@@ -75,14 +73,8 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
       result.stop = StopReason::context;
       return Ok{};
     }
-    // The drafts: no more than the positions and the tokens still wanted allow.
-    const bool repeats = !spec.draft && length.stopped() && lookup_match_length(context, spec.max_ngram) >= 2;
-    const size_t want = std::min({length.wanted(repeats), c.context - pos - 1, options.max_new_tokens - result.generated.size()});
-    if (spec.draft) drafts.assign(1, spec.draft(context, want));
-    else drafts = lookup_drafts(context, want, {spec.max_ngram, spec.branches});
-    for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));
-    // A tree has no more rows than a chain of max_draft: its bytes over a link stay a chain's.
-    const DraftTree tree = DraftTree::build(next, drafts, std::min(c.context - pos, spec.max_draft + 1));
+    const DraftTree tree =
+        sweep_drafts(next, context, length, spec, spec.draft, c.context - pos - 1, options.max_new_tokens - result.generated.size());
     if (auto s = model.forward_tree(tree.tokens, tree.parents, pos, logits); !s) return s;
     ++result.passes;
     result.drafted += tree.drafted();
@@ -125,6 +117,17 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
 }
 
 }  // namespace
+
+DraftTree sweep_drafts(int first, std::span<const int> context, DraftLength& length, const SpeculativeOptions& spec,
+                       const DraftFunction& propose, size_t positions, size_t tokens) {
+  const bool repeats = !propose && length.stopped() && lookup_match_length(context, spec.max_ngram) >= 2;
+  const size_t want = std::min({length.wanted(repeats), positions, tokens});
+  std::vector<std::vector<int>> drafts;
+  if (propose) drafts.assign(1, propose(context, want));
+  else drafts = lookup_drafts(context, want, {spec.max_ngram, spec.branches});
+  for (auto& draft : drafts) draft.resize(std::min(draft.size(), want));
+  return DraftTree::build(first, drafts, std::min(positions, spec.max_draft) + 1);
+}
 
 Result<GenerateResult> generate(Transformer& model, const std::vector<int>& prompt, const GenerateOptions& options,
                                 const TokenCallback& on_token) {

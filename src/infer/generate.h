@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "infer/draft_tree.h"
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 
@@ -19,6 +20,10 @@ namespace larql {
 
 enum class StopReason { steps, eos, context };
 std::string_view stop_reason_name(StopReason r);
+
+// Drafts from elsewhere than prompt lookup (a draft model, a test's): up to k tokens
+// continuing the context.
+using DraftFunction = std::function<std::vector<int>(std::span<const int> context, size_t k)>;
 
 // Speculative decoding with prompt-lookup drafts (lookup_draft.h), greedy or sampled.
 struct SpeculativeOptions {
@@ -31,7 +36,7 @@ struct SpeculativeOptions {
   size_t branches = 1;
   // Up to k tokens continuing the context; empty: prompt lookup (lookup_draft.h). Tests
   // give drafts that are wrong by construction.
-  std::function<std::vector<int>(std::span<const int> context, size_t k)> draft = {};
+  DraftFunction draft = {};
 };
 
 // The adaptive draft length (SpeculativeOptions::adaptive). Until a sweep keeps a draft,
@@ -78,6 +83,14 @@ class DraftLength {
   size_t k_, probe_wait_, since_probe_ = 0;
   bool kept_any_ = false;
 };
+
+// A sweep's tree of drafts: `first` (the token just chosen) and under it as many drafts as
+// `length` wants, from `propose` where given, else prompt lookup's continuations of
+// `context` (whose repeats bring drafting back from none); within the `positions` after
+// first's and the `tokens` still wanted, and no more rows than a chain of max_draft (its
+// bytes over a link stay a chain's).
+DraftTree sweep_drafts(int first, std::span<const int> context, DraftLength& length, const SpeculativeOptions& spec,
+                       const DraftFunction& propose, size_t positions, size_t tokens);
 
 struct GenerateOptions {
   size_t max_new_tokens = 256;
