@@ -165,13 +165,12 @@ TEST(Hardening, DuplicateLayersAndOversizedWorkAreRefused) {
   EXPECT_EQ(json::parse(stats->body).value("max_work", 0), 100);
 }
 
-// A demo-model request big enough to keep two cores busy for seconds: 6 layers × 8192 rows.
+// A demo-model request big enough to keep two cores busy for seconds: 6 layers × kBusyRows.
 const std::vector<uint32_t> kAllLayers{0, 1, 2, 3, 4, 5};
-constexpr uint32_t kBigRows = 8192;
 
 TEST(Hardening, WorkForAClientThatLeftStops) {
   ChildProcess shard({"serve", kDemo, "--port", "0"});
-  const std::string body = f32_request(kAllLayers, kBigRows);
+  const std::string body = f32_request(kAllLayers, test::kBusyRows);
   {
     RawConnection c(shard.port());
     ASSERT_TRUE(c.send(walk_ffn_head(body.size()) + body));
@@ -187,7 +186,7 @@ TEST(Hardening, WorkForAClientThatLeftStops) {
 
 TEST(Hardening, ASmallRequestIsServedWhileALargeOneRuns) {
   ChildProcess shard({"serve", kDemo, "--port", "0"});
-  const std::string big = f32_request(kAllLayers, kBigRows);
+  const std::string big = f32_request(kAllLayers, test::kBusyRows);
   std::atomic<bool> big_answered{false};
   int big_status = 0;
   std::thread large([&] {

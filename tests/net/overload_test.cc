@@ -136,10 +136,10 @@ TEST(Overload, NonFiniteOutputPassesThroughAtOnce) {
 TEST(Overload, AClientBacksOffFromABusyShardAndFinishes) {
   ChildProcess shard({"serve", kDemo, "--port", "0", "--max-queue", "0"});  // one request at a time, no queue
   std::atomic<bool> big_done{false};
-  std::thread big([&] {  // holds the only compute slot for seconds: 6 layers × 8192 rows
+  std::thread big([&] {  // holds the only compute slot for seconds: 6 layers × kBusyRows
     httplib::Client c(shard.url());
     c.set_read_timeout(300, 0);
-    c.Post("/v1/walk-ffn", test::demo_f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f), "application/x-larql-ffn");
+    c.Post("/v1/walk-ffn", test::demo_f32_request({0, 1, 2, 3, 4, 5}, test::kBusyRows, 0.01f), "application/x-larql-ffn");
     big_done = true;
   });
   ASSERT_TRUE(test::eventually([&] { return test::server_metric(shard.url(), "larql_shard_compute_ms_count") >= 1; },
@@ -263,8 +263,8 @@ TEST(Deadlines, AShardDropsWorkWhoseDeadlinePassed) {
   ChildProcess shard({"serve", kDemo, "--port", "0"});
   httplib::Client c(shard.url());
   c.set_read_timeout(300, 0);
-  // Seconds of work (6 layers × 8192 rows) for a caller that will wait 300 ms.
-  auto res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "300"}}, test::demo_f32_request({0, 1, 2, 3, 4, 5}, 8192, 0.01f),
+  // Seconds of work (6 layers × kBusyRows) for a caller that will wait 300 ms.
+  auto res = c.Post("/v1/walk-ffn", {{"X-Larql-Deadline-Ms", "300"}}, test::demo_f32_request({0, 1, 2, 3, 4, 5}, test::kBusyRows, 0.01f),
                     "application/x-larql-ffn");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 504) << res->body;
