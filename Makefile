@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
-FUZZ_TARGETS := fuzz_request fuzz_expert_request fuzz_response fuzz_accept fuzz_json fuzz_shard_map fuzz_http_head fuzz_splice fuzz_openai_request fuzz_safetensors fuzz_tokenizer_json fuzz_tokenize_text fuzz_gguf fuzz_hf_config
 
 SYNTH_085B := build/models/synth-0.85b-bf16
 SYNTH_085B_Q8 := build/models/synth-0.85b-q8_0
@@ -59,7 +58,7 @@ endef
 fuzz: deps
 	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS)
-	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS) $(FUZZ_TARGETS)
+	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS) $$(cat build-fuzz/fuzz/targets.txt)
 
 # Codec throughput, then the same run as multiples of memcpy (the issue's targets).
 bench: build
