@@ -74,13 +74,20 @@ TEST_F(GgufDemo, Bf16GeneratesWhatTheHuggingFaceCheckpointGenerates) {
   }
 }
 
-// Perplexity on the held-out chapters (ctx 256, 8 chunks) and each step's top-1 id.
+// Perplexity on the held-out chapters (ctx 256, 8 chunks) and each step's top-1 id. Under
+// the sanitizers the first 2 chunks: the same loaders and kernels checked for memory errors,
+// where all 8 took a minute there (the sanitized net_tests' longest test).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kHeldOutChunks = 2;
+#else
+constexpr size_t kHeldOutChunks = 8;
+#endif
 PerplexityEstimate held_out_perplexity(const Model& m, const Tokenizer& tok, std::vector<int>& top1) {
   std::ifstream in(LARQL_SOURCE_DIR "/tests/data/kjv-heldout.txt");
   std::stringstream text;
   text << in.rdbuf();
   const auto tokens = tok.encode(text.str());
-  const PerplexityOptions options{.ctx = 256, .chunks = 8, .batch = 256, .bos = m.config.bos_id};
+  const PerplexityOptions options{.ctx = 256, .chunks = kHeldOutChunks, .batch = 256, .bos = m.config.bos_id};
   ThreadPool pool(2);
   LocalFfn ffn(m, pool);
   Transformer t(m, ffn, pool);
@@ -97,7 +104,7 @@ TEST_F(GgufDemo, QuantisedFilesKeepPerplexityWithinTheirBounds) {
   ASSERT_TRUE(tok.ok() && *tok);
   std::vector<int> top_bf16;
   const auto reference = held_out_perplexity(bf16, **tok, top_bf16);
-  ASSERT_GE(top_bf16.size(), 1000u);
+  ASSERT_GE(top_bf16.size(), 127 * kHeldOutChunks);  // the second half of each chunk is scored
   // file, the format its FFN matrices must be in, perplexity bound, top-1 agreement bound
   for (auto [file, ffn_type, bound, min_agreement] : {std::tuple{"q8_0.gguf", DType::q8_0, 0.01, 0.99},
                                                       {"q6_k.gguf", DType::q8_0, 0.015, 0.98},
