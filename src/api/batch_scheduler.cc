@@ -4,7 +4,6 @@
 #include <iostream>
 #include <limits>
 
-
 namespace larql {
 
 std::optional<Job::Event> Job::next(std::chrono::milliseconds wait) {
