@@ -225,20 +225,19 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     // walk goes on down the tree while that is one of the row's children (a finished
     // prefill has one row and no drafts). The kept path's cache entries move to their
     // positions.
+    if (job.cancelled()) continue;
     const bool decoding = chunk.tokens.data() == job.fed_.tokens.data();
+    const DraftTree one_row{{job.last_token_}, {-1}};
     const size_t row0 = decoding ? last_row + 1 - rows : last_row;
-    std::vector<size_t> path{0};
-    std::vector<int> candidates;
-    while (!job.cancelled()) {
-      const std::vector<size_t> children = decoding ? job.fed_.children(path.back()) : std::vector<size_t>{};
-      candidates.clear();
-      for (size_t child : children) candidates.push_back(job.fed_.tokens[child]);
-      int kept = -1;
-      const int next = choose(job, {logits.data() + (row0 + path.back()) * V, V}, ctx, candidates, kept);
-      if (next >= 0) emit(job, next, ctx);
-      if (kept < 0) break;
-      path.push_back(children[size_t(kept)]);
-    }
+    const std::vector<size_t> path = walk_draft_tree(
+        decoding ? job.fed_ : one_row,
+        [&](size_t row, std::span<const int> candidates, int& kept) {
+          return choose(job, {logits.data() + (row0 + row) * V, V}, ctx, candidates, kept);
+        },
+        [&](int next) {
+          if (next >= 0) emit(job, next, ctx);
+          return !job.cancelled();
+        });
     if (job.draft_length_ && decoding) {
       keep_path(c, job.cache_, path, chunk.pos);
       job.draft_length_->after(job.fed_.drafted(), path.size() - 1);

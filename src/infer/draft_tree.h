@@ -21,4 +21,28 @@ struct DraftTree {
   size_t drafted() const { return tokens.size() - 1; }
 };
 
+// Down a verified tree from row 0 (whose token is already emitted). At each row on the
+// path, `choose(row, candidates, kept)` returns the token that follows the row's path,
+// given the tokens of the row's children: one of them when it keeps it (`kept` its
+// index), another one otherwise (`kept` −1); `emit(token)` takes the token and returns
+// false when generation ends there. The walk goes on to the kept child, and stops at the
+// first row that keeps none or when `emit` ends it. Returns the path walked: row 0 and
+// the rows kept (a kept token that ended generation included).
+template <class Choose, class Emit>
+std::vector<size_t> walk_draft_tree(const DraftTree& tree, Choose&& choose, Emit&& emit) {
+  std::vector<size_t> path{0};
+  std::vector<int> candidates;
+  for (;;) {
+    const std::vector<size_t> children = tree.children(path.back());
+    candidates.clear();
+    for (size_t child : children) candidates.push_back(tree.tokens[child]);
+    int kept = -1;
+    const int token = choose(path.back(), std::span<const int>(candidates), kept);
+    const bool more = emit(token);
+    if (kept < 0) return path;
+    path.push_back(children[size_t(kept)]);
+    if (!more) return path;
+  }
+}
+
 }  // namespace larql

@@ -34,82 +34,55 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
   const bool greedy_only = options.sampler.temperature <= 0;
   Sampler sampler(options.sampler);
   std::vector<float> probs;
-  // Which of the candidates the row keeps (their index, or -1); `next` is the token chosen.
-  auto keeps = [&](std::span<float> row, std::span<const int> candidates, int& next) {
+  const size_t V = c.vocab;
+  // The token after row `row`'s path, and which of the candidates it keeps (-1: none).
+  auto choose = [&](size_t row, std::span<const int> candidates, int& kept) {
+    const std::span<float> logits_row{logits.data() + row * V, V};
     if (greedy_only) {
-      next = argmax(row);
+      const int next = argmax(logits_row);
       const auto it = std::find(candidates.begin(), candidates.end(), next);
-      return it == candidates.end() ? -1 : int(it - candidates.begin());
+      kept = it == candidates.end() ? -1 : int(it - candidates.begin());
+      return next;
     }
-    sampler.distribution(row, probs);
-    const auto [token, kept] = sampler.verify(probs, candidates);
-    next = token;
-    return kept;
-  };
-  auto choose = [&](std::span<float> row) {
-    if (greedy_only) return argmax(row);
-    sampler.distribution(row, probs);
-    return sampler.draw(probs);
-  };
-  auto is_eos = [&](int token) {
-    return !options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), token) != c.eos_ids.end();
+    sampler.distribution(logits_row, probs);
+    if (candidates.empty()) return sampler.draw(probs);
+    const auto [token, which] = sampler.verify(probs, candidates);
+    kept = which;
+    return token;
   };
   std::vector<int> context = prompt;
+  bool ended = false;
+  auto emit = [&](int token) {
+    if (!options.ignore_eos && std::find(c.eos_ids.begin(), c.eos_ids.end(), token) != c.eos_ids.end()) {
+      result.stop = StopReason::eos;
+      ended = true;
+      return false;
+    }
+    result.generated.push_back(token);
+    context.push_back(token);
+    if (on_token) on_token(token);
+    ended = result.generated.size() == options.max_new_tokens;
+    return !ended;
+  };
   size_t pos = prompt.size();
   DraftLength length(spec);
-  int next = sampler.sample(logits);
-  std::vector<int> candidates;
-  std::vector<size_t> path;
+  int last = sampler.sample(logits);
+  if (!emit(last)) return Ok{};
   for (;;) {
-    if (is_eos(next)) {
-      result.stop = StopReason::eos;
-      return Ok{};
-    }
-    result.generated.push_back(next);
-    context.push_back(next);
-    if (on_token) on_token(next);
-    if (result.generated.size() == options.max_new_tokens) return Ok{};
-    if (pos == c.context) {
+    if (pos == c.context) {  // the token just chosen has no position left to be fed at
       result.stop = StopReason::context;
       return Ok{};
     }
     const DraftTree tree =
-        sweep_drafts(next, context, length, spec, spec.draft, c.context - pos - 1, options.max_new_tokens - result.generated.size());
+        sweep_drafts(last, context, length, spec, spec.draft, c.context - pos - 1, options.max_new_tokens - result.generated.size());
     if (auto s = model.forward_tree(tree.tokens, tree.parents, pos, logits); !s) return s;
     ++result.passes;
     result.drafted += tree.drafted();
-    // Down the tree from row 0 while a child is kept, emitting each as plain decoding would.
-    const size_t V = c.vocab;
-    path.assign(1, 0);
-    bool replaced = false;  // the last row checked chose a token none of its children has (next)
-    for (;;) {
-      const std::vector<size_t> children = tree.children(path.back());
-      if (children.empty()) break;
-      candidates.clear();
-      for (size_t child : children) candidates.push_back(tree.tokens[child]);
-      const int kept = keeps({logits.data() + path.back() * V, V}, candidates, next);
-      if (kept < 0) {
-        replaced = true;
-        break;
-      }
-      const int token = candidates[size_t(kept)];
-      if (is_eos(token)) {
-        result.stop = StopReason::eos;
-        result.accepted += path.size() - 1;
-        return Ok{};
-      }
-      path.push_back(children[size_t(kept)]);
-      result.generated.push_back(token);
-      context.push_back(token);
-      if (on_token) on_token(token);
-      if (result.generated.size() == options.max_new_tokens) {
-        result.accepted += path.size() - 1;
-        return Ok{};
-      }
-    }
+    const std::vector<size_t> path = walk_draft_tree(tree, choose, emit);
     const size_t kept = path.size() - 1;
     result.accepted += kept;
-    if (!replaced) next = choose({logits.data() + path.back() * V, V});  // a leaf kept: the row after it
+    if (ended) return Ok{};
+    last = context.back();
     model.keep_path(path, pos);
     pos += kept + 1;
     length.after(tree.drafted(), kept);
