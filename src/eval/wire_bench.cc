@@ -98,16 +98,19 @@ Result<SpeculativeReport> speculate(const Model& model, RemoteFfn& remote, wire:
   r.cost.wire = wire;
   double wall_ms = 0;
   RemoteFfnStats decode;
+  const GenerateOptions plain_options{.max_new_tokens = o.steps, .ignore_eos = true};
+  GenerateOptions speculative_options = plain_options;
+  speculative_options.speculative = o.speculative;
   for (const auto& prompt : o.prompts) {
     Transformer t(model, remote, pool);
-    auto plain = generate(t, prompt, {.max_new_tokens = o.steps, .ignore_eos = true, .sampler = {}});
+    auto plain = generate(t, prompt, plain_options);
     if (!plain) return plain.error();
     std::vector<float> logits;
     const RemoteFfnStats s0 = remote.stats();
     if (auto s = t.forward(prompt, 0, logits); !s) return s.error();
     const RemoteFfnStats prefill = traffic_between(s0, remote.stats());
     const RemoteFfnStats s1 = remote.stats();
-    auto fast = generate(t, prompt, {.max_new_tokens = o.steps, .ignore_eos = true, .sampler = {}, .speculative = o.speculative});
+    auto fast = generate(t, prompt, speculative_options);
     if (!fast) return fast.error();
     const RemoteFfnStats run = traffic_between(s1, remote.stats());
     r.same_ids &= fast->generated == plain->generated;

@@ -94,10 +94,10 @@ struct RemoteFfn::Request {
   uint32_t layer = 0;
   const float* x = nullptr;  // rows × hidden
   size_t rows = 0;
-  std::vector<ExpertAssignment> assignments;  // an experts call when not empty
-  bool expert_rows = false;                   // answer per-expert rows, not weighted sums
-  float* out = nullptr;                       // out_rows() × hidden
-  size_t max_row_assignments = 1;             // the most assignments a row has (request size per row)
+  std::vector<ExpertAssignment> assignments = {};  // an experts call when not empty
+  bool expert_rows = false;                        // answer per-expert rows, not weighted sums
+  float* out = nullptr;                            // out_rows() × hidden
+  size_t max_row_assignments = 1;                  // the most assignments a row has (request size per row)
 
   bool experts() const { return !assignments.empty(); }
   size_t out_rows() const { return expert_rows ? assignments.size() : rows; }
