@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "infer/generate.h"
 #include "infer/local_ffn.h"
@@ -33,7 +34,9 @@ int main(int argc, char** argv) {
   auto decode = [&](std::optional<SpeculativeOptions> spec, GenerateResult* out) {
     Transformer t(*model, ffn, pool);
     const auto start = std::chrono::steady_clock::now();
-    auto r = generate(t, prompt, {.max_new_tokens = steps, .ignore_eos = true, .speculative = spec});
+    GenerateOptions options{.max_new_tokens = steps, .ignore_eos = true};
+    options.speculative = std::move(spec);
+    auto r = generate(t, prompt, options);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!r) std::fprintf(stderr, "%s\n", r.error().message.c_str()), std::exit(1);
     *out = *r;

@@ -24,7 +24,7 @@ struct SamplerOptions {
   float repetition_penalty = 1.0f;
   // OpenAI's, on generated tokens: logit − presence (if generated at all) − frequency × times generated.
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
-  std::map<int, float> logit_bias;  // added to those tokens' logits
+  std::map<int, float> logit_bias = {};  // added to those tokens' logits
 };
 
 // A generated token's log-probabilities as evaluation harnesses read them: the

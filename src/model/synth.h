@@ -53,7 +53,7 @@ struct SynthSpec {
   size_t expert_ffn = 0;
   size_t shared_expert_ffn = 0;  // qwen2moe: its shared expert's width (0: ffn)
   bool stacked_experts = false;
-  std::vector<size_t> dense_layers;  // qwen3moe, qwen2moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
+  std::vector<size_t> dense_layers = {};  // qwen3moe, qwen2moe: layers with a dense MLP of --ffn instead (mlp_only_layers)
   // mixtral and qwen3moe: routers that choose among the first N experts only (0: all), so
   // that memory can be measured with most experts never read. Hidden coordinate 0 then
   // carries a constant (the embedding's column 0 is √hidden and no layer writes to it), and

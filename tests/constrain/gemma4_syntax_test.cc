@@ -111,9 +111,9 @@ TEST(Gemma4Syntax, RandomWalksGiveValidCalls) {
     ASSERT_EQ(name, "get_weather") << *text;
     ASSERT_TRUE(value.contains("city") && value["city"].is_string()) << *text;
     EXPECT_FALSE(value["city"].get<std::string>().empty()) << *text;
-    if (value.contains("days")) EXPECT_TRUE(value["days"].is_number_integer()) << *text;
-    if (value.contains("units")) EXPECT_TRUE(value["units"] == "celsius" || value["units"] == "fahrenheit") << *text;
-    if (value.contains("hours")) EXPECT_LE(value["hours"].size(), 3u) << *text;
+    if (value.contains("days")) { EXPECT_TRUE(value["days"].is_number_integer()) << *text; }
+    if (value.contains("units")) { EXPECT_TRUE(value["units"] == "celsius" || value["units"] == "fahrenheit") << *text; }
+    if (value.contains("hours")) { EXPECT_LE(value["hours"].size(), 3u) << *text; }
   }
 }
 

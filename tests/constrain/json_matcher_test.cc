@@ -123,7 +123,7 @@ TEST(JsonMatcher, BytesToCloseIsAlwaysReachable) {
       const auto closing = test::close_step_by_step(m);
       ASSERT_TRUE(closing) << "stuck after " << text.substr(0, cut);
       EXPECT_TRUE(m.closed() || m.accepting()) << text.substr(0, cut) << *closing;
-      EXPECT_NO_THROW((void)nlohmann::json::parse(text.substr(0, cut) + *closing)) << text.substr(0, cut) << *closing;
+      EXPECT_TRUE(nlohmann::json::accept(text.substr(0, cut) + *closing)) << text.substr(0, cut) << *closing;
     }
   }
 }
@@ -149,8 +149,8 @@ TEST(JsonMatcher, RandomWalksGiveValidValues) {
     for (const auto& c : value["colours"]) EXPECT_TRUE(c == "red" || c == "green" || c == "blue") << text;
     ASSERT_TRUE(value["home"].is_object()) << text;
     EXPECT_TRUE(value["home"]["city"].is_string()) << text;
-    if (value["home"].contains("zip")) EXPECT_TRUE(value["home"]["zip"].is_null() || value["home"]["zip"].is_number_integer()) << text;
-    if (value.contains("score")) EXPECT_TRUE(value["score"].is_number()) << text;
+    if (value["home"].contains("zip")) { EXPECT_TRUE(value["home"]["zip"].is_null() || value["home"]["zip"].is_number_integer()) << text; }
+    if (value.contains("score")) { EXPECT_TRUE(value["score"].is_number()) << text; }
   }
 }
 

@@ -48,7 +48,7 @@ TEST(Sampler, LogprobsAreTheRawLogSoftmaxLessWhatTopPRemoves) {
   for (float v : l) z += std::exp(double(v));
   auto expected = [&](int id) { return float(double(l[size_t(id)]) - std::log(z)); };
   // Greedy or sampled at any temperature: the same numbers (of the raw logits); ties in id order.
-  for (const SamplerOptions o : {SamplerOptions{}, SamplerOptions{.temperature = 0.5f}}) {
+  for (const SamplerOptions& o : {SamplerOptions{}, SamplerOptions{.temperature = 0.5f}}) {
     const TokenLogprobs t = Sampler(o).logprobs(l, 6, 4);
     EXPECT_FLOAT_EQ(t.logprob, expected(6));
     ASSERT_EQ(t.top.size(), 4u);

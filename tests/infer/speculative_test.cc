@@ -88,7 +88,7 @@ class Speculative : public ::testing::Test {
 };
 
 TEST_F(Speculative, LookupDraftsGiveTheGreedyTokensInFewerPasses) {
-  for (const std::vector<int> prompt : {std::vector<int>{0, 1135, 260, 2079}, std::vector<int>{0, 1450, 13, 2127, 397}}) {
+  for (const std::vector<int>& prompt : {std::vector<int>{0, 1135, 260, 2079}, std::vector<int>{0, 1450, 13, 2127, 397}}) {
     const GenerateResult plain = run(prompt, 120, std::nullopt);
     for (size_t max_draft : {1, 4, 8}) {
       const GenerateResult spec = run(prompt, 120, SpeculativeOptions{.max_draft = max_draft});

@@ -85,8 +85,9 @@ TEST_P(Gemma, GgufOfTheSameWeightsMatchesThePyTorchReference) {
     // KV-shared layers have no K/V tensors; K=V layers no V tensor.
     const bool owns = hf->config.owns_kv(l);
     EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_k.weight"), owns ? 1u : 0u) << l;
-    if (owns)
+    if (owns) {
       EXPECT_EQ(gguf->config.layer_configs[l].values_are_keys, hf->config.layer_configs[l].values_are_keys) << l;
+    }
     EXPECT_EQ(file->tensors.count("blk." + std::to_string(l) + ".attn_v.weight"),
               owns && !hf->config.layer_configs[l].values_are_keys ? 1u : 0u) << l;
   }

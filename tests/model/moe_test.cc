@@ -117,7 +117,7 @@ TEST_P(MoeReference, GgufOfTheSameWeightsMatchesThePyTorchReference) {
       if (GetParam() != "gemma4moe") {
         // Q8_0 keeps every greedy id. Q4_K_M is judged teacher-forced, position by position:
         // a greedy run that meets one near-tie diverges from there on.
-        if (std::string(scheme) == "q8_0") EXPECT_EQ(same, ids.size());
+        if (std::string(scheme) == "q8_0") { EXPECT_EQ(same, ids.size()); }
         const auto logits = test::all_logits(*gguf, ref.tokens, true);
         size_t argmax_same = 0;
         for (size_t p = 0; p < ref.logits.size(); ++p)

@@ -273,7 +273,7 @@ TEST_P(ExpertShards, WeightedSumsAgreeOnTopOneInF32AndEveryEncodingStaysFinite) 
   const json doc = bench("f32,f16,q8,i8", false);
   ASSERT_TRUE(doc.contains("formats")) << doc.dump();
   for (const auto& f : doc["formats"]) {
-    if (f["wire"] == "f32") EXPECT_EQ(f["top1_agreement"].get<double>(), 1.0);
+    if (f["wire"] == "f32") { EXPECT_EQ(f["top1_agreement"].get<double>(), 1.0); }
     EXPECT_TRUE(std::isfinite(f["max_abs_logit_diff"].get<double>())) << f["wire"];
     std::printf("%s weighted sums %s: top-1 %.3f, top-5 %.3f, max |logit diff| %.3g, mean KL %.3g, bytes/token %.0f\n",
                 GetParam().family.c_str(), f["wire"].get<std::string>().c_str(), f["top1_agreement"].get<double>(),

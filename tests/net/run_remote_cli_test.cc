@@ -90,7 +90,7 @@ TEST(RunRemoteCli, MixtureOfExpertsLayersOnLayerRangeShards) {
     for (const char* wire : {"f32", "f16"}) {
       const json remote = run("--ffn " + map + " --wire " + wire);
       ASSERT_FALSE(local.is_discarded() || remote.is_discarded());
-      if (std::string(wire) == "f32") EXPECT_EQ(remote["generated_ids"], local["generated_ids"]);
+      if (std::string(wire) == "f32") { EXPECT_EQ(remote["generated_ids"], local["generated_ids"]); }
       EXPECT_EQ(remote["generated_ids"].size(), 12u) << wire;
     }
   }

@@ -57,7 +57,7 @@ TEST(ModelSizes, TensorsArePlacedByTheirNames) {
        }) {
     const TensorPlace p = place_tensor(c.name);
     EXPECT_EQ(p.part, c.part) << c.name;
-    if (c.part != TensorPart::client) EXPECT_EQ(p.layer, c.layer) << c.name;
+    if (c.part != TensorPart::client) { EXPECT_EQ(p.layer, c.layer) << c.name; }
   }
 }
 
