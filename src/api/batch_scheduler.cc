@@ -165,8 +165,12 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   if (active.empty()) return;
   const ModelConfig& c = transformer_.config();
   const size_t ctx = std::min(options_.ctx, c.context);
-  // Each job's chunk: its next prompt piece, or its last token (and its drafts).
+  // Each job's chunk: its next prompt piece, or its last token (and its drafts). A tree of
+  // drafts (--draft-branches) is for a sequence alone in its step: beside others its extra
+  // rows cost more than its fewer steps save (docs/benchmarks.md), so then a chain.
   std::vector<SequenceChunk> chunks;
+  std::optional<SpeculativeOptions> spec = options_.speculative;
+  if (spec && active.size() > 1) spec->branches = 1;
   for (auto& job : active) {
     const auto& prompt = job->request_.prompt;
     if (job->prefilled_ < prompt.size()) {
@@ -179,7 +183,7 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       if (job->draft_length_) {
         DraftFunction propose;
         if (job->model_draft_) propose = [&job](std::span<const int> context, size_t k) { return job->model_draft_->propose(context, k); };
-        job->fed_ = sweep_drafts(job->last_token_, job->context_, *job->draft_length_, *options_.speculative, propose, ctx - pos - 1,
+        job->fed_ = sweep_drafts(job->last_token_, job->context_, *job->draft_length_, *spec, propose, ctx - pos - 1,
                                  job->request_.max_tokens - job->generated_ - 1);
       } else {
         job->fed_ = DraftTree::build(job->last_token_, {}, 1);
