@@ -10,7 +10,6 @@
 
 #include "base/simd_avx512.h"
 
-
 #include "kernels/block_unpack_avx2.h"
 #include "kernels/matvec_tiles.h"
 
