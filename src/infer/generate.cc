@@ -66,15 +66,14 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
   };
   size_t pos = prompt.size();
   DraftLength length(spec);
-  int last = sampler.sample(logits);
-  if (!emit(last)) return Ok{};
+  if (!emit(sampler.sample(logits))) return Ok{};
   for (;;) {
     if (pos == c.context) {  // the token just chosen has no position left to be fed at
       result.stop = StopReason::context;
       return Ok{};
     }
     const DraftTree tree =
-        sweep_drafts(last, context, length, spec, spec.draft, c.context - pos - 1, options.max_new_tokens - result.generated.size());
+        sweep_drafts(context.back(), context, length, spec, spec.draft, c.context - pos - 1, options.max_new_tokens - result.generated.size());
     if (auto s = model.forward_tree(tree.tokens, tree.parents, pos, logits); !s) return s;
     ++result.passes;
     result.drafted += tree.drafted();
@@ -82,7 +81,6 @@ Status speculate(Transformer& model, const std::vector<int>& prompt, const Gener
     const size_t kept = path.size() - 1;
     result.accepted += kept;
     if (ended) return Ok{};
-    last = context.back();
     model.keep_path(path, pos);
     pos += kept + 1;
     length.after(tree.drafted(), kept);
