@@ -68,7 +68,8 @@ void add_plan_command(CLI::App& app) {
     if (!plan) fail(plan.error().message);
     const std::string map = shard_map(*plan, *sizes, o->port);
     const size_t ctx = sizes->context ? std::min(o->ctx, sizes->context) : o->ctx;  // as larql api caps --ctx
-    const uint64_t kv = sizes->kv_per_position * ctx * o->parallel;
+    // `larql api` runs a sequence's rows in passes of at most 65: a prompt chunk of 64, or 64 drafts and their token.
+    const uint64_t kv = sizes->kv_bytes(ctx, 65) * o->parallel;
     const uint64_t client = sizes->client + kv;
     std::optional<uint64_t> client_memory;
     if (!o->client.empty()) {

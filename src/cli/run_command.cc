@@ -156,6 +156,7 @@ int run(const RunOptions& o) {
     getrusage(RUSAGE_SELF, &usage);
     out["max_rss_bytes"] = size_t(usage.ru_maxrss) * 1024;  // peak resident memory, Linux reports KiB
     out["kv_cache_bytes_per_position"] = model->config.kv_bytes_per_position();  // of the layers that own a cache
+    out["kv_cache_bytes"] = transformer.cache().bytes();  // held at the end: sliding layers keep about their window
     out["wire"] = remote ? wire::describe(remote->request_encodings()) : std::string("local");
     if (remote) {
       const RemoteFfnStats& st = remote->stats();

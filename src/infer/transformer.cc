@@ -133,8 +133,9 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const size_t i = k % rows, t = i % 2 == 0 ? i / 2 : rows - 1 - i / 2;
       const size_t h0 = k / rows * shared, kvh = h0 / group;
       const SequenceChunk& chunk = chunks[row_chunk_[t]];
-      const float* keys = chunk.cache->keys[kv_layer][kvh].data();
-      const float* values = chunk.cache->values[kv_layer][kvh].data();
+      const KvCache::Layer& cached = chunk.cache->layers[kv_layer];
+      const float* keys = cached.keys[kvh].data();
+      const float* values = cached.values[kvh].data();
       const StridedRows queries{q_.data() + t * q_dim + h0 * hd, shared, hd};
       float* att = scores.data();
       // Causal: positions up to the row's own; a sliding layer sees only the last `window`.
@@ -146,10 +147,12 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       const auto [path_begin, path_end] = row_path_[t];
       const bool tree_row = path_begin != path_end;
       const size_t cached_end = tree_row ? std::max(first, chunk.pos) : end_pos;
-      key_scores(queries, keys, hd, first, cached_end, scale, att, span);
+      // (Positions from here on are the cache's slots: the position less the first it holds.)
+      const size_t base = cached.first;
+      key_scores(queries, keys, hd, first - base, cached_end - base, scale, att, span);
       for (size_t j = path_begin; j < path_end; ++j)
         if (const size_t p = chunk.pos + (j - path_begin); p >= first)
-          key_scores(queries, keys, hd, path_slots_[j], path_slots_[j] + 1, scale, att + (p - first), span);
+          key_scores(queries, keys, hd, path_slots_[j] - base, path_slots_[j] - base + 1, scale, att + (p - first), span);
       if (c.attention_softcap > 0)
         for (size_t h = 0; h < shared; ++h) softcap(att + h * span, seen, c.attention_softcap);
       // GPT-OSS: each head's sink logit, one more column of its softmax.
@@ -162,10 +165,10 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
       }
       softmax_rows(att, shared, span, seen, head_sinks);
       float* out = att_out_.data() + t * q_dim + h0 * hd;
-      weighted_sum({att, shared, span}, {values + first * hd, cached_end - first, hd}, hd, out);
+      weighted_sum({att, shared, span}, {values + (first - base) * hd, cached_end - first, hd}, hd, out);
       for (size_t j = path_begin; j < path_end; ++j)
         if (const size_t p = chunk.pos + (j - path_begin); p >= first)
-          weighted_sum({att + (p - first), shared, span}, {values + path_slots_[j] * hd, 1, hd}, hd, out, true);
+          weighted_sum({att + (p - first), shared, span}, {values + (path_slots_[j] - base) * hd, 1, hd}, hd, out, true);
     }
   });
 }
@@ -173,25 +176,16 @@ void Transformer::attention(size_t layer, std::span<const SequenceChunk> chunks)
 void Transformer::store_kv(size_t l, std::span<const SequenceChunk> chunks) {
   const LayerConfig& lc = model_.config.layer(l);
   const size_t hd = lc.head_dim, KV = model_.config.kv_dim(l), n = row_chunk_.size();
-  // Each sequence's cache grows with the positions it uses, once per pass; the keys in
-  // whole blocks of positions (attention.h).
-  for (const SequenceChunk& ch : chunks) {
-    const size_t positions = ch.pos + ch.tokens.size();
-    auto& keys = ch.cache->keys[l];
-    auto& values = ch.cache->values[l];
-    if (keys.size() < lc.kv_heads) keys.resize(lc.kv_heads), values.resize(lc.kv_heads);
-    for (size_t h = 0; h < lc.kv_heads; ++h) {
-      if (keys[h].size() < key_floats(positions, hd)) keys[h].resize(key_floats(positions, hd));
-      if (values[h].size() < positions * hd) values[h].resize(positions * hd);
-    }
-  }
+  // Each sequence's cache grows with the positions it uses, once per pass (kv_cache.h).
+  for (const SequenceChunk& ch : chunks) reserve_kv(model_.config, *ch.cache, l, ch.pos, ch.pos + ch.tokens.size());
   pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
-      KvCache& cache = *chunks[row_chunk_[t]].cache;
+      KvCache::Layer& layer = chunks[row_chunk_[t]].cache->layers[l];
+      const size_t slot = row_slot_[t] - layer.first;
       for (size_t h = 0; h < lc.kv_heads; ++h) {
-        float* keys = cache.keys[l][h].data();
-        for (size_t d = 0; d < hd; ++d) keys[key_offset(row_slot_[t], d, hd)] = k_[t * KV + h * hd + d];
-        std::memcpy(cache.values[l][h].data() + row_slot_[t] * hd, &v_[t * KV + h * hd], hd * sizeof(float));
+        float* keys = layer.keys[h].data();
+        for (size_t d = 0; d < hd; ++d) keys[key_offset(slot, d, hd)] = k_[t * KV + h * hd + d];
+        std::memcpy(layer.values[h].data() + slot * hd, &v_[t * KV + h * hd], hd * sizeof(float));
       }
     }
   });
@@ -273,23 +267,6 @@ Status Transformer::forward_tree(std::span<const int> tokens, std::span<const in
   return forward_batch({&chunk, 1}, logits);
 }
 
-void keep_path(const ModelConfig& config, KvCache& cache, std::span<const size_t> path, size_t pos) {
-  // Row path[i] ≥ i, so moving in increasing i never overwrites an entry still to move.
-  for (size_t l = 0; l < cache.keys.size(); ++l) {
-    const size_t hd = config.layer(l).head_dim;
-    for (size_t h = 0; h < cache.keys[l].size(); ++h) {
-      float* keys = cache.keys[l][h].data();
-      float* values = cache.values[l][h].data();
-      for (size_t i = 0; i < path.size(); ++i) {
-        const size_t from = pos + path[i], to = pos + i;
-        if (from == to) continue;
-        for (size_t d = 0; d < hd; ++d) keys[key_offset(to, d, hd)] = keys[key_offset(from, d, hd)];
-        std::memcpy(values + to * hd, values + from * hd, hd * sizeof(float));
-      }
-    }
-  }
-}
-
 namespace {
 
 // A chunk's parents, checked: one per token, row 0's -1, each other row's an earlier row.
@@ -335,7 +312,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
         return make_error(ErrorCode::invalid_argument,
                           "token id " + std::to_string(tok) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
     if (auto s = check_parents(ch); !s) return s.error();
-    if (ch.cache->keys.size() < c.layers) ch.cache->keys.resize(c.layers), ch.cache->values.resize(c.layers);
+    if (auto s = check_kv_reach(c, *ch.cache, pos); !s) return s.error();
     depth.assign(n, 0);
     for (size_t t = 0; t < n; ++t) {
       if (t >= ch.first_logit) logit_rows.push_back(row_chunk_.size());

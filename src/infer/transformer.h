@@ -6,19 +6,12 @@
 #include <vector>
 
 #include "infer/ffn_backend.h"
+#include "infer/kv_cache.h"
 #include "infer/moe_ffn.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 
 namespace larql {
-
-// One sequence's keys and values, grown with the positions used (never sized by the
-// model's whole context). Each key-value head's apart, [layer][head]: attention reads one
-// head's positions as one contiguous stream. Values [position][head_dim]; keys in blocks
-// of positions, each block dimension by dimension (attention.h's key_offset).
-struct KvCache {
-  std::vector<std::vector<std::vector<float>>> keys, values;
-};
 
 // One sequence's share of a batched pass: `tokens` at positions [pos, pos + n) of its
 // cache; logits wanted for its rows from `first_logit` (< n) on.
@@ -31,14 +24,10 @@ struct SequenceChunk {
   // (row 0 follows the cache) and row t ≥ 1 follows row parents[t] < t: it sits at the
   // position after its parent's (pos + its depth) and attends to the cache before pos and
   // to its ancestors (itself included), so its logits are those of its path fed alone. Its
-  // keys and values take cache slot pos + t; Transformer::keep_path moves a kept path's
-  // to their positions.
+  // keys and values take the cache's slot of position pos + t; Transformer::keep_path moves
+  // a kept path's to their positions.
   std::span<const int> parents = {};
 };
-
-// Moves the cache entries of chunk rows `path` (row 0, then each row's child, …) of a pass
-// at `pos` to positions pos, pos + 1, …: the cache the path alone would have left.
-void keep_path(const ModelConfig& config, KvCache& cache, std::span<const size_t> path, size_t pos);
 
 class Transformer {
  public:
@@ -54,6 +43,8 @@ class Transformer {
   Status forward_tree(std::span<const int> tokens, std::span<const int> parents, size_t pos, std::vector<float>& logits);
   // keep_path on forward's and forward_logits' sequence.
   void keep_path(std::span<const size_t> path, size_t pos) { larql::keep_path(model_.config, cache_, path, pos); }
+  // forward's sequence's keys and values.
+  const KvCache& cache() const { return cache_; }
 
   // Several sequences in one pass: every matmul and each layer's one FFN call take all
   // their rows together; attention stays within each sequence's cache. Logits of each

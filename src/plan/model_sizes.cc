@@ -4,12 +4,19 @@
 #include <numeric>
 #include <regex>
 
+#include "infer/kv_cache.h"
 #include "model/gguf.h"
 #include "model/gguf_loader.h"
 #include "model/hf_loader.h"
 #include "model/safetensors.h"
 
 namespace larql {
+
+uint64_t ModelSizes::kv_bytes(size_t positions, size_t pass_rows) const {
+  uint64_t bytes = 0;
+  for (const auto& [window, per_position] : kv_layers) bytes += kv_positions_held(window, positions, pass_rows) * per_position;
+  return bytes;
+}
 
 uint64_t ModelSizes::ffn_total() const {
   return std::accumulate(dense_ffn.begin(), dense_ffn.end(), uint64_t{0}) +
@@ -62,6 +69,8 @@ void size_from(ModelSizes& s, const ModelConfig& c) {
   s.dense_ffn.assign(c.layers, 0);
   s.expert_ffn.assign(c.layers, 0);
   s.kv_per_position = c.kv_bytes_per_position();
+  for (size_t l = 0; l < c.layers; ++l)
+    if (c.owns_kv(l)) s.kv_layers.emplace_back(kv_window(c, l), 2 * c.kv_dim(l) * sizeof(float));
   s.context = c.context;
 }
 

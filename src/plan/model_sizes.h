@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/errors.h"
@@ -19,11 +20,16 @@ struct ModelSizes {
   std::vector<uint64_t> dense_ffn;    // per layer: MLP bytes
   std::vector<uint64_t> expert_ffn;   // per layer: all its experts' bytes (shared ones included)
   uint64_t client = 0;                // every other tensor
-  uint64_t kv_per_position = 0;       // a sequence's KV cache, bytes per position (f32)
+  uint64_t kv_per_position = 0;       // a sequence's KV cache, bytes per position (f32) where every layer keeps it
+  // Each layer that keeps a cache: the window its readers see (0: every position) and its bytes per position.
+  std::vector<std::pair<size_t, uint64_t>> kv_layers;
   size_t context = 0;                 // the model's positions
 
   uint64_t ffn_total() const;
   uint64_t total() const { return ffn_total() + client; }
+  // A sequence's KV cache at `positions`, run in passes of at most `pass_rows` rows: sliding
+  // layers keep about their window (infer/kv_cache.h).
+  uint64_t kv_bytes(size_t positions, size_t pass_rows) const;
 };
 
 // Which part of the model a tensor belongs to, by its name (Hugging Face's or GGUF's).

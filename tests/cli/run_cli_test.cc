@@ -140,6 +140,26 @@ TEST(RunCli, JsonStaysValidWhenTheGeneratedBytesAreNotUtf8) {
   std::filesystem::remove_all(dir);
 }
 
+// A long run of a model whose sliding layers see 16 keys: their caches keep about that
+// window, the full layer every position (kv_cache.h).
+TEST(RunCli, SlidingLayersKeepTheirWindowOfTheCache) {
+  const auto dir = std::filesystem::temp_directory_path() / ("larql_cli_window_" + std::to_string(::getpid()));
+  ASSERT_EQ(larql("synth --family gemma3 --out " + dir.string() +
+                  " --hidden 64 --heads 2 --kv-heads 1 --head-dim 32 --vocab 300 --layers 4 --ffn 64 --sliding-window 16"
+                  " --sliding-period 4 --context 2048 --seed 4")
+                .status,
+            0);
+  const auto j = run_json(dir.string() + " --prompt-ids 2,3,4 --steps 1200 --ignore-eos --threads 1");
+  ASSERT_TRUE(j.is_object()) << "run --json printed JSON";
+  ASSERT_EQ(j["generated_ids"].size(), 1200u);
+  const size_t per_layer = 2 * 32 * 4, fed = 3 + 1200 - 1;  // a position's key and value in one layer; the last token is not fed
+  EXPECT_EQ(j["kv_cache_bytes_per_position"], 4 * per_layer);
+  // The full layer (the 4th) holds every position; each sliding one at most its window, the
+  // 64 positions a sequence may go back, a drop's step of 64 and two key blocks.
+  EXPECT_GE(j["kv_cache_bytes"].get<size_t>(), fed * per_layer);
+  EXPECT_LE(j["kv_cache_bytes"].get<size_t>(), (fed + 16) * per_layer + 3 * (16 + 64 + 64 + 32) * per_layer);
+}
+
 TEST(RunCli, SamplingFlagsReachTheSampler) {
   const std::string demo = std::string(LARQL_SOURCE_DIR) + "/models/demo --prompt 'In the beginning' --steps 24 --threads 1";
   const auto greedy = run_json(demo);

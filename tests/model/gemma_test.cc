@@ -219,8 +219,8 @@ TEST(Gemma4, EModelSharedLayersReadTheLastEarlierLayerOfTheirKindAndHoldNoCache)
   ASSERT_TRUE(t.forward_batch({&chunk, 1}, logits).ok());
   size_t value_bytes = 0;
   for (size_t l = 0; l < c.layers; ++l) {
-    EXPECT_EQ(cache.keys[l].empty(), kv_from[l].has_value()) << l;
-    for (const auto& head : cache.values[l]) value_bytes += head.size() * sizeof(float);
+    EXPECT_EQ(cache.layers[l].keys.empty(), kv_from[l].has_value()) << l;
+    for (const auto& head : cache.layers[l].values) value_bytes += head.size() * sizeof(float);
   }
   EXPECT_EQ(2 * value_bytes, tokens.size() * c.kv_bytes_per_position());
   // Layers 0..6, each of 32 key dimensions (2 heads of 16 sliding, 1 of 32 full): keys and values in f32.

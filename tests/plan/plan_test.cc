@@ -61,6 +61,30 @@ TEST(ModelSizes, TensorsArePlacedByTheirNames) {
   }
 }
 
+// A Gemma 3's KV cache for the client: its full layer at every position, its sliding ones
+// (a window of 4) at what infer/kv_cache.h keeps of them, about their window.
+TEST(Plan, SlidingLayersCountTheirWindowOfTheKvCache) {
+  const std::string dir = std::string(LARQL_SOURCE_DIR) + "/tests/data/gemma/gemma3";
+  auto sizes = read_model_sizes(dir);
+  ASSERT_TRUE(sizes) << sizes.error().message;
+  auto model = load_model(dir);
+  ASSERT_TRUE(model);
+  const ModelConfig& c = model->config;
+  ASSERT_EQ(sizes->kv_layers.size(), c.layers);
+  uint64_t full = 0, sliding = 0;
+  for (size_t l = 0; l < c.layers; ++l) {
+    const bool is_sliding = c.layer(l).attention == AttentionKind::sliding;
+    EXPECT_EQ(sizes->kv_layers[l], std::make_pair(is_sliding ? size_t(4) : size_t(0), uint64_t(2 * c.kv_dim(l) * 4))) << l;
+    (is_sliding ? sliding : full) += 2 * c.kv_dim(l) * 4;
+  }
+  ASSERT_GT(full, 0u);
+  ASSERT_GT(sliding, 0u);
+  EXPECT_EQ(sizes->kv_bytes(40, 1), 40 * sizes->kv_per_position) << "short sequences: every position in every layer";
+  // 10000 positions: the sliding layers keep 4 + 64 (a sequence going back) + 64 (a drop's
+  // step) + 32 (key blocks) + 65 (a pass's rows).
+  EXPECT_EQ(sizes->kv_bytes(10000, 65), 10000 * full + (4 + 64 + 64 + 32 + 65) * sliding);
+}
+
 // Every byte of the demo models' tensors is counted once, and the splits' maps are maps the
 // router takes.
 TEST(Plan, TheDemoModelsSplitEvenlyIntoMapsTheRouterTakes) {

@@ -1,0 +1,119 @@
+#include "infer/kv_cache.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "kernels/attention.h"
+
+namespace larql {
+
+size_t KvCache::bytes() const {
+  size_t floats = 0;
+  for (const Layer& layer : layers)
+    for (size_t h = 0; h < layer.keys.size(); ++h) floats += layer.keys[h].size() + layer.values[h].size();
+  return floats * sizeof(float);
+}
+
+size_t kv_window(const ModelConfig& config, size_t owner) {
+  size_t window = 0;
+  for (size_t l = 0; l < config.layers; ++l) {
+    if (config.kv_layer(l) != owner) continue;
+    const LayerConfig& lc = config.layer(l);
+    if (lc.attention != AttentionKind::sliding || lc.window == 0) return 0;
+    window = std::max(window, lc.window);
+  }
+  return window;
+}
+
+namespace {
+
+// The first position a pass at `pos` reads through a window (0: every position).
+size_t first_read(size_t window, size_t pos) { return window && pos + 1 > window ? pos + 1 - window : 0; }
+
+// Positions a windowed layer drops at a time: a quarter window (at least 64), so that each
+// is moved about four times over a long sequence.
+size_t drop_step(size_t window) { return (std::max<size_t>(window / 4, 64) + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
+
+// What a windowed layer holds at most between drops, besides a pass's rows: its window, what
+// a sequence may go back, a drop's step, and the rounding of each end to key blocks.
+size_t windowed_span(size_t window, size_t rewind) { return window + rewind + drop_step(window) + 2 * kKeyBlock; }
+
+}  // namespace
+
+size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows) {
+  return window ? std::min(positions, windowed_span(window, kKvRewindPositions) + pass_rows) : positions;
+}
+
+Status check_kv_reach(const ModelConfig& config, KvCache& cache, size_t pos) {
+  if (cache.layers.size() < config.layers) cache.layers.resize(config.layers);
+  for (size_t l = 0; l < config.layers; ++l) {
+    KvCache::Layer& layer = cache.layers[l];
+    if (pos == 0) {  // a new sequence: what the cache held is not read again
+      layer.first = 0;
+      continue;
+    }
+    const size_t window = kv_window(config, l), needed = first_read(window, pos);
+    if (needed < layer.first)
+      return make_error(ErrorCode::invalid_argument,
+                        "a pass at position " + std::to_string(pos) + " reads layer " + std::to_string(l) + "'s keys from position " +
+                            std::to_string(needed) + " on, but its cache keeps only positions from " + std::to_string(layer.first) +
+                            " on (its window of " + std::to_string(window) + " and " + std::to_string(cache.rewind) +
+                            " before it): a sequence may go back at most that far, or start again at 0");
+  }
+  return Ok{};
+}
+
+void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t pos, size_t end) {
+  KvCache::Layer& layer = cache.layers[l];
+  const LayerConfig& lc = config.layer(l);
+  const size_t hd = lc.head_dim;
+  if (layer.keys.size() < lc.kv_heads) layer.keys.resize(lc.kv_heads), layer.values.resize(lc.kv_heads);
+  const size_t window = kv_window(config, l);
+  const bool windowed = window > 0 && cache.rewind != SIZE_MAX;
+  // Positions before `keep_from` are read by no pass that starts at most `rewind` before this one.
+  if (windowed) {
+    const size_t keep_from = first_read(window, pos) > cache.rewind ? (first_read(window, pos) - cache.rewind) / kKeyBlock * kKeyBlock : 0;
+    if (keep_from >= layer.first + drop_step(window)) {
+      const size_t dropped = keep_from - layer.first;
+      for (size_t h = 0; h < lc.kv_heads; ++h)
+        for (std::vector<float>* v : {&layer.keys[h], &layer.values[h]}) {
+          v->erase(v->begin(), v->begin() + std::ptrdiff_t(std::min(v->size(), dropped * hd)));
+          if (v->capacity() > 2 * v->size()) v->shrink_to_fit();  // after a long prompt's pass
+        }
+      layer.first = keep_from;
+    }
+  }
+  // A windowed layer's buffers are sized once for the most it holds between drops (a pass's
+  // rows beyond it grow them); a full layer's grow geometrically with the sequence.
+  const size_t slots = end - layer.first, steady = windowed ? windowed_span(window, cache.rewind) + (end - pos) : 0;
+  for (size_t h = 0; h < lc.kv_heads; ++h) {
+    auto grow = [&](std::vector<float>& v, size_t floats, size_t steady_floats) {
+      if (v.capacity() < floats && windowed) v.reserve(std::max(floats, steady_floats));
+      if (v.size() < floats) v.resize(floats);
+    };
+    grow(layer.keys[h], key_floats(slots, hd), key_floats(steady, hd));
+    grow(layer.values[h], slots * hd, steady * hd);
+  }
+}
+
+void keep_path(const ModelConfig& config, KvCache& cache, std::span<const size_t> path, size_t pos) {
+  // Row path[i] ≥ i, so moving in increasing i never overwrites an entry still to move.
+  for (size_t l = 0; l < cache.layers.size(); ++l) {
+    KvCache::Layer& layer = cache.layers[l];
+    const size_t hd = config.layer(l).head_dim, base = pos - layer.first;
+    for (size_t h = 0; h < layer.keys.size(); ++h) {
+      float* keys = layer.keys[h].data();
+      float* values = layer.values[h].data();
+      for (size_t i = 0; i < path.size(); ++i) {
+        const size_t from = base + path[i], to = base + i;
+        if (from == to) continue;
+        for (size_t d = 0; d < hd; ++d) keys[key_offset(to, d, hd)] = keys[key_offset(from, d, hd)];
+        std::memcpy(values + to * hd, values + from * hd, hd * sizeof(float));
+      }
+    }
+  }
+}
+
+}  // namespace larql

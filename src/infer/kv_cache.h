@@ -1,0 +1,56 @@
+// One sequence's keys and values, and which positions of them a sliding layer keeps.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "base/errors.h"
+#include "model/model.h"
+
+namespace larql {
+
+// Positions a sliding layer keeps before its window, so that a sequence may start a pass up
+// to this many positions before its last one (a draft model going back past the drafts the
+// target rejected: at most --draft-max, 64).
+inline constexpr size_t kKvRewindPositions = 64;
+
+// Each layer's keys and values, grown with the positions used (never sized by the model's
+// whole context). Each key-value head's apart, [head]: attention reads one head's positions
+// as one contiguous stream. Values [slot][head_dim]; keys in blocks of positions, each block
+// dimension by dimension (attention.h's key_offset). A layer whose readers all attend over a
+// sliding window drops the positions no pass can read again, whole key blocks at a time, so
+// that its cache stays near its window however long the sequence (kv_window).
+struct KvCache {
+  struct Layer {
+    std::vector<std::vector<float>> keys, values;
+    size_t first = 0;  // the first position held, a multiple of kKeyBlock: position p is at slot p − first
+  };
+  std::vector<Layer> layers;
+  size_t rewind = kKvRewindPositions;  // kept before a window; SIZE_MAX keeps every position
+
+  size_t bytes() const;  // of the keys and values held
+};
+
+// The window layer `owner`'s cache must keep: the widest of the sliding layers that read it
+// (itself, and the KV-shared layers that read its cache), or 0 (all) if a full layer reads it.
+size_t kv_window(const ModelConfig& config, size_t owner);
+
+// The most positions a layer whose readers see `window` keys (0: all) holds for a sequence
+// of `positions`, run in passes of at most `pass_rows` rows: all of them, or about its window.
+size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows);
+
+// Checks, before a pass at `pos`, that every layer still holds the positions the pass reads;
+// a pass at 0 starts the sequence afresh. Sizes `cache.layers` to the model's.
+Status check_kv_reach(const ModelConfig& config, KvCache& cache, size_t pos);
+
+// Makes layer l's cache hold the slots of positions [pos, end) for a pass at `pos`, after
+// dropping the positions before its window that no later pass can read (none held for a
+// full layer's readers).
+void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t pos, size_t end);
+
+// Moves the cache entries of chunk rows `path` (row 0, then each row's child, …) of a pass
+// at `pos` to positions pos, pos + 1, …: the cache the path alone would have left.
+void keep_path(const ModelConfig& config, KvCache& cache, std::span<const size_t> path, size_t pos);
+
+}  // namespace larql
