@@ -36,6 +36,7 @@ struct RunOptions {
   uint64_t seed = 0;
   size_t threads = 0;
   bool ignore_eos = false;
+  size_t prefill_chunk = GenerateOptions{}.prefill_chunk;
   std::optional<std::string> draft;  // --draft
   DraftShape draft_shape;            // --draft-max, --draft-branches
   bool json = false;
@@ -85,6 +86,7 @@ int run(const RunOptions& o) {
     steps = std::min(steps, o.ctx - prompt.size());
   }
   GenerateOptions options{steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
+  options.prefill_chunk = o.prefill_chunk;
   // A draft model runs here, its FFN too, whatever the target's --ffn.
   std::optional<Model> draft_model;
   std::unique_ptr<ModelDraft> draft;
@@ -197,6 +199,10 @@ void add_run_command(CLI::App& app) {
   add_arithmetic_option(cmd, o->arithmetic);
   add_huge_pages_option(cmd, o->no_huge_pages);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end tokens");
+  cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                  "prompt positions per pass (the same logits; bounds a long prompt's buffers and the sliding layers' "
+                  "caches); 0: the whole prompt in one pass")
+      ->capture_default_str();
   cmd->add_option("--draft", o->draft,
                   "speculative decoding: lookup[:N] drafts the tokens that followed the longest earlier match "
                   "(up to N tokens, 3) of the text's tail, or a draft model's path (a small model with the target's "

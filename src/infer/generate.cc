@@ -112,7 +112,9 @@ Result<GenerateResult> generate(Transformer& model, const std::vector<int>& prom
   Sampler sampler(options.sampler);
   std::vector<float> logits;
   auto start = Clock::now();
-  if (auto s = model.forward(prompt, 0, logits); !s) return s.error();
+  const size_t chunk = options.prefill_chunk ? options.prefill_chunk : prompt.size();
+  for (size_t pos = 0; pos < prompt.size(); pos += chunk)
+    if (auto s = model.forward({prompt.data() + pos, std::min(chunk, prompt.size() - pos)}, pos, logits); !s) return s.error();
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   start = Clock::now();

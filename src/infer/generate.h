@@ -97,6 +97,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   SamplerOptions sampler = {};
   std::optional<SpeculativeOptions> speculative = {};
+  // The prompt's positions per pass: a long prompt runs in pieces (the same logits), so that
+  // its pass's buffers and the sliding layers' caches stay bounded; 0: one pass.
+  size_t prefill_chunk = 2048;
 };
 
 struct GenerateResult {

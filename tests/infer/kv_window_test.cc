@@ -152,6 +152,32 @@ TEST_F(KvWindow, TreesAndPassesThatGoBackSeeWhatTheyWouldWithEveryPosition) {
   EXPECT_EQ(a, b) << "a new sequence at 0 in a cache that had dropped positions";
 }
 
+// A prompt many windows long run in pieces (GenerateOptions::prefill_chunk) gives the
+// tokens of one pass over it, and its sliding layers keep about their window throughout.
+TEST_F(KvWindow, ALongPromptInPiecesGivesTheTokensOfOnePass) {
+  ThreadPool pool(2);
+  LocalFfn ffn(*model_, pool);
+  const std::vector<int> prompt(tokens_.begin(), tokens_.begin() + 500);
+  auto run = [&](size_t chunk, size_t& sliding_positions) {
+    Transformer t(*model_, ffn, pool);
+    GenerateOptions options;
+    options.max_new_tokens = 20;
+    options.ignore_eos = true;
+    options.prefill_chunk = chunk;
+    auto r = generate(t, prompt, options);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    sliding_positions = t.cache().layers[0].values[0].capacity() / model_->config.layer(0).head_dim;
+    return r.ok() ? r->generated : std::vector<int>{};
+  };
+  size_t whole = 0, pieces = 0;
+  const std::vector<int> one_pass = run(0, whole);
+  EXPECT_EQ(run(40, pieces), one_pass);
+  // The buffers themselves, not only their sizes: in pieces, never more; after one pass
+  // over the whole prompt, given back by the next pass.
+  EXPECT_LE(pieces, kWindow + kKvRewindPositions + 64 + 2 * kKeyBlock + 40);
+  EXPECT_LE(whole, kWindow + kKvRewindPositions + 64 + 2 * kKeyBlock + 1);
+}
+
 // Decoding far past the window: speculative decoding, with lookup trees and with a draft
 // model whose own sliding layers go back past the drafts the target rejects, gives plain
 // greedy decoding's tokens.
