@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "infer/draft_tree.h"
@@ -24,6 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kWindow = 8, kTokens = 600;
+// The most a sliding layer holds besides a pass's rows: the window, what a sequence may go
+// back, a drop's step (64) and the rounding to key blocks at both ends.
+constexpr size_t kHeld = kWindow + kKvRewindPositions + 64 + 2 * kKeyBlock;
 
 // A Gemma 4 E model: sliding layers of a window of 8 between full ones, the last two layers
 // reading earlier layers' caches, per-layer embeddings; f32, random weights.
@@ -52,6 +56,18 @@ class KvWindow : public ::testing::Test {
   static std::pair<size_t, size_t> held(const KvCache& cache, size_t l) {
     const KvCache::Layer& layer = cache.layers[l];
     return {layer.first, layer.values.empty() ? 0 : layer.values[0].size() / model_->config.layer(l).head_dim};
+  }
+  // Greedy tokens from `prompt` on a transformer of its own; `after` sees its cache at the end.
+  static GenerateResult greedy(const std::vector<int>& prompt, GenerateOptions options,
+                               const std::function<void(const KvCache&)>& after = {}) {
+    ThreadPool pool(2);
+    LocalFfn ffn(*model_, pool);
+    Transformer t(*model_, ffn, pool);
+    options.ignore_eos = true;
+    auto r = generate(t, prompt, options);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    if (after) after(t.cache());
+    return r.ok() ? *r : GenerateResult{};
   }
   static inline fs::path dir_;
   static inline Model* model_ = nullptr;
@@ -90,8 +106,7 @@ TEST_F(KvWindow, KeepsTheWindowAndGivesTheLogitsOfACacheThatKeepsEverything) {
     } else {
       ++sliding;
       EXPECT_EQ(kv_window(c, l), kWindow);
-      // The window, what a sequence may go back, a drop's step (64) and the rounding to key blocks.
-      EXPECT_LE(positions, kWindow + kKvRewindPositions + 64 + 2 * kKeyBlock) << l;
+      EXPECT_LE(positions, kHeld) << l;
       EXPECT_GE(first + positions, kTokens) << l;
       EXPECT_EQ(first % kKeyBlock, 0u) << l;
       EXPECT_EQ(held(everything, l), std::make_pair(size_t(0), kTokens)) << l;
@@ -155,45 +170,35 @@ TEST_F(KvWindow, TreesAndPassesThatGoBackSeeWhatTheyWouldWithEveryPosition) {
 // A prompt many windows long run in pieces (GenerateOptions::prefill_chunk) gives the
 // tokens of one pass over it, and its sliding layers keep about their window throughout.
 TEST_F(KvWindow, ALongPromptInPiecesGivesTheTokensOfOnePass) {
-  ThreadPool pool(2);
-  LocalFfn ffn(*model_, pool);
   const std::vector<int> prompt(tokens_.begin(), tokens_.begin() + 500);
   auto run = [&](size_t chunk, size_t& sliding_positions) {
-    Transformer t(*model_, ffn, pool);
     GenerateOptions options;
     options.max_new_tokens = 20;
-    options.ignore_eos = true;
     options.prefill_chunk = chunk;
-    auto r = generate(t, prompt, options);
-    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-    sliding_positions = t.cache().layers[0].values[0].capacity() / model_->config.layer(0).head_dim;
-    return r.ok() ? r->generated : std::vector<int>{};
+    return greedy(prompt, options, [&](const KvCache& cache) {
+             sliding_positions = cache.layers[0].values[0].capacity() / model_->config.layer(0).head_dim;
+           }).generated;
   };
   size_t whole = 0, pieces = 0;
   const std::vector<int> one_pass = run(0, whole);
   EXPECT_EQ(run(40, pieces), one_pass);
   // The buffers themselves, not only their sizes: in pieces, never more; after one pass
   // over the whole prompt, given back by the next pass.
-  EXPECT_LE(pieces, kWindow + kKvRewindPositions + 64 + 2 * kKeyBlock + 40);
-  EXPECT_LE(whole, kWindow + kKvRewindPositions + 64 + 2 * kKeyBlock + 1);
+  EXPECT_LE(pieces, kHeld + 40);
+  EXPECT_LE(whole, kHeld + 1);
 }
 
 // Decoding far past the window: speculative decoding, with lookup trees and with a draft
 // model whose own sliding layers go back past the drafts the target rejects, gives plain
 // greedy decoding's tokens.
 TEST_F(KvWindow, SpeculativeDecodingFarPastTheWindowKeepsTheGreedyTokens) {
-  ThreadPool pool(2), draft_pool(1);
-  LocalFfn ffn(*model_, pool);
+  ThreadPool draft_pool(1);
   const std::vector<int> prompt(tokens_.begin(), tokens_.begin() + 20);
   auto run = [&](std::optional<SpeculativeOptions> spec) {
-    Transformer t(*model_, ffn, pool);
     GenerateOptions options;
     options.max_new_tokens = 300;
-    options.ignore_eos = true;
     options.speculative = spec;
-    auto r = generate(t, prompt, options);
-    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-    return r.ok() ? *r : GenerateResult{};
+    return greedy(prompt, options);
   };
   const GenerateResult plain = run(std::nullopt);
   ASSERT_EQ(plain.generated.size(), 300u);
