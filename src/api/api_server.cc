@@ -515,6 +515,9 @@ std::string ApiServer::metrics() const {
     << "larql_api_queue_waiting " << st.waiting << "\n";
   o << "# HELP larql_api_running Sequences decoding together.\n# TYPE larql_api_running gauge\nlarql_api_running " << st.active
     << "\n";
+  o << "# HELP larql_api_kv_cache_bytes Keys and values the running sequences hold (f32; sliding layers about their "
+       "window).\n# TYPE larql_api_kv_cache_bytes gauge\nlarql_api_kv_cache_bytes "
+    << st.kv_cache_bytes << "\n";
   o << "# HELP larql_api_engine_steps_total Batched forward passes (one FFN call per layer each).\n"
     << "# TYPE larql_api_engine_steps_total counter\nlarql_api_engine_steps_total " << st.steps << "\n";
   o << "# HELP larql_api_draft_tokens_total Speculative tokens drafted (--draft), and those kept.\n"

@@ -60,7 +60,7 @@ BatchScheduler::Stats BatchScheduler::stats() const {
   std::lock_guard lock(mutex_);
   // Cancelled waiters are not waiting any more, though the engine has not dropped them yet.
   const size_t waiting = size_t(std::count_if(waiting_.begin(), waiting_.end(), [](const auto& j) { return !j->cancelled(); }));
-  return {waiting, active_count_, steps_, drafted_.load(), accepted_.load()};
+  return {waiting, active_count_, steps_, drafted_.load(), accepted_.load(), kv_cache_bytes_.load()};
 }
 
 void BatchScheduler::run() {
@@ -162,7 +162,10 @@ void BatchScheduler::emit(Job& job, int next, size_t ctx) {
 
 void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
-  if (active.empty()) return;
+  if (active.empty()) {
+    kv_cache_bytes_ = 0;
+    return;
+  }
   const ModelConfig& c = transformer_.config();
   const size_t ctx = std::min(options_.ctx, c.context);
   // Each job's chunk: its next prompt piece, or its last token (and its drafts). A tree of
@@ -250,6 +253,9 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
     }
   }
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
+  size_t kv_bytes = 0;
+  for (const auto& job : active) kv_bytes += job->cache_.bytes();
+  kv_cache_bytes_ = kv_bytes;
 }
 
 }  // namespace larql

@@ -112,6 +112,7 @@ class BatchScheduler {
   struct Stats {
     size_t waiting = 0, active = 0, steps = 0;
     size_t drafted = 0, accepted = 0;  // speculative tokens proposed and kept
+    size_t kv_cache_bytes = 0;         // what the active sequences' caches hold, after the last step
   };
 
   BatchScheduler(Transformer& transformer, Options options);
@@ -145,6 +146,7 @@ class BatchScheduler {
   size_t active_count_ = 0;
   size_t steps_ = 0;
   std::atomic<size_t> drafted_ = 0, accepted_ = 0;  // (the engine thread counts, stats() reads)
+  std::atomic<size_t> kv_cache_bytes_ = 0;
   bool stopping_ = false;
   std::thread engine_;
 };

@@ -575,6 +575,8 @@ void expect_batched_requests_equal_single_runs(bool remote, const std::vector<st
     gate->open();
   }
   ASSERT_TRUE(test::eventually([&] { return leaver.readable(); }));
+  // The leaver asked for 200 tokens: its sequence holds a cache until the engine drops it.
+  EXPECT_TRUE(test::eventually([&] { return test::server_metric(api.url(), "larql_api_kv_cache_bytes") > 0; }));
   leaver.close();
   for (auto& t : clients) t.join();
 
@@ -586,6 +588,8 @@ void expect_batched_requests_equal_single_runs(bool remote, const std::vector<st
     generated += single["generated_ids"].size();
   }
   ASSERT_TRUE(test::eventually([&] { return in_engine() == 0; })) << "the leaver was dropped";
+  EXPECT_TRUE(test::eventually([&] { return test::server_metric(api.url(), "larql_api_kv_cache_bytes") == 0; }))
+      << "no sequence left, no cache held";
   const double steps = test::server_metric(api.url(), "larql_api_engine_steps_total");
   const double completion = test::server_metric(api.url(), "larql_api_completion_tokens_total");
   EXPECT_LT(completion, double(generated) + 200) << "the leaver stopped generating";
