@@ -73,7 +73,7 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       transformer_(model, ffn, pool),
       options_(std::move(options)),
       scheduler_(transformer_, {.parallel = std::max<size_t>(1, options_.parallel), .max_waiting = options_.max_queue,
-                                .prefill_chunk = 64, .ctx = std::min(options_.ctx, model.config.context),
+                                .prefill_chunk = std::max<size_t>(1, options_.prefill_chunk), .ctx = std::min(options_.ctx, model.config.context),
                                 .speculative = options_.speculative, .draft_model = options_.draft_model, .draft_pool = &pool}),
       created_(int64_t(std::time(nullptr))),
       first_token_seconds_(kFirstTokenBuckets),

@@ -32,6 +32,7 @@ struct ApiOptions {
   std::optional<SpeculativeOptions> speculative = {};  // --draft: every request's sequence drafts its own
   const Model* draft_model = nullptr;                  // --draft MODEL (else prompt lookup)
   bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
+  size_t prefill_chunk = 64;  // a sequence's prompt tokens per step
 };
 
 // The body of an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.

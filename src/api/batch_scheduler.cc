@@ -174,10 +174,15 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   std::vector<SequenceChunk> chunks;
   std::optional<SpeculativeOptions> spec = options_.speculative;
   if (spec && active.size() > 1) spec->branches = 1;
+  const size_t prefilling = size_t(std::count_if(active.begin(), active.end(), [](const auto& job) {
+    return job->prefilled_ < job->request_.prompt.size();
+  }));
+  const size_t piece = prefilling < active.size() ? options_.prefill_chunk
+                                                  : std::max(options_.prefill_chunk, kPrefillRowsAlone / std::max<size_t>(prefilling, 1));
   for (auto& job : active) {
     const auto& prompt = job->request_.prompt;
     if (job->prefilled_ < prompt.size()) {
-      const size_t n = std::min(options_.prefill_chunk, prompt.size() - job->prefilled_);
+      const size_t n = std::min(piece, prompt.size() - job->prefilled_);
       // Scoring the prompt needs every position's logits; generating, the last one's.
       chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, wants_prompt(*job) ? 0 : n - 1});
     } else {

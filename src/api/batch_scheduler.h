@@ -93,12 +93,18 @@ class Job {
   std::vector<float> raw_;  // a row's logits before sampling shaped them (log-probabilities)
 };
 
+// The prompt rows a step takes when no sequence in it decodes: a long prompt alone comes in
+// few steps (each a round trip per layer through remote shards), as `larql run`'s passes.
+inline constexpr size_t kPrefillRowsAlone = kPrefillChunk;
+
 class BatchScheduler {
  public:
   struct Options {
     size_t parallel = 8;        // sequences per step
     size_t max_waiting = 64;    // beyond the active ones; more: refused
-    size_t prefill_chunk = 64;  // prompt tokens per sequence per step
+    // Prompt tokens per sequence per step while other sequences decode (their next tokens
+    // wait for the step); in a step where none does, the prompts share kPrefillRowsAlone.
+    size_t prefill_chunk = 64;
     size_t ctx = 2048;          // positions per sequence
     // Speculative decoding (prompt lookup): each decoding sequence brings its last token and
     // its drafts to the step, verified row by row (greedy output as without; sampled output

@@ -29,6 +29,7 @@ struct ApiCommandOptions {
   size_t threads = 0;
   size_t max_queue = 64;
   size_t parallel = 8;
+  size_t prefill_chunk = ApiOptions{}.prefill_chunk;
   // A request is text or token ids for one context: 8 MiB is far more than any context
   // holds, and bounds the JSON parsing and tokenizing a body can ask for.
   size_t max_body_mb = 8;
@@ -82,6 +83,7 @@ int api(ApiCommandOptions o) {
 
   ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, o.parallel, std::nullopt};
   options.key_required = o.http.api_key.has_value();
+  options.prefill_chunk = o.prefill_chunk;
   // A draft model runs here (its FFN too), one KV cache per sequence.
   std::optional<Model> draft_model;
   if (o.draft) {
@@ -163,6 +165,11 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--parallel", o->parallel, "sequences decoding together (one FFN call per layer per step for all)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));
+  cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                  "a sequence's prompt tokens per step: larger gives a long prompt fewer steps (round trips through "
+                  "remote shards), smaller keeps the other sequences' tokens coming meanwhile")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{8192}));
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait beyond the running ones before 429")->capture_default_str();
   cmd->add_option("--max-body-mb", o->max_body_mb, "largest request body in MiB (else 413)")
       ->capture_default_str()

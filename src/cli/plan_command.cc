@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "api/batch_scheduler.h"
 #include "plan/shard_plan.h"
 
 namespace larql::cli {
@@ -68,8 +69,10 @@ void add_plan_command(CLI::App& app) {
     if (!plan) fail(plan.error().message);
     const std::string map = shard_map(*plan, *sizes, o->port);
     const size_t ctx = sizes->context ? std::min(o->ctx, sizes->context) : o->ctx;  // as larql api caps --ctx
-    // `larql api` runs a sequence's rows in passes of at most 65: a prompt chunk of 64, or 64 drafts and their token.
-    const uint64_t kv = sizes->kv_bytes(ctx, 65) * o->parallel;
+    // `larql api` runs a sequence's rows in passes of at most 65 beside others (a prompt piece
+    // of 64, or 64 drafts and their token), and prompts with none decoding in kPrefillRowsAlone.
+    const size_t parallel = std::max<size_t>(o->parallel, 1);
+    const uint64_t kv = sizes->kv_bytes(ctx, 65) * (parallel - 1) + sizes->kv_bytes(ctx, kPrefillRowsAlone);
     const uint64_t client = sizes->client + kv;
     std::optional<uint64_t> client_memory;
     if (!o->client.empty()) {

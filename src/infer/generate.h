@@ -92,6 +92,9 @@ class DraftLength {
 DraftTree sweep_drafts(int first, std::span<const int> context, DraftLength& length, const SpeculativeOptions& spec,
                        const DraftFunction& propose, size_t positions, size_t tokens);
 
+// The prompt positions a pass takes at most by default (GenerateOptions::prefill_chunk).
+inline constexpr size_t kPrefillChunk = 2048;
+
 struct GenerateOptions {
   size_t max_new_tokens = 256;
   bool ignore_eos = false;
@@ -99,7 +102,7 @@ struct GenerateOptions {
   std::optional<SpeculativeOptions> speculative = {};
   // The prompt's positions per pass: a long prompt runs in pieces (the same logits), so that
   // its pass's buffers and the sliding layers' caches stay bounded; 0: one pass.
-  size_t prefill_chunk = 2048;
+  size_t prefill_chunk = kPrefillChunk;
 };
 
 struct GenerateResult {

@@ -624,5 +624,33 @@ TEST(ApiBatching, SequencesDraftedByADraftModelEachEqualTheirPlainSingleRun) {
   expect_batched_requests_equal_single_runs(false, {std::string(LARQL_SOURCE_DIR) + "/models/demo-draft"});
 }
 
+// A long prompt with no sequence decoding beside it is read in one step (a round trip per
+// layer through shards); while another sequence decodes, in pieces of --prefill-chunk, so
+// that the other's tokens keep coming. Either way its answer is its single run's.
+TEST(ApiBatching, ALongPromptAloneTakesOneStepAndBesideADecodingSequenceItsPieces) {
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--parallel", "2", "--threads", "1", "--prefill-chunk", "64"});
+  std::vector<int> prompt{1};
+  for (int k = 0; k < 299; ++k) prompt.push_back(200 + (k * 37) % 3000);
+  const json single = larql_run("--prompt-ids " + ids_arg(prompt) + " --steps 1");
+  auto steps = [&] { return test::server_metric(api.url(), "larql_api_engine_steps_total"); };
+  auto complete = [&] {
+    auto r = post(api.url(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}}, nullptr);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r && r->status == 200 ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : "";
+  };
+  const double before = steps();
+  EXPECT_EQ(complete(), single["text"]);
+  EXPECT_EQ(steps() - before, 1.0) << "300 prompt tokens alone: one step";
+
+  test::RawConnection decoding(api.port());
+  ASSERT_TRUE(decoding.send(raw_post("/v1/completions", {{"prompt", std::vector<int>{1, 500, 501}}, {"max_tokens", 200},
+                                                         {"temperature", 0}, {"stream", true}})));
+  ASSERT_TRUE(test::eventually([&] { return decoding.readable(); })) << "the other sequence decodes";
+  const double beside = steps();
+  EXPECT_EQ(complete(), single["text"]);
+  EXPECT_GE(steps() - beside, 5.0) << "300 prompt tokens beside a decoding sequence: pieces of 64";
+  decoding.close();
+}
+
 }  // namespace
 }  // namespace larql
