@@ -36,7 +36,7 @@ struct RunOptions {
   uint64_t seed = 0;
   size_t threads = 0;
   bool ignore_eos = false;
-  size_t prefill_chunk = GenerateOptions{}.prefill_chunk;
+  size_t prefill_chunk = kPrefillChunk;
   std::optional<std::string> draft;  // --draft
   DraftShape draft_shape;            // --draft-max, --draft-branches
   bool json = false;
