@@ -182,8 +182,9 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   for (auto& job : active) {
     const auto& prompt = job->request_.prompt;
     if (job->prefilled_ < prompt.size()) {
-      const size_t n = std::min(piece, prompt.size() - job->prefilled_);
-      // Scoring the prompt needs every position's logits; generating, the last one's.
+      // Scoring the prompt needs every position's logits (a row of the vocabulary each, so
+      // pieces of prefill_chunk rows whatever runs beside it); generating, the last one's.
+      const size_t n = std::min(wants_prompt(*job) ? options_.prefill_chunk : piece, prompt.size() - job->prefilled_);
       chunks.push_back({&job->cache_, {prompt.data() + job->prefilled_, n}, job->prefilled_, wants_prompt(*job) ? 0 : n - 1});
     } else {
       // The last token, and drafts under it where the sequence speculates (sweep_drafts).

@@ -103,7 +103,8 @@ class BatchScheduler {
     size_t parallel = 8;        // sequences per step
     size_t max_waiting = 64;    // beyond the active ones; more: refused
     // Prompt tokens per sequence per step while other sequences decode (their next tokens
-    // wait for the step); in a step where none does, the prompts share kPrefillRowsAlone.
+    // wait for the step); in a step where none does, the prompts share kPrefillRowsAlone,
+    // except those scored (echo with logprobs), whose rows each bring the vocabulary's logits.
     size_t prefill_chunk = 64;
     size_t ctx = 2048;          // positions per sequence
     // Speculative decoding (prompt lookup): each decoding sequence brings its last token and

@@ -641,6 +641,13 @@ TEST(ApiBatching, ALongPromptAloneTakesOneStepAndBesideADecodingSequenceItsPiece
   const double before = steps();
   EXPECT_EQ(complete(), single["text"]);
   EXPECT_EQ(steps() - before, 1.0) << "300 prompt tokens alone: one step";
+  // Scored (echo with logprobs), each prompt row brings the vocabulary's logits: pieces of 64 even alone.
+  const double scoring = steps();
+  auto scored = post(api.url(), "/v1/completions",
+                     {{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}, {"temperature", 0}}, nullptr);
+  ASSERT_TRUE(scored && scored->status == 200) << (scored ? scored->body : "no answer");
+  EXPECT_EQ(json::parse(scored->body)["choices"][0]["logprobs"]["token_logprobs"].size(), prompt.size());
+  EXPECT_EQ(steps() - scoring, 5.0) << "300 scored prompt tokens: pieces of 64";
 
   test::RawConnection decoding(api.port());
   ASSERT_TRUE(decoding.send(raw_post("/v1/completions", {{"prompt", std::vector<int>{1, 500, 501}}, {"max_tokens", 200},
