@@ -22,7 +22,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import layer_count, start, start_proxies, start_shard, stop, stream_completion  # noqa: E402
+from larql_procs import add_grid_arguments, start, start_halves_behind_proxies, stop, stream_completion  # noqa: E402
 
 
 def heldout_ids(url, count):
@@ -71,24 +71,16 @@ def one_round(url, long_prompt, decode_tokens):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", nargs="?", default="models/demo")
-    ap.add_argument("--larql", default="build/larql")
-    ap.add_argument("--proxy", default="build/bench/link_proxy")
-    ap.add_argument("--link", default="100Mbit/20ms")
+    add_grid_arguments(ap)
     ap.add_argument("--chunks", default="64,128,256,512")
     ap.add_argument("--prompt-tokens", type=int, default=440)
     ap.add_argument("--decode-tokens", type=int, default=60)
-    ap.add_argument("--wire", default="f16")
-    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--base", help="another larql binary (an earlier build) run the same way, for comparison")
     a = ap.parse_args()
     chunks = [int(c) for c in a.chunks.split(",")]
-    n = layer_count(a.model)
-    half = n // 2
-    shards = [start_shard(a.larql, a.model, f"0-{half - 1}", 1), start_shard(a.larql, a.model, f"{half}-{n - 1}", 1)]
-    proxies = start_proxies(a.proxy, [url for _, url in shards], a.link)
+    grid, spec = start_halves_behind_proxies(a.larql, a.proxy, a.model, a.link)
     try:
-        places = {"local": [], a.link: ["--ffn", f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}", "--wire", a.wire]}
+        places = {"local": [], a.link: ["--ffn", spec, "--wire", a.wire]}
         # An earlier build (--base) has no --prefill-chunk: its prompts went in pieces of 64.
         configs = [("this", a.larql, c) for c in chunks] + ([("base", a.base, None)] if a.base else [])
         results = {(b, p, c): [] for b, _, c in configs for p in places}
@@ -111,8 +103,7 @@ def main():
             alone, beside, gap = (statistics.median(r[i] for r in rows) * 1000 for i in range(3))
             print(f"{build:>5} {place:>14} {chunk or 64:>15} {alone:>15.0f} ms {beside:>14.0f} ms {gap:>13.0f} ms")
     finally:
-        stop(proxies)
-        stop(shards)
+        stop(grid)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import urllib.request
 import json
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import heldout_prompts, layer_count, metric, start, start_proxies, start_shard, stop  # noqa: E402
+from larql_procs import add_grid_arguments, heldout_prompts, metric, start, start_halves_behind_proxies, stop  # noqa: E402
 
 
 def complete(url, prompt, tokens, out, i):
@@ -48,25 +48,16 @@ def round_of(url, prompts, tokens):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", nargs="?", default="models/demo")
-    ap.add_argument("--larql", default="build/larql")
-    ap.add_argument("--proxy", default="build/bench/link_proxy")
-    ap.add_argument("--link", default="100Mbit/20ms")
+    add_grid_arguments(ap)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--wire", default="f16")
-    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--drafts", default="lookup,lookup --draft-max 16 --draft-branches 4,models/demo-draft",
                     help="--draft values (with their --draft-max and --draft-branches), each against plain batching")
     a = ap.parse_args()
     configs = [("plain", [])] + [(d, ["--draft"] + d.split()) for d in a.drafts.split(",") if d.strip()]
     prompts = heldout_prompts(a.clients)
-    n = layer_count(a.model)
-    half = n // 2
-    shards = [start_shard(a.larql, a.model, f"0-{half - 1}", 1), start_shard(a.larql, a.model, f"{half}-{n - 1}", 1)]
-    proxies = start_proxies(a.proxy, [url for _, url in shards], a.link)
+    grid, spec = start_halves_behind_proxies(a.larql, a.proxy, a.model, a.link)
     try:
-        spec = f"0-{half - 1}={proxies[0][1]},{half}-{n - 1}={proxies[1][1]}"
         rates = {name: [] for name, _ in configs}
         texts, steps, kept = {}, {}, {}
         for _ in range(a.rounds):
@@ -89,8 +80,7 @@ def main():
             print(f"--draft {os.path.basename(name)}: {fast:7.2f} tok/s aggregate ({fast / plain:.2f}x), {steps[name]:.0f} engine steps, "
                   f"{kept[name][0]:.0f} of {kept[name][1]:.0f} drafts kept, same texts: {texts['plain'] == texts[name]}")
     finally:
-        stop(proxies)
-        stop(shards)
+        stop(grid)
 
 
 if __name__ == "__main__":

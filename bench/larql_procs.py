@@ -41,6 +41,28 @@ def start_shard(larql, model, layers, threads, extra=("--wire-i8",)):
     return start([larql, "serve", model, "--port", "0", "--layers", layers, "--threads", str(threads), *extra], f"shard {layers}")
 
 
+def add_grid_arguments(ap):
+    """The arguments of a benchmark through two shards behind link proxies: the model, the
+    binaries, the link, the wire encoding and the rounds."""
+    ap.add_argument("model", nargs="?", default="models/demo")
+    ap.add_argument("--larql", default="build/larql")
+    ap.add_argument("--proxy", default="build/bench/link_proxy")
+    ap.add_argument("--link", default="100Mbit/20ms")
+    ap.add_argument("--wire", default="f16")
+    ap.add_argument("--rounds", type=int, default=2)
+
+
+def start_halves_behind_proxies(larql, proxy, model, link):
+    """Two shards on loopback holding half the model's layers each, a link_proxy in front of
+    each; returns (processes to stop, the --ffn map through the proxies)."""
+    n = layer_count(model)
+    half = n // 2
+    ranges = [f"0-{half - 1}", f"{half}-{n - 1}"]
+    shards = [start_shard(larql, model, r, 1) for r in ranges]
+    proxies = start_proxies(proxy, [url for _, url in shards], link)
+    return proxies + shards, ",".join(f"{r}={url}" for r, (_, url) in zip(ranges, proxies))
+
+
 def start_proxies(proxy, urls, link):
     """A bench/link_proxy in front of each URL, emulating `link` (e.g. 100Mbit/20ms)."""
     return [start([proxy, "--to", url.removeprefix("http://"), "--link", link], "link_proxy", health=None) for url in urls]
