@@ -166,8 +166,9 @@ void add_api_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{256}));
   cmd->add_option("--prefill-chunk", o->prefill_chunk,
-                  "a sequence's prompt tokens per step: larger gives a long prompt fewer steps (round trips through "
-                  "remote shards), smaller keeps the other sequences' tokens coming meanwhile")
+                  "a sequence's prompt tokens per step beside sequences that decode (with none decoding, prompts share "
+                  "2048 rows a step): larger gives a long prompt fewer steps (round trips through remote shards), smaller "
+                  "keeps the other sequences' tokens coming meanwhile")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{8192}));
   cmd->add_option("--max-queue", o->max_queue, "requests that may wait beyond the running ones before 429")->capture_default_str();
