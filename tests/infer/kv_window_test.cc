@@ -48,6 +48,7 @@ class KvWindow : public ::testing::Test {
     tokens_.resize(kTokens);
     for (int& t : tokens_) t = int(rng() % model_->config.vocab);
   }
+  void SetUp() override { ASSERT_NE(model_, nullptr) << "the suite's model was not written"; }
   static void TearDownTestSuite() {
     delete model_;
     fs::remove_all(dir_);
