@@ -16,15 +16,18 @@ size_t KvCache::bytes() const {
   return floats * sizeof(float);
 }
 
-size_t kv_window(const ModelConfig& config, size_t owner) {
-  size_t window = 0;
+std::vector<size_t> kv_windows(const ModelConfig& config) {
+  std::vector<size_t> windows(config.layers, 0);
+  std::vector<bool> read_whole(config.layers, false);  // a full layer reads this cache
   for (size_t l = 0; l < config.layers; ++l) {
-    if (config.kv_layer(l) != owner) continue;
+    const size_t owner = config.kv_layer(l);
     const LayerConfig& lc = config.layer(l);
-    if (lc.attention != AttentionKind::sliding || lc.window == 0) return 0;
-    window = std::max(window, lc.window);
+    if (lc.attention != AttentionKind::sliding || lc.window == 0) read_whole[owner] = true;
+    else windows[owner] = std::max(windows[owner], lc.window);
   }
-  return window;
+  for (size_t l = 0; l < config.layers; ++l)
+    if (read_whole[l]) windows[l] = 0;
+  return windows;
 }
 
 namespace {
@@ -46,15 +49,15 @@ size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows) {
   return window ? std::min(positions, windowed_span(window, kKvRewindPositions) + pass_rows) : positions;
 }
 
-Status check_kv_reach(const ModelConfig& config, KvCache& cache, size_t pos) {
-  if (cache.layers.size() < config.layers) cache.layers.resize(config.layers);
-  for (size_t l = 0; l < config.layers; ++l) {
+Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t pos) {
+  if (cache.layers.size() < windows.size()) cache.layers.resize(windows.size());
+  for (size_t l = 0; l < windows.size(); ++l) {
     KvCache::Layer& layer = cache.layers[l];
     if (pos == 0) {  // a new sequence: what the cache held is not read again
       layer.first = 0;
       continue;
     }
-    const size_t window = kv_window(config, l), needed = first_read(window, pos);
+    const size_t window = windows[l], needed = first_read(window, pos);
     if (needed < layer.first)
       return make_error(ErrorCode::invalid_argument,
                         "a pass at position " + std::to_string(pos) + " reads layer " + std::to_string(l) + "'s keys from position " +
@@ -65,12 +68,11 @@ Status check_kv_reach(const ModelConfig& config, KvCache& cache, size_t pos) {
   return Ok{};
 }
 
-void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t pos, size_t end) {
+void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t window, size_t pos, size_t end) {
   KvCache::Layer& layer = cache.layers[l];
   const LayerConfig& lc = config.layer(l);
   const size_t hd = lc.head_dim;
   if (layer.keys.size() < lc.kv_heads) layer.keys.resize(lc.kv_heads), layer.values.resize(lc.kv_heads);
-  const size_t window = kv_window(config, l);
   const bool windowed = window > 0 && cache.rewind != SIZE_MAX;
   // Positions before `keep_from` are read by no pass that starts at most `rewind` before this one.
   if (windowed) {
@@ -88,11 +90,11 @@ void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t pos,
   // A windowed layer's buffers are sized once for the most it holds between drops (a pass's
   // rows beyond it grow them); a full layer's grow geometrically with the sequence.
   const size_t slots = end - layer.first, steady = windowed ? windowed_span(window, cache.rewind) + (end - pos) : 0;
+  auto grow = [&](std::vector<float>& v, size_t floats, size_t steady_floats) {
+    if (v.capacity() < floats && windowed) v.reserve(std::max(floats, steady_floats));
+    if (v.size() < floats) v.resize(floats);
+  };
   for (size_t h = 0; h < lc.kv_heads; ++h) {
-    auto grow = [&](std::vector<float>& v, size_t floats, size_t steady_floats) {
-      if (v.capacity() < floats && windowed) v.reserve(std::max(floats, steady_floats));
-      if (v.size() < floats) v.resize(floats);
-    };
     grow(layer.keys[h], key_floats(slots, hd), key_floats(steady, hd));
     grow(layer.values[h], slots * hd, steady * hd);
   }

@@ -20,7 +20,7 @@ inline constexpr size_t kKvRewindPositions = 64;
 // as one contiguous stream. Values [slot][head_dim]; keys in blocks of positions, each block
 // dimension by dimension (attention.h's key_offset). A layer whose readers all attend over a
 // sliding window drops the positions no pass can read again, whole key blocks at a time, so
-// that its cache stays near its window however long the sequence (kv_window).
+// that its cache stays near its window however long the sequence (kv_windows).
 struct KvCache {
   struct Layer {
     std::vector<std::vector<float>> keys, values;
@@ -32,22 +32,24 @@ struct KvCache {
   size_t bytes() const;  // of the keys and values held
 };
 
-// The window layer `owner`'s cache must keep: the widest of the sliding layers that read it
-// (itself, and the KV-shared layers that read its cache), or 0 (all) if a full layer reads it.
-size_t kv_window(const ModelConfig& config, size_t owner);
+// The window each layer's cache must keep: the widest of the sliding layers that read it
+// (itself, and the KV-shared layers that read its cache), or 0 (all) if a full layer reads
+// it; 0 for a layer that keeps no cache. Derived from the config once, by its users.
+std::vector<size_t> kv_windows(const ModelConfig& config);
 
 // The most positions a layer whose readers see `window` keys (0: all) holds for a sequence
 // of `positions`, run in passes of at most `pass_rows` rows: all of them, or about its window.
 size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows);
 
-// Checks, before a pass at `pos`, that every layer still holds the positions the pass reads;
-// a pass at 0 starts the sequence afresh. Sizes `cache.layers` to the model's.
-Status check_kv_reach(const ModelConfig& config, KvCache& cache, size_t pos);
+// Checks, before a pass at `pos`, that every layer still holds the positions the pass reads
+// (`windows`: kv_windows'); a pass at 0 starts the sequence afresh. Sizes `cache.layers` to
+// the model's.
+Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t pos);
 
-// Makes layer l's cache hold the slots of positions [pos, end) for a pass at `pos`, after
-// dropping the positions before its window that no later pass can read (none held for a
-// full layer's readers).
-void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t pos, size_t end);
+// Makes layer l's cache, whose readers see `window` keys (0: all), hold the slots of
+// positions [pos, end) for a pass at `pos`, after dropping the positions before its window
+// that no later pass can read.
+void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t window, size_t pos, size_t end);
 
 // Moves the cache entries of chunk rows `path` (row 0, then each row's child, …) of a pass
 // at `pos` to positions pos, pos + 1, …: the cache the path alone would have left.

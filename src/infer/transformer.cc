@@ -45,7 +45,7 @@ float yarn_inv_freq(size_t i, size_t dim, float theta, const YarnRopeScaling& y)
 }  // namespace
 
 Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool)
-    : model_(model), ffn_(ffn), pool_(pool), router_(model, pool) {
+    : model_(model), ffn_(ffn), pool_(pool), kv_windows_(kv_windows(model.config)), router_(model, pool) {
   const ModelConfig& c = model.config;
   // As run.c computes it: 1 / theta^(2i / head_dim), in float. Proportional RoPE keeps the
   // full head size in the exponent and leaves the pairs past rotated_pairs unturned.
@@ -177,7 +177,7 @@ void Transformer::store_kv(size_t l, std::span<const SequenceChunk> chunks) {
   const LayerConfig& lc = model_.config.layer(l);
   const size_t hd = lc.head_dim, KV = model_.config.kv_dim(l), n = row_chunk_.size();
   // Each sequence's cache grows with the positions it uses, once per pass (kv_cache.h).
-  for (const SequenceChunk& ch : chunks) reserve_kv(model_.config, *ch.cache, l, ch.pos, ch.pos + ch.tokens.size());
+  for (const SequenceChunk& ch : chunks) reserve_kv(model_.config, *ch.cache, l, kv_windows_[l], ch.pos, ch.pos + ch.tokens.size());
   pool_.parallel_rows(n, 2 * KV, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) {
       KvCache::Layer& layer = chunks[row_chunk_[t]].cache->layers[l];
@@ -312,7 +312,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
         return make_error(ErrorCode::invalid_argument,
                           "token id " + std::to_string(tok) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
     if (auto s = check_parents(ch); !s) return s.error();
-    if (auto s = check_kv_reach(c, *ch.cache, pos); !s) return s.error();
+    if (auto s = check_kv_reach(kv_windows_, *ch.cache, pos); !s) return s.error();
     depth.assign(n, 0);
     for (size_t t = 0; t < n; ++t) {
       if (t >= ch.first_logit) logit_rows.push_back(row_chunk_.size());

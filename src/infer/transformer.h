@@ -75,6 +75,7 @@ class Transformer {
   ThreadPool& pool_;
   std::vector<std::vector<float>> inv_freq_;  // [layer][rotated pair of a head]
   std::vector<float> rope_magnitude_;          // [layer]: cos and sin × this (YaRN's attention factor; else 1)
+  std::vector<size_t> kv_windows_;             // [layer]: the window its cache keeps (kv_windows)
   KvCache cache_;  // forward's and forward_logits' sequence
   std::vector<size_t> row_chunk_, row_pos_, row_slot_;  // per row of a pass: its chunk, position and cache slot
   // Per row of a pass: [begin, end) of its path's slots in path_slots_ (its ancestors', then

@@ -69,8 +69,9 @@ void size_from(ModelSizes& s, const ModelConfig& c) {
   s.dense_ffn.assign(c.layers, 0);
   s.expert_ffn.assign(c.layers, 0);
   s.kv_per_position = c.kv_bytes_per_position();
+  const std::vector<size_t> windows = kv_windows(c);
   for (size_t l = 0; l < c.layers; ++l)
-    if (c.owns_kv(l)) s.kv_layers.emplace_back(kv_window(c, l), 2 * c.kv_dim(l) * sizeof(float));
+    if (c.owns_kv(l)) s.kv_layers.emplace_back(windows[l], 2 * c.kv_dim(l) * sizeof(float));
   s.context = c.context;
 }
 
