@@ -27,7 +27,7 @@ struct DraftShape {
 
 inline void add_draft_shape_options(CLI::App* cmd, DraftShape& shape) {
   cmd->add_option("--draft-max", shape.max_draft, "speculative decoding: drafted tokens a pass verifies at most")
-      ->check(CLI::Range(1, 64))
+      ->check(CLI::Range(size_t{1}, kMaxDraft))
       ->capture_default_str();
   cmd->add_option("--draft-branches", shape.branches,
                   "--draft lookup: up to this many distinct continuations a pass, verified as one tree of at most "

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "api/batch_scheduler.h"
+#include "api/api_server.h"
 #include "plan/shard_plan.h"
 
 namespace larql::cli {
@@ -69,10 +69,10 @@ void add_plan_command(CLI::App& app) {
     if (!plan) fail(plan.error().message);
     const std::string map = shard_map(*plan, *sizes, o->port);
     const size_t ctx = sizes->context ? std::min(o->ctx, sizes->context) : o->ctx;  // as larql api caps --ctx
-    // `larql api` runs a sequence's rows in passes of at most 65 beside others (a prompt piece
-    // of 64, or 64 drafts and their token), and prompts with none decoding in kPrefillRowsAlone.
-    const size_t parallel = std::max<size_t>(o->parallel, 1);
-    const uint64_t kv = sizes->kv_bytes(ctx, 65) * (parallel - 1) + sizes->kv_bytes(ctx, kPrefillRowsAlone);
+    // `larql api` runs a sequence's rows beside others in passes of a prompt piece or of its
+    // drafts and their token, and prompts with none decoding in kPrefillRowsAlone.
+    const size_t parallel = std::max<size_t>(o->parallel, 1), beside = std::max(ApiOptions{}.prefill_chunk, kMaxDraft + 1);
+    const uint64_t kv = sizes->kv_bytes(ctx, beside) * (parallel - 1) + sizes->kv_bytes(ctx, kPrefillRowsAlone);
     const uint64_t client = sizes->client + kv;
     std::optional<uint64_t> client_memory;
     if (!o->client.empty()) {

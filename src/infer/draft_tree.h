@@ -9,6 +9,10 @@
 
 namespace larql {
 
+// Drafted tokens a pass verifies at most (--draft-max's bound): a pass then holds at most
+// this many rows besides the token already chosen.
+inline constexpr size_t kMaxDraft = 64;
+
 struct DraftTree {
   std::vector<int> tokens;   // per row
   std::vector<int> parents;  // per row: an earlier row; -1 for row 0

@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "infer/draft_tree.h"
 #include "model/model.h"
 
 namespace larql {
 
 // Positions a sliding layer keeps before its window, so that a sequence may start a pass up
 // to this many positions before its last one (a draft model going back past the drafts the
-// target rejected: at most --draft-max, 64).
-inline constexpr size_t kKvRewindPositions = 64;
+// target rejected: at most --draft-max).
+inline constexpr size_t kKvRewindPositions = kMaxDraft;
 
 // Each layer's keys and values, grown with the positions used (never sized by the model's
 // whole context). Each key-value head's apart, [head]: attention reads one head's positions
