@@ -198,6 +198,10 @@ int main(int argc, char** argv) {
   app.add_option("--pages", pages, "weights on huge pages (a copy, as the commands do), in the file's mapping, or both: "
                                    "huge, mapped")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
+  if (std::find(prefill_tokens.begin(), prefill_tokens.end(), 0) != prefill_tokens.end()) {
+    std::fprintf(stderr, "engine_bench: --prefill-tokens takes prompt lengths of at least 1, not 0\n");
+    return 2;
+  }
 
   const size_t variants = arithmetics.size() * pages.size();
   std::vector<Measured> models(paths.size() * variants);
@@ -249,7 +253,8 @@ int main(int argc, char** argv) {
       bandwidth.push_back(bw), fma_peak.push_back(peaks.f32_fma), dot_peak.push_back(peaks.bf16_dot),
           int8_peak.push_back(peaks.int8_dot);
     for (Measured& m : models) {
-      std::vector<int> prompt(*std::max_element(prefill_tokens.begin(), prefill_tokens.end()));
+      // (Decode starts from the prompt's first 3 tokens.)
+      std::vector<int> prompt(std::max<size_t>(3, *std::max_element(prefill_tokens.begin(), prefill_tokens.end())));
       for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int((i * 7919 + 3) % m.model.config.vocab);
       TimedFfn ffn(m.model, pool);
       Transformer t(m.model, ffn, pool);
