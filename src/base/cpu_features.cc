@@ -42,6 +42,17 @@ bool cpu_has_avx2_fma_f16c() {
 #endif
 }
 
+bool cpu_has_avx_vnni() {
+  if (masked("avxvnni") || !cpu_has_avx2_fma_f16c()) return false;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+  return a & (1u << 4);  // AVX-VNNI
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_avx512f_bw() {
   if (masked("avx512") || masked("avx2")) return false;
 #if defined(LARQL_EMULATE_AVX512)

@@ -4,13 +4,18 @@
 namespace larql {
 
 // Every check honours LARQL_CPU_MASK, a comma-separated list of features to treat as
-// absent ("avx512vnni", "avx512bf16", "avx512", "avx2"; masking one masks those above it), so that the fallbacks run
+// absent ("avx512vnni", "avx512bf16", "avx512", "avx2"; masking one masks those above it; and
+// "avxvnni"), so that the fallbacks run
 // and are tested on any CPU (make test runs the kernel tests masked). In the tests'
 // emulated build (LARQL_EMULATE_AVX512, simd_avx512.h) every AVX-512 check is true on an
 // AVX2 CPU unless masked.
 
 // AVX2, FMA and F16C, with the OS saving YMM state.
 bool cpu_has_avx2_fma_f16c();
+
+// The above plus AVX-VNNI (vpdpbusd on ymm registers; masked also by "avxvnni", not by
+// "avx512": a CPU can have either without the other).
+bool cpu_has_avx_vnni();
 
 // AVX-512 Foundation and Byte/Word, with the OS saving ZMM and mask-register state.
 bool cpu_has_avx512f_bw();

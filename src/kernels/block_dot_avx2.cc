@@ -5,6 +5,11 @@
 // subtracted, then the float steps per lane with each group's scale (q6_k has two per
 // block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators: decode
 // holds both halves of an output, prefill one per pass (grid_tile).
+//
+// block_dot_avx2_vnni.cc compiles this file again for CPUs with AVX-VNNI (and AVX2 but no
+// AVX-512: Intel's since Alder Lake): the group sums by one vpdpbusd, which starts from
+// −z · Σqx, where vpmaddubsw, vpmaddwd and a subtraction took three. The integers are the
+// same (exact either way), so the results are too.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -16,6 +21,17 @@
 
 #include "kernels/block_unpack_avx2.h"
 #include "kernels/matvec_tiles.h"
+
+#ifndef LARQL_AVX_VNNI
+#define LARQL_AVX_VNNI 0
+#endif
+#if LARQL_AVX_VNNI
+#undef LARQL_AVX2
+#define LARQL_AVX2 __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define LARQL_AVX2_TILES(name) name##_vnni
+#else
+#define LARQL_AVX2_TILES(name) name
+#endif
 
 namespace larql {
 namespace {
@@ -116,42 +132,55 @@ constexpr int stored_offset() {
   else return zero_point<T>();
 }
 
-// The eight group sums Σ qw·qx of one block, in order.
-template <DType T>
-LARQL_AVX2 inline __m256i group_dots(__m256i w, __m256i x) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (blocks::has_signed_integers(T)) return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+// Σ u·s over each four bytes (u unsigned, s signed), added to `start`.
+LARQL_AVX2 inline __m256i dot4(__m256i start, __m256i u, __m256i s) {
+#if LARQL_AVX_VNNI
+  return _mm256_dpbusd_avx_epi32(start, u, s);
+#else  // exact where each pair's sum fits 16 bits, as every caller's does
+  return _mm256_add_epi32(start, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
 }
 
-// The offset's share z · sx_g of what group_dots leaves, from the group sums float(sx_g)
-// (decode reads them from QuantizedActivations; z is a power of two).
+// The offset's share of the group sums as add_scaled_block takes it: z · sx_g (subtracted
+// after the dots), or with AVX-VNNI −z · sx_g (where the dots start). From the group sums
+// float(sx_g) (decode reads them from QuantizedActivations; z is a power of two).
 template <DType T>
 LARQL_AVX2 inline __m256i offset_share(__m256 sx) {
   constexpr int kOffset = stored_offset<T>();
   static_assert(kOffset > 0 && (kOffset & (kOffset - 1)) == 0, "a shift stands for the product");
-  return _mm256_slli_epi32(_mm256_cvtps_epi32(sx), __builtin_ctz(unsigned(kOffset)));
+  const __m256i share = _mm256_slli_epi32(_mm256_cvtps_epi32(sx), __builtin_ctz(unsigned(kOffset)));
+  return LARQL_AVX_VNNI ? _mm256_sub_epi32(_mm256_setzero_si256(), share) : share;
 }
 
 // The same from the block's activations themselves (prefill: no per-lane arrays to
 // stream); |z · (qx + qx')| ≤ 32 · 254 fits vpmaddubsw's 16 bits.
 template <DType T>
 LARQL_AVX2 inline __m256i offset_share(__m256i x) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(char(stored_offset<T>())), x), _mm256_set1_epi16(1));
+  const __m256i z = _mm256_set1_epi8(char(stored_offset<T>()));
+  if constexpr (LARQL_AVX_VNNI)  // −z · qx as z · (−qx): qx ≥ −127, so −qx is a signed byte
+    return dot4(_mm256_setzero_si256(), z, _mm256_sub_epi8(_mm256_setzero_si256(), x));
+  return dot4(_mm256_setzero_si256(), z, x);
 }
 
 // float(sx_g), likewise.
-LARQL_AVX2 inline __m256 group_sums(__m256i x) {
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1)));
-}
+LARQL_AVX2 inline __m256 group_sums(__m256i x) { return _mm256_cvtepi32_ps(dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), x)); }
 
 // One block of one row and token into `lane`, the lanes of the block's half: the float
-// steps of the contract, with offset = z · sx_g and sx = float(sx_g) where the format needs them.
-// The first step with dwdx = dw_g · dx already multiplied (decode's K-quants: scale_by).
+// steps of the contract, with offset = offset_share's and sx = float(sx_g) where the
+// format needs them. The first step with dwdx = dw_g · dx already multiplied (decode's
+// K-quants: scale_by). The eight group sums Σ qw·qx of one block come out in order.
 template <DType T>
 LARQL_AVX2 inline __m256 add_scaled_block(__m256 lane, __m256i q, __m256i x, __m256 dwdx, __m256i offset) {
-  __m256i p = group_dots<T>(q, x);
-  if constexpr (stored_offset<T>() != 0) p = _mm256_sub_epi32(p, offset);
+  constexpr bool kOffset = stored_offset<T>() != 0;
+  __m256i u = q, s = x;
+  if constexpr (blocks::has_signed_integers(T)) u = _mm256_abs_epi8(q), s = _mm256_sign_epi8(x, q);
+  __m256i p;
+  if constexpr (LARQL_AVX_VNNI) {
+    p = dot4(kOffset ? offset : _mm256_setzero_si256(), u, s);
+  } else {
+    p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    if constexpr (kOffset) p = _mm256_sub_epi32(p, offset);
+  }
   return _mm256_fmadd_ps(dwdx, _mm256_cvtepi32_ps(p), lane);
 }
 
@@ -340,6 +369,7 @@ void dispatch(const Tile& t) {
 
 }  // namespace
 
+#if !LARQL_AVX_VNNI  // (one copy: the activations take no dot products)
 // block_dot.h's activation contract on eight floats at a time: the same max, division,
 // products, clamp and round-to-nearest-even (vcvtps2dq under the default MXCSR, which the
 // scalar version's magic-number rounding also follows).
@@ -382,7 +412,9 @@ LARQL_AVX2 void quantize_activation_row_avx2(const float* x, QuantizedActivation
   }
 }
 
-void block_tile_avx2(const Tile& t) {
+#endif
+
+void LARQL_AVX2_TILES(block_tile_avx2)(const Tile& t) {
   blocks::with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
 }
 

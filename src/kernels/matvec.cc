@@ -86,11 +86,12 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
   const bool blocked = dtype_is_blocked(w.dtype), bf16_dot = w.effective_arithmetic() == Arithmetic::bf16_dot;
   TilePlan plan{blocked ? block_tile_scalar : bf16_dot ? bf16dot_tile_scalar : tile_scalar, 4, 4};
 #if defined(__x86_64__)
-  static const bool vnni = cpu_has_avx512_vnni();  // cpuid is slow (a VM exit): ask once
+  static const bool vnni = cpu_has_avx512_vnni(), avx_vnni = cpu_has_avx_vnni();  // cpuid is slow (a VM exit): ask once
   switch (isa) {
     case MatmulIsa::scalar: break;
     case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
-      plan = {blocked ? block_tile_avx2 : bf16_dot ? bf16dot_tile_avx2 : tile_avx2, 4, n == 1 ? 1 : kGridTokens};
+      plan = {blocked ? (avx_vnni ? block_tile_avx2_vnni : block_tile_avx2) : bf16_dot ? bf16dot_tile_avx2 : tile_avx2, 4,
+              n == 1 ? 1 : kGridTokens};
       break;
     case MatmulIsa::avx512:
     case MatmulIsa::avx512bf16:

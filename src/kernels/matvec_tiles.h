@@ -253,6 +253,7 @@ void tile_avx2(const Tile& t);    // nr ≤ 4, nt ≤ 24
 void tile_avx512(const Tile& t);  // nr ≤ 8 with nt = 1, else nr ≤ 6, nt ≤ 4
 // Block-format weights (block_dot.h's contract).
 void block_tile_avx2(const Tile& t);      // nr ≤ 4, nt ≤ 24
+void block_tile_avx2_vnni(const Tile& t); // the same with AVX-VNNI
 void block_tile_vnni(const Tile& t);      // AVX-512 VNNI: nr ≤ 8 with nt = 1, else nr, nt ≤ 4
 void block_tile_avx512bw(const Tile& t);  // AVX-512 without VNNI: the same limits
 #endif
