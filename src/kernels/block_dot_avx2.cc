@@ -369,7 +369,7 @@ void dispatch(const Tile& t) {
 
 }  // namespace
 
-#if !LARQL_AVX_VNNI  // (one copy: the activations take no dot products)
+#if !LARQL_AVX_VNNI  // (defined once: the AVX-VNNI copy adds only the tiles)
 // block_dot.h's activation contract on eight floats at a time: the same max, division,
 // products, clamp and round-to-nearest-even (vcvtps2dq under the default MXCSR, which the
 // scalar version's magic-number rounding also follows).
