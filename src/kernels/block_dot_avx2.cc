@@ -174,13 +174,8 @@ LARQL_AVX2 inline __m256 add_scaled_block(__m256 lane, __m256i q, __m256i x, __m
   constexpr bool kOffset = stored_offset<T>() != 0;
   __m256i u = q, s = x;
   if constexpr (blocks::has_signed_integers(T)) u = _mm256_abs_epi8(q), s = _mm256_sign_epi8(x, q);
-  __m256i p;
-  if constexpr (LARQL_AVX_VNNI) {
-    p = dot4(kOffset ? offset : _mm256_setzero_si256(), u, s);
-  } else {
-    p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-    if constexpr (kOffset) p = _mm256_sub_epi32(p, offset);
-  }
+  __m256i p = dot4(LARQL_AVX_VNNI && kOffset ? offset : _mm256_setzero_si256(), u, s);
+  if constexpr (!LARQL_AVX_VNNI && kOffset) p = _mm256_sub_epi32(p, offset);
   return _mm256_fmadd_ps(dwdx, _mm256_cvtepi32_ps(p), lane);
 }
 
