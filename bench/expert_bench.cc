@@ -17,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,12 +57,6 @@ Matrices make_matrices(DType type, size_t count, size_t rows, size_t cols, std::
     m.each.push_back(Matrix{type, rows, cols, at});
   }
   return m;
-}
-
-std::optional<DType> dtype_from_name(std::string_view name) {
-  for (const auto& d : kDTypes)
-    if (d.name == name) return d.type;
-  return std::nullopt;
 }
 
 double median(std::vector<double> v) {

@@ -49,6 +49,11 @@ inline std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
     if (d.ggml_type == ggml_type) return d.type;
   return std::nullopt;
 }
+inline std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& d : kDTypes)
+    if (d.name == name) return d.type;
+  return std::nullopt;
+}
 
 // Bytes of `values` consecutive values; `values` must be a multiple of the block size
 // (the loaders check each row before building a Matrix).
