@@ -210,46 +210,35 @@ LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
   else return _mm256_set1_ps(ch.scaled[k]);
 }
 
-// Decode: nr ≤ 4 rows of one token, both halves of each output.
-template <DType T, int NR>
-LARQL_AVX2 void row_tile(const Tile& t) {
+// Decode: one row of one token, both halves of its output. A tile's rows go one after
+// another, each read start to end: one stream per thread, which the hardware prefetcher
+// follows. Four rows a chunk at a time, with the next tile's rows prefetched by hand,
+// read 0.6-0.8x as fast on the Zen 5 of docs/benchmarks.md (the AVX-512 tiles, whose wider
+// steps leave memory the bound, keep that scheme).
+template <DType T>
+LARQL_AVX2 void row_tile(const Tile& t, size_t row) {
   using C = Chunk<T>;
   const size_t cols = t.w->cols, chunks = cols / 32 / C::kBlocks, token = t.t0;
   const QuantizedActivations& qa = *t.qa;
-  const uint8_t* rows[NR];
-  for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
-  __m256 acc[NR][2];
-  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  C chunks_of[2][NR];
+  const uint8_t* const weights = t.w->row_ptr(row);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  C chunks_of[2];
   // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
-  // a template on H so that every accumulator is a register.
-  const C* chunk = chunks_of[0];
+  // a template on H so that both accumulators stay registers.
+  const C* chunk = &chunks_of[0];
   auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
     const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
     __m256i offset{};
     if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
-    if constexpr (blocks::is_kquant(T)) {
-      LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
-        acc[r][H] = add_scaled_block<T>(acc[r][H], block_weights<T>(chunk[r], k).q, x, scaled_dw<T>(chunk[r], k), offset);
-    } else {
-      const __m256 dx = _mm256_set1_ps(qa.scale(token, b));
-      LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(chunk[r], k), x, dx, offset, sx);
-    }
+    if constexpr (blocks::is_kquant(T))
+      acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(*chunk, k).q, x, scaled_dw<T>(*chunk, k), offset);
+    else
+      acc[H] = add_block<T>(acc[H], block_weights<T>(*chunk, k), x, _mm256_set1_ps(qa.scale(token, b)), offset, sx);
   };
-  // Each chunk's bytes in the next tile's rows are prefetched as its own are read: the
-  // hardware prefetcher alone leaves NR interleaved streams of short rows waiting (q6_k
-  // decoded at half the read bandwidth). On the Zen 2 it costs a third of the speed when
-  // the matrix sits in L3 and doubles it when it does not: a model's weights do not.
-  const size_t ahead = NR * t.w->row_bytes();
-  constexpr size_t kChunkBytes = C::kBlocks * dtype_traits(T).block_bytes;
-  auto load = [&](size_t c, C* into) LARQL_AVX2 {
-    for (int r = 0; r < NR; ++r) {
-      C& ch = into[r];
-      load_chunk<T>(ch, rows[r], c);
-      if constexpr (blocks::is_kquant(T)) scale_by<T>(ch, _mm256_loadu_ps(qa.scales(token, 8 * c)));
-      for (size_t at = 0; at < kChunkBytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ch.p) + ahead + at, _MM_HINT_T0);
-    }
+  auto load = [&](size_t c, C& into) LARQL_AVX2 {
+    load_chunk<T>(into, weights, c);
+    if constexpr (blocks::is_kquant(T)) scale_by<T>(into, _mm256_loadu_ps(qa.scales(token, 8 * c)));
   };
   // q6_k's scales (and its d, in the super-block's last bytes) are read one chunk ahead,
   // so that their latency overlaps the current chunk's blocks: 25-30% faster on the Zen 3
@@ -259,7 +248,7 @@ LARQL_AVX2 void row_tile(const Tile& t) {
   if (kAhead && chunks > 0) load(0, chunks_of[0]);
   for (size_t c = 0; c < chunks; ++c) {
     if constexpr (kAhead) {
-      chunk = chunks_of[c % 2];
+      chunk = &chunks_of[c % 2];
       if (c + 1 < chunks) load(c + 1, chunks_of[(c + 1) % 2]);
     } else {
       load(c, chunks_of[0]);
@@ -274,12 +263,10 @@ LARQL_AVX2 void row_tile(const Tile& t) {
     } else {
       block.template operator()<1>(0, c);
     }
-    if constexpr (blocks::has_min(T) && blocks::is_kquant(T)) {  // the K minimums, per super-block (block_dot.h)
-      const __m256 t_k = _mm256_loadu_ps(qa.block_sums(token, 8 * c));
-      for (int r = 0; r < NR; ++r) acc[r][0] = _mm256_fmadd_ps(_mm256_load_ps(chunk[r].scales + 8), t_k, acc[r][0]);
-    }
+    if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
+      acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk->scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
   }
-  for (int r = 0; r < NR; ++r) t.y[token * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][0], acc[r][1]);
+  t.y[token * t.w->rows + row] = reduce16(acc[0], acc[1]);
 }
 
 // Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kGroup at a time, one half of
@@ -351,15 +338,12 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
 using TileFn = void (*)(const Tile&);
 
 template <DType T>
-const std::array<TileFn, 4> kRowTiles{&row_tile<T, 1>, &row_tile<T, 2>, &row_tile<T, 3>, &row_tile<T, 4>};
-
-template <DType T>
 const std::array<TileFn, 4> kGridTiles{&grid_tile<T, 1>, &grid_tile<T, 2>, &grid_tile<T, 3>, &grid_tile<T, 4>};
 
 template <DType T>
 void dispatch(const Tile& t) {
-  if (t.nt == 1) kRowTiles<T>[t.nr - 1](t);
-  else kGridTiles<T>[t.nr - 1](t);
+  if (t.nt > 1) return kGridTiles<T>[t.nr - 1](t);
+  for (size_t r = t.r0; r < t.r0 + t.nr; ++r) row_tile<T>(t, r);
 }
 
 }  // namespace
