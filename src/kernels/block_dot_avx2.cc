@@ -51,9 +51,9 @@ struct Chunk {
   const uint8_t* p;
   alignas(32) float scales[16];  // q4_k/q5_k: d·s_0..7 then −dmin·m_0..7; q6_k: d·sc_0..15
   // Decode: each block's dw_g · dx, its scales times its activations' (scale_by), one
-  // product per chunk where there were eight: q4_k/q5_k block k's at k; q6_k block k's
-  // eight lanes at 8k (sc_2k's in lanes 0-3, sc_2k+1's in 4-7), ready for the step.
-  alignas(32) float scaled[T == DType::q6_k ? 64 : 8];
+  // product per chunk where there were eight: q4_k/q5_k block k's at k; q6_k sc_i · dx
+  // at i (block k's two at 2k, 2k + 1; scaled_dw spreads them over its lanes).
+  alignas(32) float scaled[T == DType::q6_k ? 16 : 8];
 };
 
 // Eight bytes at p widened to floats, signed or not.
@@ -191,13 +191,8 @@ LARQL_AVX2 inline __m256 add_block(__m256 lane, const BlockWeights& w, __m256i x
 template <DType T>
 LARQL_AVX2 inline void scale_by(Chunk<T>& ch, __m256 dx8) {
   if constexpr (T == DType::q6_k) {  // two scales per block: dx_k spread over sc_2k, sc_2k+1
-    const __m256 halves[2] = {
-        _mm256_mul_ps(_mm256_load_ps(ch.scales), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))),
-        _mm256_mul_ps(_mm256_load_ps(ch.scales + 8), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)))};
-    for (int k = 0; k < 8; ++k) {
-      const int j = 2 * (k % 4);
-      _mm256_store_ps(ch.scaled + 8 * k, _mm256_permutevar8x32_ps(halves[k / 4], _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1)));
-    }
+    _mm256_store_ps(ch.scaled, _mm256_mul_ps(_mm256_load_ps(ch.scales), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))));
+    _mm256_store_ps(ch.scaled + 8, _mm256_mul_ps(_mm256_load_ps(ch.scales + 8), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))));
   } else {
     _mm256_store_ps(ch.scaled, _mm256_mul_ps(_mm256_load_ps(ch.scales), dx8));
   }
@@ -206,8 +201,12 @@ LARQL_AVX2 inline void scale_by(Chunk<T>& ch, __m256 dx8) {
 // Block k's dw_g · dx in its group lanes, from Chunk::scaled.
 template <DType T>
 LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
-  if constexpr (T == DType::q6_k) return _mm256_load_ps(ch.scaled + 8 * k);
-  else return _mm256_set1_ps(ch.scaled[k]);
+  if constexpr (T == DType::q6_k) {  // sc_2k's product in lanes 0-3, sc_2k+1's in 4-7
+    const int j = int(2 * (k % 4));
+    return _mm256_permutevar8x32_ps(_mm256_load_ps(ch.scaled + 8 * (k / 4)), _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1));
+  } else {
+    return _mm256_set1_ps(ch.scaled[k]);
+  }
 }
 
 // Decode: one row of one token, both halves of its output. A tile's rows go one after
