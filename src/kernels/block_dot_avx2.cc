@@ -221,37 +221,24 @@ LARQL_AVX2 void row_tile(const Tile& t, size_t row) {
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* const weights = t.w->row_ptr(row);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  C chunks_of[2];
+  C chunk;
   // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
   // a template on H so that both accumulators stay registers.
-  const C* chunk = &chunks_of[0];
   auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
     const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
     __m256i offset{};
     if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
     if constexpr (blocks::is_kquant(T))
-      acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(*chunk, k).q, x, scaled_dw<T>(*chunk, k), offset);
+      acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
     else
-      acc[H] = add_block<T>(acc[H], block_weights<T>(*chunk, k), x, _mm256_set1_ps(qa.scale(token, b)), offset, sx);
+      acc[H] = add_block<T>(acc[H], block_weights<T>(chunk, k), x, _mm256_set1_ps(qa.scale(token, b)), offset, sx);
   };
-  auto load = [&](size_t c, C& into) LARQL_AVX2 {
-    load_chunk<T>(into, weights, c);
-    if constexpr (blocks::is_kquant(T)) scale_by<T>(into, _mm256_loadu_ps(qa.scales(token, 8 * c)));
-  };
-  // q6_k's scales (and its d, in the super-block's last bytes) are read one chunk ahead,
-  // so that their latency overlaps the current chunk's blocks: 25-30% faster on the Zen 3
-  // (docs/benchmarks.md). q4_k, whose header is its first bytes, measured 5% slower
-  // that way; the 32-value formats have no scales to unpack.
-  constexpr bool kAhead = T == DType::q6_k;
-  if (kAhead && chunks > 0) load(0, chunks_of[0]);
+  // Each chunk's scales are unpacked as it comes: q6_k's read one chunk ahead, as the
+  // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks.md).
   for (size_t c = 0; c < chunks; ++c) {
-    if constexpr (kAhead) {
-      chunk = &chunks_of[c % 2];
-      if (c + 1 < chunks) load(c + 1, chunks_of[(c + 1) % 2]);
-    } else {
-      load(c, chunks_of[0]);
-    }
+    load_chunk<T>(chunk, weights, c);
+    if constexpr (blocks::is_kquant(T)) scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
     if constexpr (C::kBlocks == 8) {
       LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
         block.template operator()<0>(k, 8 * c + k);
@@ -263,7 +250,7 @@ LARQL_AVX2 void row_tile(const Tile& t, size_t row) {
       block.template operator()<1>(0, c);
     }
     if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
-      acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk->scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
+      acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk.scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
   }
   t.y[token * t.w->rows + row] = reduce16(acc[0], acc[1]);
 }
