@@ -209,50 +209,54 @@ LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
   }
 }
 
-// Decode: one row of one token, both halves of its output. A tile's rows go one after
+// Decode: rows of one token, both halves of each output. The tile's rows go one after
 // another, each read start to end: one stream per thread, which the hardware prefetcher
 // follows. Four rows a chunk at a time, with the next tile's rows prefetched by hand,
 // read 0.6-0.8x as fast on the Zen 5 of docs/benchmarks.md (the AVX-512 tiles, whose wider
 // steps leave memory the bound, keep that scheme).
 template <DType T>
-LARQL_AVX2 void row_tile(const Tile& t, size_t row) {
+LARQL_AVX2 void row_tile(const Tile& t) {
   using C = Chunk<T>;
+  constexpr size_t kChunkBytes = dtype_traits(T).block_bytes;  // a K-quant "block" is its super-block
   const size_t cols = t.w->cols, chunks = cols / 32 / C::kBlocks, token = t.t0;
   const QuantizedActivations& qa = *t.qa;
-  const uint8_t* const weights = t.w->row_ptr(row);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  C chunk;
-  // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
-  // a template on H so that both accumulators stay registers.
-  auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
-    const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
-    __m256i offset{};
-    if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
-    if constexpr (blocks::is_kquant(T))
-      acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
-    else
-      acc[H] = add_block<T>(acc[H], block_weights<T>(chunk, k), x, _mm256_set1_ps(qa.scale(token, b)), offset, sx);
-  };
-  // Each chunk's scales are unpacked as it comes: q6_k's read one chunk ahead, as the
-  // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks.md).
-  for (size_t c = 0; c < chunks; ++c) {
-    load_chunk<T>(chunk, weights, c);
-    if constexpr (blocks::is_kquant(T)) scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
-    if constexpr (C::kBlocks == 8) {
-      LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
-        block.template operator()<0>(k, 8 * c + k);
-        block.template operator()<1>(k + 1, 8 * c + k + 1);
+  const uint8_t* const first_row = static_cast<const uint8_t*>(t.w->data);
+  for (size_t row = t.r0; row < t.r0 + t.nr; ++row) {
+    const uint8_t* const weights = first_row + row * chunks * kChunkBytes;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    C chunk;
+    // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
+    // a template on H so that both accumulators stay registers.
+    auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
+      const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
+      __m256i offset{};
+      if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
+      if constexpr (blocks::is_kquant(T))
+        acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
+      else
+        acc[H] = add_block<T>(acc[H], block_weights<T>(chunk, k), x, _mm256_set1_ps(qa.scale(token, b)), offset, sx);
+    };
+    // Each chunk's scales are unpacked as it comes: q6_k's read one chunk ahead, as the
+    // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks.md).
+    for (size_t c = 0; c < chunks; ++c) {
+      load_chunk<T>(chunk, weights, c);
+      if constexpr (blocks::is_kquant(T)) scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
+      if constexpr (C::kBlocks == 8) {
+        LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
+          block.template operator()<0>(k, 8 * c + k);
+          block.template operator()<1>(k + 1, 8 * c + k + 1);
+        }
+      } else if (c % 2 == 0) {
+        block.template operator()<0>(0, c);
+      } else {
+        block.template operator()<1>(0, c);
       }
-    } else if (c % 2 == 0) {
-      block.template operator()<0>(0, c);
-    } else {
-      block.template operator()<1>(0, c);
+      if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
+        acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk.scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
     }
-    if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
-      acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk.scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
+    t.y[token * t.w->rows + row] = reduce16(acc[0], acc[1]);
   }
-  t.y[token * t.w->rows + row] = reduce16(acc[0], acc[1]);
 }
 
 // Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kGroup at a time, one half of
@@ -328,8 +332,8 @@ const std::array<TileFn, 4> kGridTiles{&grid_tile<T, 1>, &grid_tile<T, 2>, &grid
 
 template <DType T>
 void dispatch(const Tile& t) {
-  if (t.nt > 1) return kGridTiles<T>[t.nr - 1](t);
-  for (size_t r = t.r0; r < t.r0 + t.nr; ++r) row_tile<T>(t, r);
+  if (t.nt == 1) row_tile<T>(t);
+  else kGridTiles<T>[t.nr - 1](t);
 }
 
 }  // namespace
