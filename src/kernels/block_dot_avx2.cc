@@ -62,6 +62,21 @@ LARQL_AVX2 inline __m256 widen8(const uint8_t* p, bool is_signed) {
   return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
 }
 
+// block_formats.h's unpack_scales_mins by byte shuffles: s_0..7 then m_0..7 from the
+// twelve packed bytes (16 read: a K-quant super-block goes on past them). s_0..3 and
+// m_0..3 are bytes 0-3 and 4-7 of the packing, low six bits; s_4..7 and m_4..7 take
+// bytes 8-11's low and high nibbles, with bits 6-7 of bytes 0-3 and 4-7 above them.
+LARQL_AVX2 inline __m128i unpack_scales_mins(const uint8_t* packed) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m128i low = _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i top = _mm_shuffle_epi8(bytes, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  // 16-bit shifts: what a byte takes from its neighbour is masked off.
+  const __m128i low_bits = _mm_and_si128(low, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+  const __m128i high_nibbles = _mm_and_si128(_mm_srli_epi16(low, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+  const __m128i top_bits = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_setr_epi8(0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48));
+  return _mm_or_si128(_mm_or_si128(low_bits, high_nibbles), top_bits);
+}
+
 // The products below are exact, so the same floats as the scalar unpacking's.
 template <DType T>
 LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
@@ -71,11 +86,11 @@ LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
     for (size_t i = 0; i < 16; i += 8)
       _mm256_store_ps(ch.scales + i, _mm256_mul_ps(d, widen8(ch.p + blocks::Q6Layout::scales + i, true)));
   } else if constexpr (blocks::is_kquant(T)) {
-    uint8_t sm[16];
-    blocks::unpack_scales_mins(ch.p + blocks::k_layout<T>().scales, sm);
+    const __m128i sm = unpack_scales_mins(ch.p + blocks::k_layout<T>().scales);
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), dmin = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + 2)));
-    _mm256_store_ps(ch.scales, _mm256_mul_ps(d, widen8(sm, false)));
-    _mm256_store_ps(ch.scales + 8, _mm256_xor_ps(_mm256_mul_ps(dmin, widen8(sm + 8, false)), _mm256_set1_ps(-0.0f)));
+    _mm256_store_ps(ch.scales, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm))));
+    const __m256 mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
+    _mm256_store_ps(ch.scales + 8, _mm256_xor_ps(_mm256_mul_ps(dmin, mins), _mm256_set1_ps(-0.0f)));
   }
 }
 
