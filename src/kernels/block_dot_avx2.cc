@@ -224,16 +224,17 @@ LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
   }
 }
 
-// Decode: rows of one token, both halves of each output. The tile's rows go one after
-// another, each read start to end: one stream per thread, which the hardware prefetcher
-// follows. Four rows a chunk at a time, with the next tile's rows prefetched by hand,
-// read 0.6-0.8x as fast on the Zen 5 of docs/benchmarks.md (the AVX-512 tiles, whose wider
-// steps leave memory the bound, keep that scheme).
+// Decode of the K-quants: rows of one token, both halves of each output. The tile's rows
+// go one after another, each read start to end: one stream per thread, which the
+// hardware prefetcher follows. Four rows a chunk at a time, with the next tile's rows
+// prefetched by hand, read 0.55-0.75x as fast on the Zen 5 of docs/benchmarks.md (the
+// AVX-512 tiles, whose wider steps leave memory the bound, keep that scheme).
 template <DType T>
-LARQL_AVX2 void row_tile(const Tile& t) {
+LARQL_AVX2 void kquant_row_tile(const Tile& t) {
+  static_assert(blocks::is_kquant(T));
   using C = Chunk<T>;
   constexpr size_t kChunkBytes = dtype_traits(T).block_bytes;  // a K-quant "block" is its super-block
-  const size_t cols = t.w->cols, chunks = cols / 32 / C::kBlocks, token = t.t0;
+  const size_t cols = t.w->cols, chunks = cols / blocks::kSuperValues, token = t.t0;
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* const first_row = static_cast<const uint8_t*>(t.w->data);
   for (size_t row = t.r0; row < t.r0 + t.nr; ++row) {
@@ -244,34 +245,61 @@ LARQL_AVX2 void row_tile(const Tile& t) {
     // a template on H so that both accumulators stay registers.
     auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
-      const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b));
       __m256i offset{};
-      if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
-      if constexpr (blocks::is_kquant(T))
-        acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
-      else
-        acc[H] = add_block<T>(acc[H], block_weights<T>(chunk, k), x, _mm256_set1_ps(qa.scale(token, b)), offset, sx);
+      if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(_mm256_loadu_ps(qa.group_sums(token, b)));
+      acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
     };
     // Each chunk's scales are unpacked as it comes: q6_k's read one chunk ahead, as the
     // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks.md).
     for (size_t c = 0; c < chunks; ++c) {
       load_chunk<T>(chunk, weights, c);
-      if constexpr (blocks::is_kquant(T)) scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
-      if constexpr (C::kBlocks == 8) {
-        LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
-          block.template operator()<0>(k, 8 * c + k);
-          block.template operator()<1>(k + 1, 8 * c + k + 1);
-        }
-      } else if (c % 2 == 0) {
-        block.template operator()<0>(0, c);
-      } else {
-        block.template operator()<1>(0, c);
+      scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
+      LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
+        block.template operator()<0>(k, 8 * c + k);
+        block.template operator()<1>(k + 1, 8 * c + k + 1);
       }
-      if constexpr (blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block (block_dot.h)
+      if constexpr (blocks::has_min(T))  // the K minimums, per super-block (block_dot.h)
         acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk.scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
     }
     t.y[token * t.w->rows + row] = reduce16(acc[0], acc[1]);
   }
+}
+
+// Decode of the 32-value formats: nr ≤ 4 rows of one token a block at a time, both halves
+// of each output. Each block's bytes in the next tile's rows are prefetched as its own
+// are read: the hardware prefetcher alone leaves NR interleaved streams of short rows
+// waiting. Q8_0, whose steps are fewer, decoded 10-20% slower one row at a time as the
+// K-quants go (docs/benchmarks.md, session 42).
+template <DType T, int NR>
+LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
+  static_assert(!blocks::is_kquant(T));
+  const size_t cols = t.w->cols, nblocks = cols / 32, token = t.t0;
+  const QuantizedActivations& qa = *t.qa;
+  const uint8_t* rows[NR];
+  for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
+  __m256 acc[NR][2];
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const size_t ahead = NR * t.w->row_bytes();
+  // Block b into the lanes of half H (b mod 2): a template on H so that every
+  // accumulator is a register.
+  auto block = [&]<int H>(size_t b) LARQL_AVX2 {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
+    const __m256 sx = _mm256_loadu_ps(qa.group_sums(token, b)), dx = _mm256_set1_ps(qa.scale(token, b));
+    __m256i offset{};
+    if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(sx);
+    LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
+      Chunk<T> ch;
+      load_chunk<T>(ch, rows[r], b);
+      _mm_prefetch(reinterpret_cast<const char*>(ch.p) + ahead, _MM_HINT_T0);
+      acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(ch, 0), x, dx, offset, sx);
+    }
+  };
+  for (size_t b = 0; b + 1 < nblocks; b += 2) {
+    block.template operator()<0>(b);
+    block.template operator()<1>(b + 1);
+  }
+  if (nblocks % 2 == 1) block.template operator()<0>(nblocks - 1);
+  for (int r = 0; r < NR; ++r) t.y[token * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][0], acc[r][1]);
 }
 
 // Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kGroup at a time, one half of
@@ -343,12 +371,17 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
 using TileFn = void (*)(const Tile&);
 
 template <DType T>
+const std::array<TileFn, 4> kInterleavedRowTiles{&interleaved_row_tile<T, 1>, &interleaved_row_tile<T, 2>, &interleaved_row_tile<T, 3>,
+                                                 &interleaved_row_tile<T, 4>};
+
+template <DType T>
 const std::array<TileFn, 4> kGridTiles{&grid_tile<T, 1>, &grid_tile<T, 2>, &grid_tile<T, 3>, &grid_tile<T, 4>};
 
 template <DType T>
 void dispatch(const Tile& t) {
-  if (t.nt == 1) row_tile<T>(t);
-  else kGridTiles<T>[t.nr - 1](t);
+  if (t.nt > 1) kGridTiles<T>[t.nr - 1](t);
+  else if constexpr (blocks::is_kquant(T)) kquant_row_tile<T>(t);
+  else kInterleavedRowTiles<T>[t.nr - 1](t);
 }
 
 }  // namespace
