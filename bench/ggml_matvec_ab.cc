@@ -9,7 +9,8 @@
 //   LARQL_CPU_MASK=avx512 /tmp/ggml_matvec_ab --format q4_k --rows 131072 --reps 15
 //
 // Both run on this process's pool of two threads, llama.cpp's rows split as ours are
-// (one contiguous range per thread), and both quantise the token inside the timed call.
+// (one contiguous range per thread), and both quantise the token once inside the timed
+// call.
 // The matrix lives on huge pages as a model's weights do; 131072 rows of 2048 are read
 // from memory, 5632 from the caches.
 #include <ggml-cpu.h>
@@ -41,14 +42,8 @@ int main(int argc, char** argv) {
     else return std::fprintf(stderr, "unknown option %s (--rows, --cols, --reps, --format)\n", argv[i]), 2;
   }
   const std::optional<DType> type = dtype_from_name(format);
-  const ggml_type ggml = !type                     ? GGML_TYPE_COUNT
-                         : *type == DType::q4_k   ? GGML_TYPE_Q4_K
-                         : *type == DType::q5_k   ? GGML_TYPE_Q5_K
-                         : *type == DType::q6_k   ? GGML_TYPE_Q6_K
-                         : *type == DType::q8_0   ? GGML_TYPE_Q8_0
-                         : *type == DType::q4_0   ? GGML_TYPE_Q4_0
-                                                  : GGML_TYPE_COUNT;
-  if (ggml == GGML_TYPE_COUNT) return std::fprintf(stderr, "--format: one of q4_0 q8_0 q4_k q5_k q6_k\n"), 2;
+  if (!type || !dtype_is_blocked(*type)) return std::fprintf(stderr, "--format: a block format, e.g. q4_k q6_k q8_0\n"), 2;
+  const auto ggml = static_cast<ggml_type>(dtype_traits(*type).ggml_type);  // the format table's GGML id
   ggml_cpu_init();
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 1);
@@ -64,9 +59,9 @@ int main(int argc, char** argv) {
   const auto* traits = ggml_get_type_traits_cpu(ggml);
   const size_t row_bytes = ggml_row_size(ggml, cols);
   std::vector<uint8_t> token(ggml_row_size(traits->vec_dot_type, cols));
-  auto run_theirs = [&] {
+  auto run_theirs = [&] {  // the token quantised once, then shared by both threads
+    ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float(x.data(), token.data(), int64_t(cols));
     pool.parallel_for(rows, [&](size_t r0, size_t r1) {
-      ggml_get_type_traits_cpu(traits->vec_dot_type)->from_float(x.data(), token.data(), int64_t(cols));
       for (size_t r = r0; r < r1; ++r) traits->vec_dot(int(cols), &theirs[r], 0, weights + r * row_bytes, 0, token.data(), 0, 1);
     }, 64, 1);
   };
