@@ -4,7 +4,9 @@
 // cannot saturate; q8_0 and mxfp4, signed, go in as |w| and x with w's sign, |w| ≤ 128), z · Σqx
 // subtracted, then the float steps per lane with each group's scale (q6_k has two per
 // block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators: decode
-// holds both halves of an output, prefill one per pass (grid_tile).
+// holds both halves of an output, prefill one per pass (grid_tile). Prefill of more tokens
+// (quad_tile) holds two groups of four rows per register instead, from the rows unpacked
+// and interleaved once per token block (QuadRows).
 //
 // block_dot_avx2_vnni.cc compiles this file again for CPUs with AVX-VNNI (and AVX2 but no
 // AVX-512: Intel's since Alder Lake): the group sums by one vpdpbusd, which starts from
@@ -14,10 +16,14 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "kernels/block_unpack_avx2.h"
 #include "kernels/matvec_tiles.h"
@@ -177,7 +183,7 @@ LARQL_AVX2 inline __m256i offset_share(__m256i x) {
   return dot4(_mm256_setzero_si256(), z, x);
 }
 
-// float(sx_g), likewise.
+// float(sx_g) from a block's activations (each four bytes' sum).
 LARQL_AVX2 inline __m256 group_sums(__m256i x) { return _mm256_cvtepi32_ps(dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), x)); }
 
 // One block of one row and token into `lane`, the lanes of the block's half: the float
@@ -302,7 +308,116 @@ LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
   for (int r = 0; r < NR; ++r) t.y[token * t.w->rows + t.r0 + size_t(r)] = reduce16(acc[r][0], acc[r][1]);
 }
 
-// Prefill: up to kGridTokens tokens over nr ≤ 4 rows, kGroup at a time, one half of
+// The 64-bit quarters of four vectors transposed: v[i] becomes [a_i b_i c_i d_i] of the
+// a, b, c, d it held. Its own inverse: it interleaves four rows (QuadRows) and takes a
+// tile's lanes back to rows.
+LARQL_AVX2 inline void transpose_quarters(__m256i (&v)[4]) {
+  const __m256i ab_low = _mm256_unpacklo_epi64(v[0], v[1]), ab_high = _mm256_unpackhi_epi64(v[0], v[1]);  // a0 b0 | a2 b2, a1 b1 | a3 b3
+  const __m256i cd_low = _mm256_unpacklo_epi64(v[2], v[3]), cd_high = _mm256_unpackhi_epi64(v[2], v[3]);
+  v[0] = _mm256_permute2x128_si256(ab_low, cd_low, 0x20);
+  v[1] = _mm256_permute2x128_si256(ab_high, cd_high, 0x20);
+  v[2] = _mm256_permute2x128_si256(ab_low, cd_low, 0x31);
+  v[3] = _mm256_permute2x128_si256(ab_high, cd_high, 0x31);
+}
+
+LARQL_AVX2 inline void transpose_quarters(__m256 (&v)[4]) {
+  __m256i i[4];
+  for (int k = 0; k < 4; ++k) i[k] = _mm256_castps_si256(v[k]);
+  transpose_quarters(i);
+  for (int k = 0; k < 4; ++k) v[k] = _mm256_castsi256_ps(i[k]);
+}
+
+// How the prefill tiles take a format's integers: signed (q − z, and q8_0's and mxfp4's
+// own) by the sign trick, |w| against x with w's sign; unsigned as they are stored.
+template <DType T>
+constexpr bool quad_signed() {
+  return blocks::has_signed_integers(T) || stored_offset<T>() != 0;
+}
+
+// [f0 f0 f1 f1 f2 f2 f3 f3]: four rows' floats by QuadRows' lanes.
+LARQL_AVX2 inline __m256 by_lanes(__m128 four) {
+  return _mm256_permutevar8x32_ps(_mm256_set_m128(four, four), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+}
+
+// Eight floats of each of four rows (s[r][k]) by QuadRows' lanes: d[k] = by_lanes of the
+// rows' k-th, by a 4 × 8 transpose.
+LARQL_AVX2 inline void by_lanes(const __m256 (&s)[4], __m256 (&d)[8]) {
+  const __m256 low01 = _mm256_unpacklo_ps(s[0], s[1]), low23 = _mm256_unpacklo_ps(s[2], s[3]);   // k 0, 1 | 4, 5
+  const __m256 high01 = _mm256_unpackhi_ps(s[0], s[1]), high23 = _mm256_unpackhi_ps(s[2], s[3]);  // k 2, 3 | 6, 7
+  const __m256 rows[4] = {_mm256_shuffle_ps(low01, low23, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(low01, low23, _MM_SHUFFLE(3, 2, 3, 2)),
+                          _mm256_shuffle_ps(high01, high23, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(high01, high23, _MM_SHUFFLE(3, 2, 3, 2))};
+  for (int k = 0; k < 4; ++k) {  // rows[k]: the four rows' k-th | their (k + 4)-th
+    d[k] = _mm256_permutevar8x32_ps(rows[k], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+    d[k + 4] = _mm256_permutevar8x32_ps(rows[k], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+  }
+}
+
+// Rows r0 .. r0 + nr − 1 of the tile into QuadRows (rows past nr as zeros).
+template <DType T>
+LARQL_AVX2 void unpack_quad_rows(const Tile& t, const QuadRows& out) {
+  using C = Chunk<T>;
+  const size_t chunks = t.w->cols / 32 / C::kBlocks;
+  auto store = [](uint8_t* at, __m256 v) LARQL_AVX2 { _mm256_storeu_ps(reinterpret_cast<float*>(at), v); };
+  for (size_t c = 0; c < chunks; ++c) {
+    C ch[4];
+    for (size_t r = 0; r < t.nr; ++r) load_chunk<T>(ch[r], t.w->row_ptr(t.r0 + r), c);
+    // The K-quants' scales for all eight blocks at once (q6_k's sixteen in two), by lanes.
+    __m256 scales[2][8];
+    if constexpr (blocks::is_kquant(T))
+      for (size_t half = 0; half < (T == DType::q6_k ? 2u : 1u); ++half) {
+        __m256 s[4];
+        for (size_t r = 0; r < 4; ++r) s[r] = r < t.nr ? _mm256_load_ps(ch[r].scales + 8 * half) : _mm256_setzero_ps();
+        by_lanes(s, scales[half]);
+      }
+    if constexpr (blocks::has_min(T) && blocks::is_kquant(T)) {  // minimums by lanes: four rows' pairs of blocks
+      __m256i mins[4];
+      for (size_t r = 0; r < 4; ++r)
+        mins[r] = r < t.nr ? _mm256_castps_si256(_mm256_load_ps(ch[r].scales + 8)) : _mm256_setzero_si256();
+      transpose_quarters(mins);
+      for (size_t v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.mins(c) + 32 * v), mins[v]);
+    }
+    for (size_t k = 0; k < C::kBlocks; ++k) {
+      __m256i q[4];
+      float dw[4] = {}, mw[4] = {};  // the 32-value formats' four rows'
+      LARQL_UNROLL_TILE for (size_t r = 0; r < 4; ++r) {
+        if (r >= t.nr) {
+          q[r] = _mm256_setzero_si256();
+          continue;
+        }
+        const BlockWeights w = block_weights<T>(ch[r], k);
+        q[r] = quad_signed<T>() && !blocks::has_signed_integers(T) ? _mm256_sub_epi8(w.q, _mm256_set1_epi8(char(stored_offset<T>()))) : w.q;
+        dw[r] = _mm256_cvtss_f32(w.dw), mw[r] = _mm256_cvtss_f32(w.mw);
+      }
+      transpose_quarters(q);
+      uint8_t* block = out.block(C::kBlocks * c + k);
+      for (size_t v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + 32 * v), q[v]);
+      if constexpr (T == DType::q6_k) {  // block k's scales: sc_2k, sc_2k+1
+        store(block + QuadRows::kScales, scales[k / 4][2 * k % 8]);
+        store(block + QuadRows::kSecond, scales[k / 4][(2 * k + 1) % 8]);
+      } else if constexpr (blocks::is_kquant(T)) {
+        store(block + QuadRows::kScales, scales[0][k]);
+      } else {
+        store(block + QuadRows::kScales, by_lanes(_mm_setr_ps(dw[0], dw[1], dw[2], dw[3])));
+        store(block + QuadRows::kSecond, by_lanes(_mm_setr_ps(mw[0], mw[1], mw[2], mw[3])));
+      }
+    }
+  }
+}
+
+// Σ u·s over each four bytes from zero (u unsigned, s signed; exact as dot4).
+LARQL_AVX2 inline __m256i dot4(__m256i u, __m256i s) {
+#if LARQL_AVX_VNNI
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// The prefill tiles take tokens kGroup at a time and k in blocks of kBlockValues.
+constexpr size_t kGroup = 3, kBlockValues = 2048;
+
+// Prefill of few tokens (quad_tile's threshold): up to kGridTokens tokens over nr ≤ 4
+// rows from the stored rows, kGroup at a time, one half of
 // the sixteen lanes per pass over a k-block (as matvec_avx2.cc's f32 tiles): the half's
 // NR × 3 accumulators and the operands fit the sixteen registers, where both halves'
 // would spill. The k-block's rows (their K-quant scales unpacked once) stay in L1 for all
@@ -311,8 +426,6 @@ LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
 // and minimums' group sums recomputed from them), not QuantizedActivations' per-lane
 // arrays: those doubled or tripled the bytes a token block streams, past L2 (measured
 // 7-27% slower).
-constexpr size_t kGroup = 3, kBlockValues = 2048;
-
 template <DType T, int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
   using C = Chunk<T>;
@@ -368,18 +481,100 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
   sums.write(t);
 }
 
-using TileFn = void (*)(const Tile&);
-
+// Prefill: up to kGridTokens tokens over nr ≤ 4 rows, their rows interleaved (QuadRows),
+// kGroup tokens at a time, one half of the sixteen lanes per pass over a k-block: a
+// register holds two groups of the four rows, so that one product dw · dx serves four
+// rows where each row took its own, and a block's integers are unpacked once per token
+// block. Per token the half's four registers hold all four rows; 4 × kGroup accumulators
+// and the operands fit the sixteen registers. Each lane still takes its blocks in order
+// (the lanes go back to rows by transpose_quarters), so the result is the contract's.
+// The activations are read as their 8-bit values (eight at a time, broadcast to the four
+// rows) and one scale per block, not QuantizedActivations' per-lane arrays: those doubled
+// or tripled the bytes a token block streams, past L2 (measured 7-27% slower).
 template <DType T>
-const std::array<TileFn, 4> kInterleavedRowTiles{&interleaved_row_tile<T, 1>, &interleaved_row_tile<T, 2>, &interleaved_row_tile<T, 3>,
-                                                 &interleaved_row_tile<T, 4>};
+LARQL_AVX2 void quad_tile(const Tile& t) {
+  constexpr bool kSigned = quad_signed<T>(), kTwoScales = T == DType::q6_k;
+  constexpr bool kBlockMins = blocks::has_min(T) && !blocks::is_kquant(T), kSuperMins = blocks::has_min(T) && blocks::is_kquant(T);
+  const size_t cols = t.w->cols, nblocks = cols / 32;
+  thread_local std::vector<uint8_t> own;  // when the caller keeps no rows unpacked
+  if (t.unpacked_rows == nullptr) own.resize(QuadRows::bytes(cols));
+  const QuadRows rows{t.unpacked_rows != nullptr ? t.unpacked_rows : own.data(), cols};
+  if (t.unpack_rows || t.unpacked_rows == nullptr) unpack_quad_rows<T>(t, rows);
+  const QuantizedActivations& qa = *t.qa;
+  PassSums<4, kGroup> sums;  // [group][half][register][token]
+  // Half H of the blocks [b0, b1) for tokens kGroup·g .. + NT − 1.
+  auto pass = [&]<int NT, int H>(size_t g, size_t b0, size_t b1) LARQL_AVX2 {
+    const size_t t0 = t.t0 + kGroup * g;
+    const int8_t* const x0 = qa.q.data() + t0 * cols;
+    __m256 acc[NT][4];
+    LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) acc[j][v] = sums.lanes[g][H][v][j];
+    for (size_t b = b0 + H; b < b1; b += 2) {
+      const uint8_t* const block = rows.block(b);
+      __m256 first[NT], second[NT];  // dw · dx by lanes; q6_k's of groups 4-7, or mw · dx
+      LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+        const __m256 dx = _mm256_set1_ps(qa.scale(t0 + size_t(j), b));
+        first[j] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(block + QuadRows::kScales)), dx);
+        if constexpr (kTwoScales || kBlockMins)
+          second[j] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(block + QuadRows::kSecond)), dx);
+      }
+      LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32 * v));
+        const __m256i u = kSigned ? _mm256_abs_epi8(w) : w;
+        LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
+          int64_t eight;
+          std::memcpy(&eight, x0 + size_t(j) * cols + 32 * b + 8 * size_t(v), 8);
+          const __m256i x = _mm256_set1_epi64x(eight);
+          const __m256i p = dot4(u, kSigned ? _mm256_sign_epi8(x, w) : x);
+          acc[j][v] = _mm256_fmadd_ps(kTwoScales && v >= 2 ? second[j] : first[j], _mm256_cvtepi32_ps(p), acc[j][v]);
+          if constexpr (kBlockMins) acc[j][v] = _mm256_fmadd_ps(second[j], group_sums(x), acc[j][v]);
+        }
+      }
+      if constexpr (kSuperMins)  // the K minimums, per super-block after its last block in this half
+        if (H == 0 && b % 8 == 6)
+          LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) {
+            const __m256 t_k = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(qa.block_sums(t0 + size_t(j), b - 6) + 2 * v)));
+            const __m256 mins = _mm256_loadu_ps(reinterpret_cast<const float*>(rows.mins(b / 8) + 32 * v));
+            acc[j][v] = _mm256_fmadd_ps(mins, t_k, acc[j][v]);
+          }
+    }
+    LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) sums.lanes[g][H][v][j] = acc[j][v];
+  };
+  SpreadPrefetch next_rows(t, nblocks);  // a k-block's share as it starts
+  auto prepare = [&](size_t b0, size_t b1) {
+    for (size_t b = b0; b < b1; ++b) next_rows.step();
+  };
+  run_passes<kGroup>(nblocks, kBlockValues / 32, t.nt, prepare, pass);
+  for (size_t j = 0; j < t.nt; ++j) {
+    __m256 half[2][4];
+    for (int h = 0; h < 2; ++h) {
+      for (int v = 0; v < 4; ++v) half[h][v] = sums.lanes[j / kGroup][h][v][j % kGroup];
+      transpose_quarters(half[h]);  // register v → row v's eight lanes of the half
+    }
+    for (size_t r = 0; r < t.nr; ++r) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = reduce16(half[0][r], half[1][r]);
+  }
+}
+
+using TileFn = void (*)(const Tile&);
 
 template <DType T>
 const std::array<TileFn, 4> kGridTiles{&grid_tile<T, 1>, &grid_tile<T, 2>, &grid_tile<T, 3>, &grid_tile<T, 4>};
 
 template <DType T>
+const std::array<TileFn, 4> kInterleavedRowTiles{&interleaved_row_tile<T, 1>, &interleaved_row_tile<T, 2>, &interleaved_row_tile<T, 3>,
+                                                 &interleaved_row_tile<T, 4>};
+
+// The fewest tokens over a group of rows for which unpacking them into QuadRows pays: below
+// it the stored rows' tile (grid_tile) is faster. Measured crossings (5632 × 2048, Zen 5,
+// docs/benchmarks.md): q8_0 at 5-6 tokens, the K-quants at 6 (q6_k) to 8 (q4_k).
+template <DType T>
+constexpr size_t quad_min_tokens() {
+  return blocks::is_kquant(T) ? 8 : 6;
+}
+
+template <DType T>
 void dispatch(const Tile& t) {
-  if (t.nt > 1) kGridTiles<T>[t.nr - 1](t);
+  if (t.nt > 1 && std::max(t.nt, t.block_tokens) >= quad_min_tokens<T>()) quad_tile<T>(t);
+  else if (t.nt > 1) kGridTiles<T>[t.nr - 1](t);
   else if constexpr (blocks::is_kquant(T)) kquant_row_tile<T>(t);
   else kInterleavedRowTiles<T>[t.nr - 1](t);
 }

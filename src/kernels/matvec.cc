@@ -184,6 +184,7 @@ void run_piece(const Schedule& s, size_t piece, size_t n, Tile& t) {
       t.t0 = b0 + i * plan.max_tokens;
       t.nt = std::min(plan.max_tokens, b1 - t.t0);
       t.unpack_rows = i == 0;
+      t.block_tokens = b1 - b0;
       t.prefetch_lines = 0;
       if (next < next_end && i + prefetching >= tiles)
         std::tie(t.prefetch, t.prefetch_lines) = lines_part(w, next, next_end, i + prefetching - tiles, prefetching);
@@ -246,9 +247,13 @@ void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, Thr
   const auto& which = input_of;
   auto run = [&](size_t begin, size_t end) {
     // Block-format rows, unpacked by the first tile over them in a token block, serve the
-    // block's other tiles (Tile::unpacked_rows; the AVX-512 ones).
+    // block's other tiles (Tile::unpacked_rows).
     thread_local std::vector<uint8_t> unpacked;
     const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
+    auto unpacked_bytes = [&](const Matrix& w, size_t max_rows) -> size_t {
+      if (avx512) return keeps_unpacked_rows(w.dtype) ? max_rows * UnpackedRow::bytes(w.cols) : 0;
+      return isa == MatmulIsa::avx2 && dtype_is_blocked(w.dtype) ? QuadRows::bytes(w.cols) : 0;
+    };
     size_t s = std::upper_bound(sched.begin(), sched.end(), begin, [](size_t piece, const Schedule& x) { return piece < x.first; }) -
                sched.begin() - 1;
     for (size_t piece = begin; piece < end; ++piece) {
@@ -257,8 +262,8 @@ void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, Thr
       const Input& in = ins[which[s]];
       Tile t = in.base;
       t.unpacked_rows = nullptr;
-      if (avx512 && keeps_unpacked_rows(w.dtype) && in.n > 1) {
-        unpacked.resize(std::max(unpacked.size(), sched[s].plan.max_rows * UnpackedRow::bytes(w.cols)));
+      if (const size_t bytes = in.n > 1 ? unpacked_bytes(w, sched[s].plan.max_rows) : 0; bytes > 0) {
+        unpacked.resize(std::max(unpacked.size(), bytes));
         t.unpacked_rows = unpacked.data();
       }
       run_piece(sched[s], piece - sched[s].first, in.n, t);

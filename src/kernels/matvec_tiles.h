@@ -43,11 +43,15 @@ struct Tile {
   // finds them in cache instead of waiting for DRAM. Decode tiles prefetch their own way.
   const uint8_t* prefetch = nullptr;
   size_t prefetch_lines = 0;
-  // The AVX-512 block-format tiles: room for their rows unpacked (UnpackedRow::bytes each).
-  // The first tile over a group of rows in a token block unpacks them there (unpack_rows),
-  // the others over the same rows read them back; null: unpack every time.
+  // The block-format prefill tiles: room for their rows unpacked (AVX-512: UnpackedRow::bytes
+  // each; AVX2: QuadRows::bytes). The first tile over a group of rows in a token block
+  // unpacks them there (unpack_rows), the others over the same rows read them back; null:
+  // unpack every time.
   uint8_t* unpacked_rows = nullptr;
   bool unpack_rows = true;
+  // Tokens of the token block this tile is one of: how many share the rows unpacked (0:
+  // this tile's own).
+  size_t block_tokens = 0;
 };
 
 // A block-format row as the AVX-512 tiles multiply it, at base: per K-quant super-block
@@ -63,6 +67,22 @@ struct UnpackedRow {
   size_t cols;
   float* scales(size_t super_block) const { return reinterpret_cast<float*>(base + 64 * super_block); }
   uint8_t* pair(size_t p) const { return base + cols / 256 * 64 + 192 * p; }
+};
+
+// Four block-format rows as the AVX2 prefill tiles multiply them, at base: per K-quant
+// super-block (256 values) its minimums in four 32-byte vectors, then per block 192 bytes:
+// its integers in four 32-byte vectors, then two vectors of eight floats. Vector v of a
+// block holds groups 2v and 2v + 1 (values 8v .. 8v + 7) of the four rows, eight bytes
+// each, so that its int32 lane 2r + e is row r's group 2v + e; the floats and the
+// minimums go by the same lanes. The tiles' first over a group of rows in a token block
+// writes them (Tile::unpack_rows), the others read them (Tile::unpacked_rows).
+struct QuadRows {
+  static constexpr size_t kInts = 128, kScales = 128, kSecond = 160, kBlockBytes = 192;
+  static size_t bytes(size_t cols) { return cols / 256 * 128 + cols / 32 * kBlockBytes; }
+  uint8_t* base;
+  size_t cols;
+  uint8_t* mins(size_t super_block) const { return base + 128 * super_block; }
+  uint8_t* block(size_t b) const { return base + cols / 256 * 128 + kBlockBytes * b; }
 };
 
 // Whether a product of several tokens keeps rows of t unpacked. Not q8_0's, whose integers
