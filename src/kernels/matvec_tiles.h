@@ -77,7 +77,7 @@ struct UnpackedRow {
 // minimums go by the same lanes. The tiles' first over a group of rows in a token block
 // writes them (Tile::unpack_rows), the others read them (Tile::unpacked_rows).
 struct QuadRows {
-  static constexpr size_t kInts = 128, kScales = 128, kSecond = 160, kBlockBytes = 192;
+  static constexpr size_t kScales = 128, kSecond = 160, kBlockBytes = 192;  // the integers at 0
   static size_t bytes(size_t cols) { return cols / 256 * 128 + cols / 32 * kBlockBytes; }
   uint8_t* base;
   size_t cols;
