@@ -385,7 +385,7 @@ LARQL_AVX2 void unpack_quad_rows(const Tile& t, const QuadRows& out) {
           continue;
         }
         const BlockWeights w = block_weights<T>(ch[r], k);
-        q[r] = quad_signed<T>() && !blocks::has_signed_integers(T) ? _mm256_sub_epi8(w.q, _mm256_set1_epi8(char(stored_offset<T>()))) : w.q;
+        q[r] = stored_offset<T>() != 0 ? _mm256_sub_epi8(w.q, _mm256_set1_epi8(char(stored_offset<T>()))) : w.q;
         dw[r] = _mm256_cvtss_f32(w.dw), mw[r] = _mm256_cvtss_f32(w.mw);
       }
       transpose_quarters(q);
@@ -402,15 +402,6 @@ LARQL_AVX2 void unpack_quad_rows(const Tile& t, const QuadRows& out) {
       }
     }
   }
-}
-
-// Σ u·s over each four bytes from zero (u unsigned, s signed; exact as dot4).
-LARQL_AVX2 inline __m256i dot4(__m256i u, __m256i s) {
-#if LARQL_AVX_VNNI
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
-#else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
 }
 
 // The prefill tiles take tokens kGroup at a time and k in blocks of kBlockValues.
@@ -523,7 +514,7 @@ LARQL_AVX2 void quad_tile(const Tile& t) {
           int64_t eight;
           std::memcpy(&eight, x0 + size_t(j) * cols + 32 * b + 8 * size_t(v), 8);
           const __m256i x = _mm256_set1_epi64x(eight);
-          const __m256i p = dot4(u, kSigned ? _mm256_sign_epi8(x, w) : x);
+          const __m256i p = dot4(_mm256_setzero_si256(), u, kSigned ? _mm256_sign_epi8(x, w) : x);
           acc[j][v] = _mm256_fmadd_ps(kTwoScales && v >= 2 ? second[j] : first[j], _mm256_cvtepi32_ps(p), acc[j][v]);
           if constexpr (kBlockMins) acc[j][v] = _mm256_fmadd_ps(second[j], group_sums(x), acc[j][v]);
         }
