@@ -35,6 +35,16 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::expert_not_owned: return "expert_not_owned";
     case ErrorCode::bad_assignment: return "bad_assignment";
     case ErrorCode::not_moe_layer: return "not_moe_layer";
+    case ErrorCode::session_unknown: return "session_unknown";
+    case ErrorCode::session_lost: return "session_lost";
+    case ErrorCode::bad_position: return "bad_position";
+    case ErrorCode::stale_step: return "stale_step";
+    case ErrorCode::context_full: return "context_full";
+    case ErrorCode::bad_max_positions: return "bad_max_positions";
+    case ErrorCode::duplicate_session: return "duplicate_session";
+    case ErrorCode::bad_token: return "bad_token";
+    case ErrorCode::bad_sequence_count: return "bad_sequence_count";
+    case ErrorCode::bad_flags: return "bad_flags";
   }
   return "internal";
 }
@@ -44,6 +54,10 @@ int http_status(ErrorCode code) {
     case ErrorCode::unauthorized: return 401;
     case ErrorCode::not_found: return 404;
     case ErrorCode::method_not_allowed: return 405;
+    case ErrorCode::bad_position:
+    case ErrorCode::stale_step: return 409;
+    case ErrorCode::session_unknown:
+    case ErrorCode::session_lost: return 410;
     case ErrorCode::body_too_large:
     case ErrorCode::work_too_large: return 413;
     case ErrorCode::cancelled: return 499;  // nginx's "client closed request"; nobody reads it

@@ -42,6 +42,17 @@ enum class ErrorCode {
   expert_not_owned,  // /v1/walk-experts names an expert outside this shard's range (§12)
   bad_assignment,    // /v1/walk-experts' assignments break §12's rules
   not_moe_layer,     // /v1/walk-experts for a layer without routed experts
+  // Layer-range sessions (§13)
+  session_unknown,   // 410: no such session (never opened, closed, expired, or another key's)
+  session_lost,      // 410: a router's session lost a part's cache
+  bad_position,      // 409: a step's start is not a legal one for the session
+  stale_step,        // 409: a step number that is neither the next nor a retry of the last
+  context_full,      // start + rows beyond the session's max_positions
+  bad_max_positions, // an open's max_positions outside 1..the shard's bound
+  duplicate_session, // a walk-layers request names one session twice
+  bad_token,         // a token id ≥ the vocabulary
+  bad_sequence_count,// n = 0, above --max-sessions, or more entries than the body holds
+  bad_flags,         // walk-layers flags other than 1
 };
 
 // The `code` string of an error body, e.g. "bad_i8_block".

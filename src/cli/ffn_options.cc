@@ -16,6 +16,35 @@ void add_ffn_options(CLI::App* cmd, FfnOptions& o) {
   cmd->add_option("--timeout-ms", o.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
   add_hedge_option(cmd, o);
   add_expert_rows_option(cmd, o);
+  add_remote_layers_option(cmd, o);
+}
+
+void add_remote_layers_option(CLI::App* cmd, FfnOptions& o) {
+  auto* layers = cmd->add_option("--remote-layers", o.remote_layers,
+                                 "whole layers on session shards (larql serve --sessions): \"0-15=URL|URL,16-31=URL\"; a token "
+                                 "costs one round trip per range instead of one per layer, the shards keeping the KV cache");
+  if (auto* ffn = cmd->get_option_no_throw("--ffn")) layers->excludes(ffn);
+}
+
+Result<std::unique_ptr<RemoteLayers>> connect_remote_layers(const Model& model, const FfnOptions& o, size_t max_positions,
+                                                            const std::string& command) {
+  auto wire = wire::client_wire(o.wire, wire::process_env());
+  if (!wire) return wire.error();
+  RemoteLayersOptions ro{*o.remote_layers, *wire, o.api_key, o.ca_cert, o.timeout_ms, max_positions};
+  if (!ro.api_key)
+    if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
+  std::vector<std::string> warnings;
+  auto connected = RemoteLayers::connect(model, ro, &warnings);
+  for (const auto& w : warnings) std::cerr << command << ": warning: " << w << "\n";
+  return connected;
+}
+
+Status check_draft_for_sessions(const FfnOptions& o, size_t branches) {
+  if (o.remote_layers && branches > 1)
+    return make_error(ErrorCode::invalid_argument, "--draft-branches " + std::to_string(branches) +
+                                                       ": over --remote-layers a pass verifies one chain of drafts (PROTOCOL "
+                                                       "§13 v1.2 has no draft trees); use --draft-branches 1");
+  return Ok{};
 }
 
 void add_hedge_option(CLI::App* cmd, FfnOptions& o) {

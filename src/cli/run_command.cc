@@ -55,7 +55,8 @@ int run(const RunOptions& o) {
   const auto load_start = Clock::now();
   auto model = load_command_model("larql run", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
+  const WeightsUsed used = o.remote.remote_layers ? WeightsUsed::head : o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all;
+  if (auto placed = place_weights(*model, o.no_huge_pages, {used}); !placed)
     return fail(placed.error().message);
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -84,6 +85,17 @@ int run(const RunOptions& o) {
       return fail("the prompt has " + std::to_string(prompt.size()) + " tokens; --ctx " + std::to_string(o.ctx) +
                   " leaves no room to generate");
     steps = std::min(steps, o.ctx - prompt.size());
+  }
+  // Whole layers on session shards: the sessions hold the prompt and what is generated
+  // (a draft's rows past the last token too).
+  std::unique_ptr<RemoteLayers> sessions;
+  if (o.remote.remote_layers) {
+    if (auto s = check_draft_for_sessions(o.remote, o.draft ? o.draft_shape.branches : 1); !s) return fail(s.error().message);
+    const size_t positions = std::min(model->config.context, prompt.size() + steps + (o.draft ? o.draft_shape.max_draft : 0));
+    auto connected = connect_remote_layers(*model, o.remote, positions, "larql run");
+    if (!connected) return fail(connected.error().message);
+    sessions = std::move(*connected);
+    if (auto s = transformer.set_layer_ranges(sessions->ranges()); !s) return fail(s.error().message);
   }
   GenerateOptions options{steps, o.ignore_eos, {o.temperature, o.top_p, o.seed}};
   options.prefill_chunk = o.prefill_chunk;
@@ -160,6 +172,21 @@ int run(const RunOptions& o) {
     out["kv_cache_bytes_per_position"] = model->config.kv_bytes_per_position();  // of the layers that own a cache
     out["kv_cache_bytes"] = transformer.cache().bytes();  // held at the end: sliding layers keep about their window
     out["wire"] = remote ? wire::describe(remote->request_encodings()) : std::string("local");
+    if (sessions) {
+      const RemoteLayersStats& st = sessions->stats();
+      out["wire"] = o.remote.wire.value_or("f16");
+      out["bytes_sent"] = st.bytes_sent;
+      out["bytes_received"] = st.bytes_received;
+      out["remote_ms"] = st.remote_ms;
+      out["server_ms"] = st.server_ms;
+      out["round_trips"] = st.round_trips;
+      const size_t chunk = o.prefill_chunk ? o.prefill_chunk : prompt.size();
+      const size_t passes = result->passes + (prompt.size() + chunk - 1) / chunk;  // the prompt's and the decode's
+      out["round_trips_per_pass"] = double(st.round_trips) / double(passes);
+      out["sessions_opened"] = st.sessions_opened;
+      out["replays"] = st.replays;
+      out["f32_fallbacks"] = st.f32_fallbacks;
+    }
     if (remote) {
       const RemoteFfnStats& st = remote->stats();
       out["bytes_sent"] = st.bytes_sent;

@@ -11,8 +11,11 @@
 #include <thread>
 
 #include "infer/local_ffn.h"
+#include "infer/transformer.h"
+#include "model/kv_sharing.h"
 #include "model/loader.h"
 #include "net/ffn_service.h"
+#include "net/session_service.h"
 #include "net/http_server.h"
 #include "wire/wire_config.h"
 
@@ -32,6 +35,10 @@ struct ServeOptions {
   HttpServerOptions http;
   std::optional<std::string> arithmetic;
   bool no_huge_pages = false;
+  // Layer-range sessions (PROTOCOL §13)
+  bool sessions = false;
+  SessionServiceOptions session;
+  bool session_wire_i8 = false;
 };
 
 int serve(ServeOptions o) {
@@ -66,8 +73,13 @@ int serve(ServeOptions o) {
                   std::to_string(expert_ids - 1) + ")");
     experts = *r;
   }
+  if (o.sessions) {
+    if (o.experts && (experts.first != 0 || experts.last + 1 != expert_ids))
+      return fail("--sessions runs whole layers, every expert of them included; it cannot take --experts " + experts.str());
+    if (auto s = check_range_keeps_kv_groups(model->config, owned.first, owned.last); !s) return fail(s.error().message);
+  }
   if (auto placed = place_weights(*model, o.no_huge_pages,
-                                  {.used = WeightsUsed::ffn, .first = owned.first, .last = owned.last,
+                                  {.used = o.sessions ? WeightsUsed::layers : WeightsUsed::ffn, .first = owned.first, .last = owned.last,
                                    .first_expert = experts.first, .last_expert = experts.last});
       !placed)
     return fail(placed.error().message);
@@ -76,6 +88,19 @@ int serve(ServeOptions o) {
   LocalFfn ffn(*model, pool);
   o.http.max_body_bytes = o.max_body_mb << 20;
   FfnService service(*model, ffn, {owned, experts, *encodings, o.http.max_body_bytes, o.max_queue, o.max_work});
+  // A session shard runs its layers whole, with the same forward-pass code as a local run.
+  std::optional<Transformer> layers;
+  std::optional<SessionService> sessions;
+  if (o.sessions) {
+    layers.emplace(*model, ffn, pool);
+    SessionServiceOptions so = o.session;
+    so.layers = owned;
+    so.max_body_bytes = o.http.max_body_bytes;
+    so.max_work = o.max_work;
+    so.max_queue = o.max_queue;
+    if (o.session_wire_i8) so.encodings.insert(wire::Encoding::i8);
+    sessions.emplace(*model, *layers, service.compute_turns(), so);
+  }
 
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
@@ -86,11 +111,28 @@ int serve(ServeOptions o) {
        [&](const HttpRequest& r) { return service.reference_layer_batch(r.body, false, r.client_gone, r.deadline); }},
       {"POST", "/v1/experts/layer-batch-f16",
        [&](const HttpRequest& r) { return service.reference_layer_batch(r.body, true, r.client_gone, r.deadline); }},
-      {"GET", "/v1/stats", [&](const HttpRequest&) { return json_reply(service.stats()); }},
+      {"GET", "/v1/stats",
+       [&](const HttpRequest&) {
+         nlohmann::json stats = service.stats();
+         if (sessions) stats["sessions"] = sessions->stats(), stats.update(sessions->fingerprints());
+         return json_reply(stats);
+       }},
       {"GET", "/v1/health", [&](const HttpRequest&) { return json_reply(service.health()); }, false},
       {"GET", "/metrics",
-       [&](const HttpRequest&) { return metrics_reply(service.metrics().render()); }},
+       [&](const HttpRequest&) {
+         return metrics_reply(service.metrics().render() + (sessions ? sessions->render_metrics() : ""));
+       }},
   };
+  if (sessions) {
+    routes.push_back({"POST", "/v1/sessions",
+                      [&](const HttpRequest& r) { return sessions->open(r.body, r.content_type, r.authorization); }});
+    routes.push_back({"DELETE", "/v1/sessions/*", [&](const HttpRequest& r) {
+                        return sessions->close(r.path.substr(std::string_view("/v1/sessions/").size()), r.authorization);
+                      }});
+    routes.push_back({"POST", "/v1/walk-layers", [&](const HttpRequest& r) {
+                        return sessions->walk_layers(r.body, r.content_type, r.accept, r.authorization, r.client_gone, r.deadline);
+                      }});
+  }
   const std::string describe = "larql serve: model " + model->config.name + ", layers " + owned.str() + " of " +
                                std::to_string(model->config.layers) +
                                (expert_ids ? ", experts " + experts.str() + " of " + std::to_string(expert_ids) : "") +
@@ -98,6 +140,9 @@ int serve(ServeOptions o) {
                                ", wire " + wire::describe(*encodings) + ", ffn arithmetic " +
                                std::string(arithmetic_name(model->ffn_arithmetic(owned.first, owned.last))) + ", " +
                                std::to_string(threads) + " threads" +
+                               (o.sessions ? ", sessions (layers arithmetic " +
+                                                 std::string(arithmetic_name(model->layers_arithmetic(owned.first, owned.last))) + ")"
+                                           : "") +
                                (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }
@@ -127,6 +172,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-work", o->max_work, "largest positions × layers of one request (more: 413 work_too_large)")
       ->capture_default_str();
   add_connection_limit_options(*cmd, o->http);
+  cmd->add_flag("--sessions", o->sessions,
+                "run whole layers for layer-range sessions (PROTOCOL §13): /v1/sessions and /v1/walk-layers, beside /v1/walk-ffn");
+  cmd->add_option("--session-kv-bytes", o->session.kv_budget_bytes, "KV cache budget of all sessions (default: a quarter of memory)");
+  cmd->add_option("--max-sessions", o->session.max_sessions, "sessions open at once")->capture_default_str();
+  cmd->add_option("--session-idle-s", o->session.idle_timeout_s, "close a session no request named for this long")
+      ->capture_default_str();
+  cmd->add_option("--session-max-positions", o->session.max_positions, "largest max_positions of a session (default: the model's context)");
+  cmd->add_option("--session-max-rows", o->session.max_rows, "rows of one walk-layers step, all sessions together")->capture_default_str();
+  cmd->add_flag("--session-wire-i8", o->session_wire_i8, "accept i8 residuals on /v1/walk-layers (off by default; --wire-i8 does not turn it on)");
   cmd->callback([o] {
     if (int rc = serve(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

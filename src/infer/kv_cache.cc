@@ -16,6 +16,13 @@ size_t KvCache::bytes() const {
   return floats * sizeof(float);
 }
 
+size_t KvCache::capacity_bytes() const {
+  size_t floats = 0;
+  for (const Layer& layer : layers)
+    for (size_t h = 0; h < layer.keys.size(); ++h) floats += layer.keys[h].capacity() + layer.values[h].capacity();
+  return floats * sizeof(float);
+}
+
 std::vector<size_t> kv_windows(const ModelConfig& config) {
   std::vector<size_t> windows(config.layers, 0);
   std::vector<bool> read_whole(config.layers, false);  // a full layer reads this cache
@@ -47,6 +54,20 @@ size_t windowed_span(size_t window, size_t rewind) { return window + rewind + dr
 
 size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows) {
   return window ? std::min(positions, windowed_span(window, kKvRewindPositions) + pass_rows) : positions;
+}
+
+std::vector<size_t> kv_capacity_positions(const ModelConfig& config, size_t positions, size_t pass_rows) {
+  const std::vector<size_t> windows = kv_windows(config);
+  std::vector<size_t> out(config.layers, 0);
+  for (size_t l = 0; l < config.layers; ++l)
+    if (config.owns_kv(l)) out[l] = key_floats(kv_positions_held(windows[l], positions, pass_rows), 1);
+  return out;
+}
+
+size_t kv_capacity_bytes(const ModelConfig& config, std::span<const size_t> capacity, size_t first, size_t last) {
+  size_t bytes = 0;
+  for (size_t l = first; l <= last && l < capacity.size(); ++l) bytes += 2 * capacity[l] * config.kv_dim(l) * sizeof(float);
+  return bytes;
 }
 
 Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t pos) {
@@ -90,13 +111,18 @@ void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t wind
   // A windowed layer's buffers are sized once for the most it holds between drops (a pass's
   // rows beyond it grow them); a full layer's grow geometrically with the sequence.
   const size_t slots = end - layer.first, steady = windowed ? windowed_span(window, cache.rewind) + (end - pos) : 0;
-  auto grow = [&](std::vector<float>& v, size_t floats, size_t steady_floats) {
-    if (v.capacity() < floats && windowed) v.reserve(std::max(floats, steady_floats));
+  // A reserved cache grows by whole key blocks (a sixteenth of its bound at a time, so that
+  // a long sequence moves its buffers a bounded number of times), never past its bound.
+  const size_t bound = l < cache.max_slots.size() ? cache.max_slots[l] : 0;
+  const size_t bounded_slots = bound ? std::min(bound, key_floats(std::max(slots, slots + bound / 16), 1)) : 0;
+  auto grow = [&](std::vector<float>& v, size_t floats, size_t steady_floats, size_t bounded_floats) {
+    if (v.capacity() < floats && bound) v.reserve(std::max(floats, bounded_floats));
+    else if (v.capacity() < floats && windowed) v.reserve(std::max(floats, steady_floats));
     if (v.size() < floats) v.resize(floats);
   };
   for (size_t h = 0; h < lc.kv_heads; ++h) {
-    grow(layer.keys[h], key_floats(slots, hd), key_floats(steady, hd));
-    grow(layer.values[h], slots * hd, steady * hd);
+    grow(layer.keys[h], key_floats(slots, hd), key_floats(steady, hd), key_floats(bounded_slots, hd));
+    grow(layer.values[h], slots * hd, steady * hd, bounded_slots * hd);
   }
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -29,9 +30,24 @@ struct KvCache {
   };
   std::vector<Layer> layers;
   size_t rewind = kKvRewindPositions;  // kept before a window; SIZE_MAX keeps every position
+  // Per layer, the most positions its buffers may ever hold (kv_capacity_positions'), for a
+  // cache whose memory was reserved up front (a session's, PROTOCOL §13): its buffers then
+  // grow in whole key blocks up to that and never beyond. Empty: they grow as vectors do.
+  std::vector<size_t> max_slots;
+  // Where the layers run elsewhere (layer-range sessions): that backend's state for this
+  // sequence (its sessions on the shards), released with the sequence.
+  std::shared_ptr<void> remote;
 
-  size_t bytes() const;  // of the keys and values held
+  size_t bytes() const;           // of the keys and values held
+  size_t capacity_bytes() const;  // of the memory allocated for them
 };
+
+// The positions layer buffers of a sequence of at most `positions`, run in passes of at
+// most `pass_rows`, hold at most, in whole key blocks (what KvCache::max_slots bounds):
+// per layer of `config` (0 for a layer that keeps no cache).
+std::vector<size_t> kv_capacity_positions(const ModelConfig& config, size_t positions, size_t pass_rows);
+// The bytes those take for layers first…last (a session's reservation).
+size_t kv_capacity_bytes(const ModelConfig& config, std::span<const size_t> capacity, size_t first, size_t last);
 
 // The window each layer's cache must keep: the widest of the sliding layers that read it
 // (itself, and the KV-shared layers that read its cache), or 0 (all) if a full layer reads

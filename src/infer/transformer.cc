@@ -286,21 +286,20 @@ Status check_parents(const SequenceChunk& ch) {
 
 }  // namespace
 
-Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
+Status Transformer::prepare_rows(std::span<const SequenceChunk> chunks, bool output_optional) {
   const ModelConfig& c = model_.config;
-  const size_t D = c.hidden;
   row_chunk_.clear();
   row_pos_.clear();
   row_slot_.clear();
   row_path_.clear();
   path_slots_.clear();
   row_token_.clear();
+  logit_rows_.clear();
   std::vector<size_t> depth;  // a tree chunk's rows' depths
-  std::vector<size_t> logit_rows;  // the rows whose logits are wanted, in output order
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceChunk& ch = chunks[ci];
     const size_t n = ch.tokens.size(), pos = ch.pos;
-    if (n == 0 || ch.first_logit >= n)
+    if (n == 0 || ch.first_logit > n || (ch.first_logit == n && !output_optional))
       return make_error(ErrorCode::invalid_argument, "forward needs at least one token to give logits for");
     if (pos + n > c.context)
       return make_error(ErrorCode::invalid_argument, "positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
@@ -315,7 +314,7 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     if (auto s = check_kv_reach(kv_windows_, *ch.cache, pos); !s) return s.error();
     depth.assign(n, 0);
     for (size_t t = 0; t < n; ++t) {
-      if (t >= ch.first_logit) logit_rows.push_back(row_chunk_.size());
+      if (t >= ch.first_logit) logit_rows_.push_back(row_chunk_.size());
       row_chunk_.push_back(ci);
       if (!ch.parents.empty() && t > 0) depth[t] = depth[size_t(ch.parents[t])] + 1;
       else if (t > 0) depth[t] = t;
@@ -334,21 +333,98 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
       row_path_.emplace_back(path_begin, path_slots_.size());
     }
   }
-  const size_t n = row_chunk_.size();  // rows of the whole pass
+  const size_t n = row_chunk_.size(), D = c.hidden;  // rows of the whole pass
   x_.resize(n * D);
   xb_.resize(n * D);
   proj_.resize(n * D);
+  return Ok{};
+}
 
+void embed_token(const Model& model, int token, float* out) {
+  const ModelConfig& c = model.config;
+  dequantize_row(model.embed.dtype, model.embed.row_ptr(token), c.hidden, out);
+  if (c.embedding_scale != 1.0f)
+    for (size_t i = 0; i < c.hidden; ++i) out[i] *= c.embedding_scale;
+}
+
+void Transformer::embed_rows(std::vector<float>& out) {
+  const size_t D = model_.config.hidden, n = row_token_.size();
+  out.resize(n * D);
   pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {
-    for (size_t t = begin; t < end; ++t) {
-      dequantize_row(model_.embed.dtype, model_.embed.row_ptr(row_token_[t]), D, &x_[t * D]);
-      if (c.embedding_scale != 1.0f)
-        for (size_t i = 0; i < D; ++i) x_[t * D + i] *= c.embedding_scale;
-    }
+    for (size_t t = begin; t < end; ++t) embed_token(model_, row_token_[t], &out[t * D]);
   });
-  if (c.ple_dim) embedded_.assign(x_.begin(), x_.end());  // what every layer's per-layer input projects
+}
 
-  for (size_t l = 0; l < c.layers; ++l) {
+Status Transformer::set_layer_ranges(std::vector<LayerRangeBackend*> ranges) {
+  size_t next = 0;
+  for (const LayerRangeBackend* r : ranges) {
+    if (r->first_layer() != next || r->last_layer() < r->first_layer())
+      return make_error(ErrorCode::invalid_argument, "the layer ranges leave layer " + std::to_string(next) +
+                                                         " uncovered: ranges must cover every layer in order");
+    next = r->last_layer() + 1;
+  }
+  if (!ranges.empty() && next != model_.config.layers)
+    return make_error(ErrorCode::invalid_argument, "the layer ranges leave layers " + std::to_string(next) + "-" +
+                                                       std::to_string(model_.config.layers - 1) + " uncovered");
+  ranges_ = std::move(ranges);
+  return Ok{};
+}
+
+Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
+  if (auto s = prepare_rows(chunks, false); !s) return s;
+  embed_rows(x_);
+  if (ranges_.empty()) {
+    if (model_.config.ple_dim) embedded_.assign(x_.begin(), x_.end());  // what every layer's per-layer input projects
+    if (auto s = run_layers(chunks, 0, model_.config.layers - 1, {}); !s) return s;
+    head(true, logits);
+    return Ok{};
+  }
+  for (size_t r = 0; r < ranges_.size(); ++r)
+    if (auto s = ranges_[r]->run(chunks, x_, r + 1 == ranges_.size()); !s) return s;
+  if (x_.size() != logit_rows_.size() * model_.config.hidden)
+    return make_error(ErrorCode::internal, "a layer range answered " + std::to_string(x_.size()) + " values for " +
+                                               std::to_string(logit_rows_.size()) + " rows");
+  head(false, logits);
+  return Ok{};
+}
+
+Status Transformer::forward_range(std::span<const SequenceChunk> chunks, size_t first, size_t last, std::span<const float> x,
+                                  std::vector<float>& out, const LayerHook& before_layer) {
+  const ModelConfig& c = model_.config;
+  if (first > last || last >= c.layers)
+    return make_error(ErrorCode::invalid_argument, "layers " + std::to_string(first) + "-" + std::to_string(last) +
+                                                       " are not a range of the model's " + std::to_string(c.layers));
+  if (auto s = prepare_rows(chunks, true); !s) return s;
+  const size_t D = c.hidden;
+  if (x.size() != row_chunk_.size() * D)
+    return make_error(ErrorCode::invalid_argument, "a range's input has " + std::to_string(x.size()) + " values for " +
+                                                       std::to_string(row_chunk_.size()) + " rows of " + std::to_string(D));
+  std::copy(x.begin(), x.end(), x_.begin());
+  if (c.ple_dim) embed_rows(embedded_);  // per-layer inputs come from the rows' tokens, never from x
+  if (auto s = run_layers(chunks, first, last, before_layer); !s) return s;
+  out.resize(logit_rows_.size() * D);
+  for (size_t r = 0; r < logit_rows_.size(); ++r)
+    std::copy_n(x_.begin() + long(logit_rows_[r] * D), D, out.begin() + long(r * D));
+  return Ok{};
+}
+
+void Transformer::head(bool at_logit_rows, std::vector<float>& logits) {
+  const ModelConfig& c = model_.config;
+  const size_t D = c.hidden, rows = logit_rows_.size();
+  xb_.resize(std::max(xb_.size(), rows * D));
+  for (size_t t = 0; t < rows; ++t)
+    norm_rows(&xb_[t * D], &x_[(at_logit_rows ? logit_rows_[t] : t) * D], 1, model_.final_norm, D);
+  logits.resize(rows * c.vocab);
+  matmul(model_.classifier, xb_.data(), rows, logits.data(), pool_);
+  if (c.final_softcap > 0) softcap(logits.data(), logits.size(), c.final_softcap);
+}
+
+Status Transformer::run_layers(std::span<const SequenceChunk> chunks, size_t first, size_t last, const LayerHook& before_layer) {
+  const ModelConfig& c = model_.config;
+  const size_t D = c.hidden, n = row_chunk_.size();
+  for (size_t l = first; l <= last; ++l) {
+    if (before_layer)
+      if (auto s = before_layer(l); !s) return s;
     const LayerWeights& w = model_.layers[l];
     const LayerConfig& lc = c.layer(l);
     const size_t Q = c.q_dim(l), KV = c.kv_dim(l), hd = lc.head_dim;
@@ -416,11 +492,6 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     }
   }
 
-  const size_t rows = logit_rows.size();
-  for (size_t t = 0; t < rows; ++t) norm_rows(&xb_[t * D], &x_[logit_rows[t] * D], 1, model_.final_norm, D);
-  logits.resize(rows * c.vocab);
-  matmul(model_.classifier, xb_.data(), rows, logits.data(), pool_);
-  if (c.final_softcap > 0) softcap(logits.data(), logits.size(), c.final_softcap);
   return Ok{};
 }
 

@@ -2,11 +2,13 @@
 // FFN goes through an FfnBackend.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "infer/ffn_backend.h"
 #include "infer/kv_cache.h"
+#include "infer/layer_range_backend.h"
 #include "infer/moe_ffn.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
@@ -28,6 +30,10 @@ struct SequenceChunk {
   // a kept path's to their positions.
   std::span<const int> parents = {};
 };
+
+// Token `token`'s row of the embedding, × the model's embedding scale: the residual entering
+// layer 0 (PROTOCOL §13), [hidden] floats at out.
+void embed_token(const Model& model, int token, float* out);
 
 class Transformer {
  public:
@@ -52,9 +58,34 @@ class Transformer {
   // what a pass over its sequence alone gives (the kernels are row-wise exact).
   Status forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits);
 
+  // Layers first…last only, for a session shard's range (PROTOCOL §13): `x` is the residual
+  // entering layer `first` of every row, [rows][hidden] chunk after chunk; `out` gets the
+  // residual leaving layer `last` of each chunk's rows from its first_logit on (first_logit
+  // may equal the chunk's rows: none). The rows' tokens give per-layer inputs (Gemma 4 E);
+  // `before_layer` is called before each layer (a deadline, a caller gone, a turn to take)
+  // and stops the pass with its error.
+  using LayerHook = std::function<Status(size_t layer)>;
+  Status forward_range(std::span<const SequenceChunk> chunks, size_t first, size_t last, std::span<const float> x,
+                       std::vector<float>& out, const LayerHook& before_layer = {});
+
+  // Whole layers elsewhere: the passes run these ranges in order (they must cover every
+  // layer, each starting where the previous one ended) in place of the local layer loop.
+  // Empty: every layer here. The backends outlive the transformer's passes.
+  Status set_layer_ranges(std::vector<LayerRangeBackend*> ranges);
+
   const ModelConfig& config() const { return model_.config; }
 
  private:
+  // The pass's rows from its chunks (row_chunk_, row_pos_, … and logit_rows_), checked;
+  // `output_optional`: a chunk's first_logit may equal its rows (forward_range).
+  Status prepare_rows(std::span<const SequenceChunk> chunks, bool output_optional);
+  // Each row's scaled embedding into out ([rows][hidden]).
+  void embed_rows(std::vector<float>& out);
+  // Layers first…last over x_, calling before_layer (when set) before each.
+  Status run_layers(std::span<const SequenceChunk> chunks, size_t first, size_t last, const LayerHook& before_layer);
+  // The final norm and the classifier over `rows` rows of x_ (at logit_rows_ when
+  // `at_logit_rows`, else the first rows), into logits.
+  void head(bool at_logit_rows, std::vector<float>& logits);
   // Writes the pass's keys and values (k_, v_) into layer l's cache of each row's sequence.
   void store_kv(size_t layer, std::span<const SequenceChunk> chunks);
   void attention(size_t layer, std::span<const SequenceChunk> chunks);
@@ -84,6 +115,8 @@ class Transformer {
   std::vector<std::pair<size_t, size_t>> row_path_;
   std::vector<size_t> path_slots_;
   std::vector<int> row_token_;               // and its token
+  std::vector<size_t> logit_rows_;           // the rows whose logits (or outputs) are wanted, in output order
+  std::vector<LayerRangeBackend*> ranges_;   // set_layer_ranges'; empty: every layer here
   // Scratch, sized for the largest chunk seen.
   std::vector<float> x_, xb_, q_, k_, v_, att_out_, proj_, router_in_, expert_in_, expert_out_;
   // Per-layer embeddings: the pass's scaled embeddings; a layer's input and its gate.

@@ -16,4 +16,14 @@ std::string layer_fingerprint(const Model& model, size_t layer);
 // (PROTOCOL §12's expert_fingerprints): a client checks any split of the experts with it.
 std::string expert_fingerprint(const Model& model, size_t layer, size_t first, size_t last);
 
+// Layer-range sessions (PROTOCOL §13): every tensor of a layer (attention, norms, FFN or
+// experts, per-layer scalars and inputs), as a session shard runs it whole.
+std::string layer_session_fingerprint(const Model& model, size_t layer);
+// SHA-256 (16 hex digits) of a canonical JSON of layers first…last's configuration and the
+// model fields they read (norms, RoPE, windows, scales, softcaps, routing).
+std::string session_config_fingerprint(const ModelConfig& config, size_t first, size_t last);
+// The tensors such a range reads that belong to no layer: RoPE frequencies, and for
+// per-layer inputs (Gemma 4 E) the embedding and the per-layer tables.
+std::string session_globals_fingerprint(const Model& model);
+
 }  // namespace larql

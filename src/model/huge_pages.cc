@@ -32,6 +32,13 @@ std::vector<Matrix*> used_matrices(Model& model, const HugePagePlacement& p) {
       for (size_t e = p.first_expert; e <= p.last_expert && e < l.experts.size(); ++e)
         out.insert(out.end(), {&l.experts[e].gate, &l.experts[e].up, &l.experts[e].down});
     }
+  } else if (p.used == WeightsUsed::layers) {
+    for (size_t i = p.first; i <= p.last && i < model.layers.size(); ++i)
+      model.layers[i].for_each_matrix([&](Matrix& m) { out.push_back(&m); });
+    out.push_back(&model.rope_freqs);
+    if (model.config.ple_dim) out.insert(out.end(), {&model.embed, &model.ple_model_proj, &model.ple_proj_norm});
+  } else if (p.used == WeightsUsed::head) {
+    out = {&model.embed, &model.final_norm, &model.classifier};
   } else {
     std::set<const Matrix*> left_out;  // the FFN, for a client whose FFN is remote
     if (p.used == WeightsUsed::all_but_ffn)

@@ -19,6 +19,8 @@ enum class WeightsUsed {
   all,          // a local run: every matrix
   all_but_ffn,  // a client whose FFN is remote: all but gate, up and down
   ffn,          // a shard: gate, up, down, router and owned experts of layers [first, last] only
+  layers,       // a session shard: every matrix of layers [first, last], and the globals they read
+  head,         // a client of session shards: the embedding, the final norm and the classifier
 };
 
 struct HugePagePlacement {

@@ -39,4 +39,15 @@ void widen_kv_shared_ffn(ModelConfig& c) {
     if (!c.owns_kv(l)) c.layer_configs[l].ffn = 2 * c.ffn;
 }
 
+Status check_range_keeps_kv_groups(const ModelConfig& c, size_t first, size_t last) {
+  auto inside = [&](size_t l) { return l >= first && l <= last; };
+  for (size_t l = 0; l < c.layers; ++l)
+    if (const auto& from = c.layer(l).kv_from; from && inside(l) != inside(*from))
+      return make_error(ErrorCode::invalid_argument,
+                        "layers " + std::to_string(first) + "-" + std::to_string(last) + " split a KV-sharing group: layer " +
+                            std::to_string(l) + " reads layer " + std::to_string(*from) +
+                            "'s cache, so both must be in the same range");
+  return Ok{};
+}
+
 }  // namespace larql

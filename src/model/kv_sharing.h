@@ -16,4 +16,8 @@ Status share_kv_of_last_layers(ModelConfig& c, size_t shared);
 // E2B's use_double_wide_mlp: the KV-shared layers' FFN twice the model's width.
 void widen_kv_shared_ffn(ModelConfig& c);
 
+// Whether layers first…last keep every KV-sharing group whole (a layer reading another's
+// cache in the same range as that layer, PROTOCOL §13); the error names the split pair.
+Status check_range_keeps_kv_groups(const ModelConfig& c, size_t first, size_t last);
+
 }  // namespace larql

@@ -212,6 +212,17 @@ struct LayerWeights {
   Matrix ple_post_norm;      // [hidden], on that projection before its residual add
   std::vector<ExpertWeights> experts;  // sparse layers: in expert id order, the shared ones last
 
+  // Every matrix of the layer, experts included.
+  template <typename F>
+  void for_each_matrix(F&& f) {
+    for (Matrix* m : {&attn_norm, &wq, &wk, &wv, &wo, &bq, &bk, &bv, &bo, &sinks, &q_norm, &k_norm, &attn_out_norm, &ffn_norm,
+                      &gate, &up, &down, &ffn_out_norm, &output_scale, &router, &router_bias, &router_scale, &expert_scale,
+                      &expert_norm, &dense_out_norm, &expert_out_norm, &shared_expert_gate, &ple_gate, &ple_proj, &ple_post_norm})
+      f(*m);
+    for (ExpertWeights& e : experts)
+      for (Matrix* m : {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) f(*m);
+  }
+
   // The FFN's matrices: what a shard computes with (a sparse layer's router and experts;
   // a dense layer's gate, up and down).
   std::vector<Matrix*> ffn() {
@@ -248,15 +259,7 @@ struct Model {
   template <typename F>
   void for_each_matrix(F&& f) {
     for (Matrix* m : {&embed, &final_norm, &classifier, &rope_freqs, &ple_embed, &ple_model_proj, &ple_proj_norm}) f(*m);
-    for (LayerWeights& l : layers) {
-      for (Matrix* m : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.sinks, &l.q_norm, &l.k_norm,
-                        &l.attn_out_norm, &l.ffn_norm, &l.gate, &l.up, &l.down, &l.ffn_out_norm, &l.output_scale,
-                        &l.router, &l.router_bias, &l.router_scale, &l.expert_scale, &l.expert_norm, &l.dense_out_norm,
-                        &l.expert_out_norm, &l.shared_expert_gate, &l.ple_gate, &l.ple_proj, &l.ple_post_norm})
-        f(*m);
-      for (ExpertWeights& e : l.experts)
-        for (Matrix* m : {&e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) f(*m);
-    }
+    for (LayerWeights& l : layers) l.for_each_matrix(f);
   }
 
   // How products with its bf16 weights are computed (dtype.h's Arithmetic).
@@ -271,6 +274,16 @@ struct Model {
       for (const Matrix* m : layers[l].ffn())
         if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
     return Arithmetic::f32;
+  }
+  // The same over every product of layers [first, last] (attention, per-layer inputs and the
+  // FFN): a session shard's layers_arithmetic (PROTOCOL §13).
+  Arithmetic layers_arithmetic(size_t first, size_t last) const {
+    for (size_t l = first; l <= last && l < layers.size(); ++l) {
+      const LayerWeights& w = layers[l];
+      for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ple_gate, &w.ple_proj})
+        if (m->data && m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
+    }
+    return ffn_arithmetic(first, last);
   }
 };
 

@@ -64,6 +64,8 @@ class FfnService {
     return pending_.size();
   }
   Metrics& metrics() { return metrics_; }
+  // The shard's turns at compute, one layer at a time: a session shard's steps take them too.
+  FifoMutex& compute_turns() { return compute_turns_; }
 
  private:
   // Owned, distinct layers, and no more work than max_work.

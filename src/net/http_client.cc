@@ -112,20 +112,26 @@ Result<std::unique_ptr<HttpClient>> HttpClient::open(const std::string& url, con
 }
 
 Result<HttpResponse> HttpClient::get(std::string_view path, const HttpHeaders& headers) {
-  return send(false, path, {}, {}, headers);
+  return send(Method::get, path, {}, {}, headers);
+}
+
+Result<HttpResponse> HttpClient::send_delete(std::string_view path, const HttpHeaders& headers) {
+  return send(Method::del, path, {}, {}, headers);
 }
 
 Result<HttpResponse> HttpClient::post(std::string_view path, std::string_view body, std::string_view content_type,
                                       const HttpHeaders& headers) {
-  return send(true, path, body, content_type, headers);
+  return send(Method::post, path, body, content_type, headers);
 }
 
-Result<HttpResponse> HttpClient::send(bool post, std::string_view path, std::string_view body,
+Result<HttpResponse> HttpClient::send(Method method, std::string_view path, std::string_view body,
                                       std::string_view content_type, const HttpHeaders& headers) {
   Connection& c = *connection_;
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
 
-  http::request<http::span_body<const char>> req{post ? http::verb::post : http::verb::get,
+  const bool post = method == Method::post;
+  const http::verb verb = post ? http::verb::post : method == Method::del ? http::verb::delete_ : http::verb::get;
+  http::request<http::span_body<const char>> req{verb,
                                                   boost::beast::string_view(path.data(), path.size()), 11};
   req.set(http::field::host, c.url.host_header);
   for (const auto& [name, value] : headers) req.set(name, value);

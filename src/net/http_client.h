@@ -48,13 +48,15 @@ class HttpClient {
   Result<HttpResponse> get(std::string_view path, const HttpHeaders& headers = {});
   Result<HttpResponse> post(std::string_view path, std::string_view body, std::string_view content_type,
                             const HttpHeaders& headers = {});
+  Result<HttpResponse> send_delete(std::string_view path, const HttpHeaders& headers = {});
 
   const std::string& url() const { return url_; }
 
  private:
   struct Connection;
   HttpClient(std::string url, HttpClientOptions options);
-  Result<HttpResponse> send(bool post, std::string_view path, std::string_view body, std::string_view content_type,
+  enum class Method { get, post, del };
+  Result<HttpResponse> send(Method method, std::string_view path, std::string_view body, std::string_view content_type,
                             const HttpHeaders& headers);
 
   std::string url_;

@@ -14,12 +14,22 @@ namespace {
 std::string_view view(boost::beast::string_view s) { return {s.data(), s.size()}; }
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
+// A route's path names one path, or with a trailing '*' every path under that prefix
+// (DELETE /v1/sessions/{id}).
+bool route_matches(const std::string& route, std::string_view path) {
+  if (!route.empty() && route.back() == '*') {
+    const std::string_view prefix = std::string_view(route).substr(0, route.size() - 1);
+    return path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix;
+  }
+  return route == path;
+}
+
 }  // namespace
 
 std::optional<HttpReply> Dispatcher::refuse_before_body(const http::request_header<>& head) const {
   if (!options_.api_key) return std::nullopt;
   const std::string_view path = path_of(view(head.target()));
-  const bool open = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.path == path && !r.needs_api_key; });
+  const bool open = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return route_matches(r.path, path) && !r.needs_api_key; });
   if (open || bearer_key_matches(view(head[http::field::authorization]), *options_.api_key)) return std::nullopt;
   return error_for(options_, make_error(ErrorCode::unauthorized, "missing or wrong Authorization: Bearer key"));
 }
@@ -39,7 +49,7 @@ HttpReply Dispatcher::answer(const http::request<http::string_body>& req, std::f
   const std::string_view method = view(req.method_string());
   bool path_known = false;
   for (const auto& r : routes_) {
-    if (r.path != path) continue;
+    if (!route_matches(r.path, path)) continue;
     path_known = true;
     if (r.method != method) continue;
     try {

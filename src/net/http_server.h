@@ -60,8 +60,8 @@ struct HttpRequest {
 };
 
 struct Route {
-  std::string method;  // "GET" or "POST"
-  std::string path;
+  std::string method;  // "GET", "POST" or "DELETE"
+  std::string path;    // exact, or ending in '*': every path under that prefix
   std::function<HttpReply(const HttpRequest&)> handler;
   // false: open to all (health), or guarded by its own key inside the handler (admin).
   bool needs_api_key = true;

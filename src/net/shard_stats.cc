@@ -95,6 +95,43 @@ Result<ShardStats> parse_shard_stats(std::string_view body) {
       for (const auto& name : names)
         if (name.is_string()) (*out)->push_back(name.get<std::string>());  // unknown names are skipped
     }
+  if (j.contains("sessions") && !j["sessions"].is_null()) {
+    const json& o = j["sessions"];
+    if (!o.is_object()) return not_stats("sessions is not an object");
+    ShardStats::Sessions ss;
+    for (auto [name, field] : {std::pair{"open", &ss.open}, std::pair{"max", &ss.max}, std::pair{"max_positions", &ss.max_positions},
+                               std::pair{"max_rows", &ss.max_rows}, std::pair{"rewind_positions", &ss.rewind_positions}}) {
+      auto v = unsigned_field(o, name);
+      if (!v) return v.error();
+      if (!*v) return not_stats(std::string("sessions.") + name + " is missing");
+      *field = **v;
+    }
+    if (ss.max_rows == 0 || ss.max_positions == 0) return not_stats("sessions.max_rows and max_positions must be at least 1");
+    if (o.contains("idle_timeout_s") && o["idle_timeout_s"].is_number()) ss.idle_timeout_s = o["idle_timeout_s"].get<double>();
+    if (!o.contains("wire") || !o["wire"].is_array()) return not_stats("sessions.wire is not a list");
+    for (const auto& name : o["wire"])
+      if (name.is_string()) ss.wire.push_back(name.get<std::string>());
+    auto arithmetic = string_field(o, "layers_arithmetic", "");
+    if (!arithmetic) return arithmetic.error();
+    if (arithmetic->empty()) return not_stats("sessions.layers_arithmetic is missing");
+    ss.layers_arithmetic = *arithmetic;
+    if (!j.contains("session_fingerprints") || !j["session_fingerprints"].is_object())
+      return not_stats("session_fingerprints is not an object");
+    for (const auto& [name, value] : j["session_fingerprints"].items()) {
+      const auto layer = parse_layer_range(name);
+      if (!layer || layer->first != layer->last || !value.is_string())
+        return not_stats("session_fingerprints has \"" + name.substr(0, 20) + "\": not a layer number and a string");
+      ss.fingerprints[layer->first] = value.get<std::string>();
+    }
+    for (auto [key, field] : {std::pair{"session_config_fingerprint", &ss.config_fingerprint},
+                              std::pair{"session_globals_fingerprint", &ss.globals_fingerprint}}) {
+      auto text = string_field(j, key, "");
+      if (!text) return text.error();
+      if (text->empty()) return not_stats(std::string(key) + " is missing");
+      *field = *text;
+    }
+    s.sessions = std::move(ss);
+  }
   auto max_body = unsigned_field(j, "max_body_bytes");
   if (!max_body) return max_body.error();
   s.max_body_bytes = *max_body;

@@ -36,6 +36,16 @@ struct ShardStats {
   std::optional<Experts> experts;
   std::optional<std::map<uint32_t, std::string>> expert_fingerprints;  // per layer, over the owned experts
   std::string routing;  // "shard" or "client" ("" when not said)
+  // A session shard's "sessions" object and fingerprints (PROTOCOL §13); absent otherwise.
+  struct Sessions {
+    size_t open = 0, max = 0, max_positions = 0, max_rows = 0, rewind_positions = 0;
+    double idle_timeout_s = 0;
+    std::vector<std::string> wire;      // encodings of /v1/walk-layers, as named
+    std::string layers_arithmetic;
+    std::map<uint32_t, std::string> fingerprints;  // session_fingerprints
+    std::string config_fingerprint, globals_fingerprint;
+  };
+  std::optional<Sessions> sessions;
 };
 
 // The error says which field is not what §8 says it is.

@@ -1,0 +1,510 @@
+#include "net/remote_layers.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "infer/transformer.h"
+#include "model/fingerprint.h"
+#include "net/http_client.h"
+#include "net/shard_spec.h"
+#include "net/shard_stats.h"
+#include "wire/codec.h"
+#include "wire/session_codec.h"
+
+namespace larql {
+
+using nlohmann::json;
+using namespace wire;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kMaxReplays = 2;        // per sequence, then the error names the range
+constexpr int kMaxBusyRetries = 3;       // 503s waited out per step
+constexpr size_t kEntryMargin = 28 * 256;  // a request's session entries, kept out of the row budget
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+std::string describe(const Result<HttpResponse>& res) {
+  if (!res) return res.error().message;
+  std::string detail = res->body;
+  const auto j = json::parse(res->body, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("error"))
+    detail = j["error"].dump() + " (" + (j.contains("code") ? j["code"].dump() : std::string("no code")) + ")";
+  return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
+}
+
+std::string error_code_of(const HttpResponse& res) {
+  const auto j = json::parse(res.body, nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : "";
+}
+
+struct Replica {
+  std::string url;
+  std::unique_ptr<HttpClient> client;
+  size_t open = 0;    // our sessions on it
+  bool down = false;  // refused connections: no new sessions there
+};
+
+struct PartRef {
+  size_t range, replica;
+  SessionId id;
+};
+
+// DELETEs owed for sequences that are gone; sent at the next pass and at the end.
+struct Closer {
+  std::mutex mutex;
+  std::vector<PartRef> pending;
+};
+
+}  // namespace
+
+struct RemoteLayers::Sequence {
+  struct Part {
+    bool open = false;
+    size_t replica = 0;
+    SessionId id{};
+    uint32_t step = 0;
+  };
+  std::vector<Part> parts;   // per range
+  std::vector<int> history;  // every token fed so far, the current pass's included
+  size_t replays = 0;
+  std::shared_ptr<Closer> closer;
+  ~Sequence() {
+    std::lock_guard lock(closer->mutex);
+    for (size_t r = 0; r < parts.size(); ++r)
+      if (parts[r].open) closer->pending.push_back({r, parts[r].replica, parts[r].id});
+  }
+};
+
+class RemoteLayers::Range : public LayerRangeBackend {
+ public:
+  Range(Impl& impl, size_t index, LayerRange layers) : impl_(impl), index_(index), layers_(layers) {}
+  size_t first_layer() const override { return layers_.first; }
+  size_t last_layer() const override { return layers_.last; }
+  Status run(std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) override;
+
+  Impl& impl_;
+  size_t index_;
+  LayerRange layers_;
+  std::vector<Replica> replicas;
+  Encoding request_encoding = Encoding::f32;
+  size_t max_positions = 0, rewind_positions = 0;
+  size_t row_limit = 1;  // rows of one request: the shard's max_rows, and its body limit in f32
+  std::string name() const { return layers_.str(); }
+};
+
+// One session's part of a request: `rows` rows of `tokens` and `x` at `start`; the rows from
+// out_from on come back into `out`.
+struct StepItem {
+  RemoteLayers::Sequence* seq;
+  uint32_t start;
+  std::span<const int> tokens;
+  const float* x;
+  uint32_t out_from;
+  float* out;
+};
+
+struct RemoteLayers::Impl {
+  const Model& model;
+  RemoteLayersOptions options;
+  std::vector<std::unique_ptr<Range>> ranges;
+  std::shared_ptr<Closer> closer = std::make_shared<Closer>();
+  RemoteLayersStats stats;
+  size_t max_positions = 0;
+  std::vector<std::weak_ptr<Sequence>> live;  // sequences whose caches may still be alive
+
+  Impl(const Model& m, RemoteLayersOptions o) : model(m), options(std::move(o)) {}
+
+  HttpHeaders headers() const {
+    HttpHeaders h;
+    if (options.api_key) h.emplace_back("Authorization", "Bearer " + *options.api_key);
+    return h;
+  }
+
+  Sequence& sequence(KvCache& cache) {
+    if (!cache.remote) {
+      auto seq = std::make_shared<Sequence>();
+      seq->parts.resize(ranges.size());
+      seq->closer = closer;
+      std::erase_if(live, [](const std::weak_ptr<Sequence>& w) { return w.expired(); });
+      live.push_back(seq);
+      cache.remote = seq;
+    }
+    return *static_cast<Sequence*>(cache.remote.get());
+  }
+
+  void flush_closes() {
+    std::vector<PartRef> pending;
+    {
+      std::lock_guard lock(closer->mutex);
+      pending.swap(closer->pending);
+    }
+    for (const PartRef& p : pending) {
+      Replica& replica = ranges[p.range]->replicas[p.replica];
+      if (replica.open) --replica.open;
+      if (!replica.down) (void)replica.client->send_delete("/v1/sessions/" + session_id_hex(p.id), headers());
+    }
+  }
+
+  // Opens range r's session of `seq` on its live replica with the fewest of our sessions.
+  Status open_part(size_t r, Sequence& seq) {
+    Range& range = *ranges[r];
+    Sequence::Part& part = seq.parts[r];
+    if (part.open) {
+      std::lock_guard lock(closer->mutex);  // the old one, if its replica still has it
+      closer->pending.push_back({r, part.replica, part.id});
+      part.open = false;
+    }
+    const size_t positions = std::min(max_positions ? max_positions : model.config.context, range.max_positions);
+    std::string last_error = "no live replica";
+    for (int attempt = 0; attempt < int(range.replicas.size()) + kMaxBusyRetries; ++attempt) {
+      size_t best = SIZE_MAX;
+      for (size_t i = 0; i < range.replicas.size(); ++i)
+        if (!range.replicas[i].down && (best == SIZE_MAX || range.replicas[i].open < range.replicas[best].open)) best = i;
+      if (best == SIZE_MAX) break;
+      Replica& replica = range.replicas[best];
+      auto res = replica.client->post("/v1/sessions", json{{"max_positions", positions}}.dump(), "application/json", headers());
+      if (!res && res.error().code == ErrorCode::shard_unavailable) {
+        replica.down = true;  // refused: the next live replica
+        last_error = replica.url + ": " + res.error().message;
+        continue;
+      }
+      if (res && res->status == 503) {
+        std::this_thread::sleep_for(std::chrono::seconds(std::min(res->retry_after_s(), 5)));
+        last_error = replica.url + ": " + describe(res);
+        continue;
+      }
+      if (!res || res->status != 201)
+        return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": opening a session on " + replica.url +
+                                                            " failed: " + describe(res));
+      const auto j = json::parse(res->body, nullptr, false);
+      const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
+                          ? parse_session_id(j["session"].get<std::string>())
+                          : std::nullopt;
+      if (!id) return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": " + replica.url + " answered an open without a session id");
+      part = {true, best, *id, 0};
+      ++replica.open;
+      ++stats.sessions_opened;
+      return Ok{};
+    }
+    return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": cannot open a session (" + last_error + ")");
+  }
+
+  // One walk-layers request of `items` (all with open parts on `replica` of range r). On a
+  // lost session (session_unknown, or the replica refusing connections) the items lost are
+  // listed in `lost` and the error's code is session_unknown.
+  Status send(size_t r, size_t replica_index, std::span<const StepItem> items, std::vector<size_t>& lost) {
+    Range& range = *ranges[r];
+    Replica& replica = range.replicas[replica_index];
+    const size_t H = model.config.hidden;
+    std::vector<SessionStep> steps;
+    std::vector<uint32_t> tokens;
+    std::vector<float> values;
+    uint64_t rows_back = 0;
+    for (const StepItem& item : items) {
+      const Sequence::Part& part = item.seq->parts[r];
+      steps.push_back({part.id, part.step + 1, item.start, uint32_t(item.tokens.size()), item.out_from});
+      tokens.insert(tokens.end(), item.tokens.begin(), item.tokens.end());
+      values.insert(values.end(), item.x, item.x + item.tokens.size() * H);
+      rows_back += item.tokens.size() - item.out_from;
+    }
+    std::string body;
+    auto encoded = encode_walk_layers_request(range.request_encoding, steps, tokens, H, values, body);
+    if (!encoded) return encoded.error();
+    const auto start = Clock::now();
+    Result<HttpResponse> res = make_error(ErrorCode::shard_unavailable, "not sent");
+    for (int attempt = 0;; ++attempt) {
+      res = replica.client->post("/v1/walk-layers", body, content_type(encoded->encoding),
+                                 [&] {
+                                   HttpHeaders h = headers();
+                                   h.emplace_back("Accept", options.wire.accept);
+                                   return h;
+                                 }());
+      // A timeout may have run the step: the same step again is a retry the shard accepts.
+      const bool transport = !res && attempt == 0;
+      const bool busy = res && res->status == 503 && attempt < kMaxBusyRetries;
+      if (busy) std::this_thread::sleep_for(std::chrono::seconds(std::min(res->retry_after_s(), 5)));
+      if (!transport && !busy) break;
+    }
+    stats.remote_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    ++stats.steps, ++stats.round_trips;
+    stats.bytes_sent += body.size();
+    if (res) {
+      stats.bytes_received += res->body.size();
+      stats.head_bytes_sent += res->head_bytes_sent, stats.head_bytes_received += res->head_bytes_received;
+    }
+    if (!res && res.error().code == ErrorCode::shard_unavailable) {
+      replica.down = true;  // refusing connections after a retry: every session there is lost
+      for (size_t i = 0; i < items.size(); ++i) lost.push_back(i);
+      return make_error(ErrorCode::session_unknown, replica.url + " refuses connections: " + res.error().message);
+    }
+    if (res && res->status == 410) {
+      const auto j = json::parse(res->body, nullptr, false);
+      if (!j.is_discarded() && j.is_object() && j.contains("sessions") && j["sessions"].is_array()) {
+        for (const auto& i : j["sessions"])
+          if (i.is_number_unsigned() && i.get<size_t>() < items.size()) lost.push_back(i.get<size_t>());
+      }
+      if (lost.empty())
+        for (size_t i = 0; i < items.size(); ++i) lost.push_back(i);
+      return make_error(ErrorCode::session_unknown, replica.url + ": " + describe(res));
+    }
+    if (!res || res->status != 200) {
+      const ErrorCode code = res && (error_code_of(*res) == "bad_position" || error_code_of(*res) == "stale_step")
+                                 ? ErrorCode::internal  // our own bug: never retried
+                                 : ErrorCode::shard_unavailable;
+      return make_error(code, "layers " + range.name() + " on " + replica.url + ": " + describe(res));
+    }
+    const auto response_encoding = body_type_from_content_type(res->header("Content-Type")).binary;
+    if (!response_encoding)
+      return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + " on " + replica.url + " answered Content-Type '" +
+                                                          res->header("Content-Type") + "'");
+    if (*response_encoding == Encoding::f32 && options.wire.preferred != Encoding::f32) ++stats.f32_fallbacks;
+    auto view = parse_walk_layers_response(as_bytes(res->body), *response_encoding, H, uint32_t(items.size()), rows_back);
+    if (!view) return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + " on " + replica.url + ": " + view.error().message);
+    stats.server_ms += view->latency_ms;
+    std::vector<float> out(rows_back * H);
+    if (auto s = decode_values(*response_encoding, view->values, rows_back, H, out); !s)
+      return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + " on " + replica.url + ": " + s.error().message);
+    size_t o = 0;
+    for (const StepItem& item : items) {
+      ++item.seq->parts[r].step;
+      const size_t back = item.tokens.size() - item.out_from;
+      std::copy_n(out.begin() + long(o * H), back * H, item.out);
+      o += back;
+    }
+    return Ok{};
+  }
+
+  // Range r's steps for `items`, each on its own part's replica: grouped by replica, each
+  // request within the range's row limit (an item longer than it goes in pieces). Items
+  // whose session is lost are replayed and sent again.
+  Status step(size_t r, std::vector<StepItem> items) {
+    Range& range = *ranges[r];
+    const size_t H = model.config.hidden;
+    // Pieces of at most row_limit rows; a piece's out_from and out follow its offset.
+    std::vector<StepItem> pieces;
+    for (const StepItem& item : items)
+      for (size_t off = 0; off < item.tokens.size(); off += range.row_limit) {
+        const size_t n = std::min(range.row_limit, item.tokens.size() - off);
+        const size_t out_from = item.out_from > off ? std::min<size_t>(item.out_from - off, n) : 0;
+        const size_t written = off > item.out_from ? off - item.out_from : 0;  // rows of out before this piece
+        pieces.push_back({item.seq, uint32_t(item.start + off), item.tokens.subspan(off, n), item.x + off * H, uint32_t(out_from),
+                          item.out + written * H});
+      }
+    // Requests in order: a piece joins the open request of its replica unless that request
+    // has its sequence already or no room; a sequence's pieces stay in order.
+    size_t done = 0;
+    while (done < pieces.size()) {
+      const size_t replica = pieces[done].seq->parts[r].replica;
+      std::vector<StepItem> request;
+      size_t rows = 0;
+      size_t next = done;
+      for (; next < pieces.size(); ++next) {
+        const StepItem& p = pieces[next];
+        const bool same_seq = std::any_of(request.begin(), request.end(), [&](const StepItem& q) { return q.seq == p.seq; });
+        if (p.seq->parts[r].replica != replica || same_seq || rows + p.tokens.size() > range.row_limit) break;
+        request.push_back(p);
+        rows += p.tokens.size();
+      }
+      std::vector<size_t> lost;
+      Status s = send(r, replica, request, lost);
+      if (!s && s.error().code != ErrorCode::session_unknown) return s;
+      if (!s) {
+        for (size_t i : lost) {
+          const StepItem& p = request[i];
+          if (auto rs = replay(*p.seq, r, p.start, s.error().message); !rs) return rs;
+          std::vector<size_t> again;
+          if (auto rs = send(r, p.seq->parts[r].replica, {&p, 1}, again); !rs)
+            return make_error(rs.error().code == ErrorCode::session_unknown ? ErrorCode::shard_unavailable : rs.error().code,
+                              "layers " + range.name() + ": " + rs.error().message);
+        }
+        // The items not lost ran: the request is done.
+      }
+      done = next;
+    }
+    return Ok{};
+  }
+
+  // Rebuilds `seq`'s range r on a new session holding its first `upto` positions: the
+  // tokens again from position 0 through ranges 0…r (the earlier ranges restart at 0 over
+  // every token fed, so they end holding what they held), at most kMaxReplays times.
+  Status replay(Sequence& seq, size_t r, size_t upto, const std::string& why) {
+    if (seq.replays >= kMaxReplays)
+      return make_error(ErrorCode::shard_unavailable, "layers " + ranges[r]->name() + ": the session was lost again after " +
+                                                          str(kMaxReplays) + " replays (" + why + ")");
+    if (seq.replays++ == 0) std::cerr << "larql: a session of layers " << ranges[r]->name() << " was lost (" << why << "); replaying its tokens\n";
+    ++stats.replays;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 * seq.replays));  // backoff before the new session
+    if (auto s = open_part(r, seq); !s) return s;
+    const size_t H = model.config.hidden;
+    const size_t fed = r == 0 ? upto : seq.history.size();
+    std::vector<float> x(fed * H), next(fed * H);
+    for (size_t t = 0; t < fed; ++t) embed_token(model, seq.history[t], &x[t * H]);
+    for (size_t k = 0; k <= r; ++k) {
+      const size_t rows = k == r ? upto : fed;
+      if (rows == 0) break;
+      if (!seq.parts[k].open)
+        if (auto s = open_part(k, seq); !s) return s;
+      const StepItem item{&seq, 0, {seq.history.data(), rows}, x.data(), uint32_t(k == r ? rows : 0), next.data()};
+      std::vector<size_t> lost;
+      if (auto s = step(k, {item}); !s) return s;
+      x.swap(next);
+    }
+    return Ok{};
+  }
+
+  Status run(size_t r, std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) {
+    const size_t H = model.config.hidden;
+    if (r == 0) flush_closes();
+    std::vector<StepItem> items;
+    size_t in_row = 0, out_rows = 0;
+    for (const SequenceChunk& ch : chunks) out_rows += logit_rows_only ? ch.tokens.size() - ch.first_logit : ch.tokens.size();
+    std::vector<float> out(out_rows * H);
+    size_t out_row = 0;
+    for (const SequenceChunk& ch : chunks) {
+      for (size_t t = 1; t < ch.parents.size(); ++t)
+        if (ch.parents[t] != int(t) - 1)
+          return make_error(ErrorCode::invalid_argument, "layer-range sessions verify chains of drafts, not trees (PROTOCOL §13)");
+      Sequence& seq = sequence(*ch.cache);
+      if (r == 0) {
+        seq.history.resize(std::min(seq.history.size(), ch.pos));
+        seq.history.insert(seq.history.end(), ch.tokens.begin(), ch.tokens.end());
+      }
+      Sequence::Part& part = seq.parts[r];
+      if (!part.open || ranges[r]->replicas[part.replica].down) {
+        if (ch.pos == 0) {
+          if (auto s = open_part(r, seq); !s) return s;
+        } else if (auto s = replay(seq, r, ch.pos, part.open ? "its replica is down" : "no session"); !s) {
+          return s;
+        }
+      }
+      const size_t n = ch.tokens.size(), out_from = logit_rows_only ? ch.first_logit : 0;
+      std::span<const int> tokens(ch.tokens.data(), n);
+      items.push_back({&seq, uint32_t(ch.pos), tokens, x.data() + in_row * H, uint32_t(out_from), out.data() + out_row * H});
+      in_row += n;
+      out_row += n - out_from;
+    }
+    if (auto s = step(r, items); !s) return s;
+    x.swap(out);
+    return Ok{};
+  }
+};
+
+Status RemoteLayers::Range::run(std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) {
+  return impl_.run(index_, chunks, x, logit_rows_only);
+}
+
+RemoteLayers::RemoteLayers(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RemoteLayers::~RemoteLayers() {
+  // Sequences whose caches outlive this: their sessions are closed now, not left to expire.
+  for (const auto& weak : impl_->live)
+    if (auto seq = weak.lock()) {
+      std::lock_guard lock(impl_->closer->mutex);
+      for (size_t r = 0; r < seq->parts.size(); ++r)
+        if (seq->parts[r].open) impl_->closer->pending.push_back({r, seq->parts[r].replica, seq->parts[r].id}), seq->parts[r].open = false;
+    }
+  impl_->flush_closes();
+}
+
+std::vector<LayerRangeBackend*> RemoteLayers::ranges() {
+  std::vector<LayerRangeBackend*> out;
+  for (auto& r : impl_->ranges) out.push_back(r.get());
+  return out;
+}
+
+const RemoteLayersStats& RemoteLayers::stats() const { return impl_->stats; }
+
+void RemoteLayers::set_max_positions(size_t positions) { impl_->max_positions = positions; }
+
+size_t RemoteLayers::rewind_positions() const {
+  size_t rewind = SIZE_MAX;
+  for (const auto& r : impl_->ranges) rewind = std::min(rewind, r->rewind_positions);
+  return rewind;
+}
+
+Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, const RemoteLayersOptions& options,
+                                                            std::vector<std::string>* warnings) {
+  const ModelConfig& c = model.config;
+  auto parts = parse_shard_spec(options.spec);
+  if (!parts) return make_error(ErrorCode::invalid_argument, "--remote-layers: " + parts.error().message);
+  std::sort(parts->begin(), parts->end(), [](const ShardRange& a, const ShardRange& b) { return a.range.first < b.range.first; });
+  auto impl = std::make_unique<Impl>(model, options);
+  uint32_t next = 0;
+  for (ShardRange& part : *parts) {
+    if (part.part != ShardPart::all)
+      return make_error(ErrorCode::invalid_argument, "--remote-layers " + part.str() + ": a session shard runs whole layers, every expert of them");
+    part.range.last = std::min<uint32_t>(part.range.last, uint32_t(c.layers - 1));
+    if (part.range.first != next)
+      return make_error(ErrorCode::invalid_argument, "--remote-layers leaves layers " + str(next) + "-" + str(part.range.first - 1) +
+                                                         " uncovered: the ranges must cover layers 0-" + str(c.layers - 1));
+    next = part.range.last + 1;
+    impl->ranges.push_back(std::make_unique<Range>(*impl, impl->ranges.size(), part.range));
+    Range& range = *impl->ranges.back();
+    const std::string expected_arithmetic(arithmetic_name(model.layers_arithmetic(part.range.first, part.range.last)));
+    const std::string config_fp = session_config_fingerprint(c, part.range.first, part.range.last);
+    const std::string globals_fp = session_globals_fingerprint(model);
+    std::string unreachable;
+    for (const std::string& url : part.urls) {
+      auto client = HttpClient::open(url, {options.timeout_ms, options.ca_cert});
+      if (!client) return make_error(ErrorCode::invalid_argument, "--remote-layers " + url + ": " + client.error().message);
+      auto res = (*client)->get("/v1/stats", impl->headers());
+      if (!res) {
+        unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + res.error().message + ")";
+        range.replicas.push_back({url, std::move(*client), 0, true});
+        continue;
+      }
+      auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, "--remote-layers " + url + ": " + what); };
+      if (res->status != 200) return fail("GET /v1/stats failed: " + describe(res));
+      auto stats = parse_shard_stats(res->body);
+      if (!stats) return fail(stats.error().message);
+      if (!stats->sessions) return fail("it does not serve layer-range sessions (start it with larql serve --sessions)");
+      if (stats->hidden != c.hidden) return fail("hidden size " + str(stats->hidden) + ", this model's is " + str(c.hidden));
+      if (!stats->layers || stats->layers->first != part.range.first || stats->layers->last != part.range.last)
+        return fail("it runs layers " + (stats->layers ? stats->layers->str() : std::string("(not said)")) + ", the map says " +
+                    part.range.str());
+      const auto& ss = *stats->sessions;
+      for (uint32_t l = part.range.first; l <= part.range.last; ++l) {
+        const auto it = ss.fingerprints.find(l);
+        if (it == ss.fingerprints.end() || it->second != layer_session_fingerprint(model, l))
+          return fail("layer " + str(l) + "'s weights differ from this model's (session_fingerprints)");
+      }
+      if (ss.config_fingerprint != config_fp) return fail("its layers' configuration differs from this model's (session_config_fingerprint)");
+      if (ss.globals_fingerprint != globals_fp) return fail("its RoPE or per-layer tables differ from this model's (session_globals_fingerprint)");
+      if (ss.layers_arithmetic != expected_arithmetic)
+        return fail("it computes layers as '" + ss.layers_arithmetic + "', this client as '" + expected_arithmetic +
+                    "' (--arithmetic, on both sides the same)");
+      EncodingSet accepted;
+      for (const std::string& name : ss.wire)
+        if (auto e = encoding_from_name(name)) accepted.insert(*e);
+      const Encoding chosen = options.wire.request_encoding(accepted);
+      const size_t body_limit = stats->max_body_bytes.value_or(64u << 20);
+      const size_t by_body = body_limit > kEntryMargin + 8 ? (body_limit - kEntryMargin - 8) / (4 * c.hidden + 4) : 1;
+      const size_t limit = std::max<size_t>(1, std::min(ss.max_rows, by_body));
+      if (range.replicas.empty() || std::all_of(range.replicas.begin(), range.replicas.end(), [](const Replica& r) { return r.down; })) {
+        range.request_encoding = chosen, range.row_limit = limit, range.max_positions = ss.max_positions;
+        range.rewind_positions = ss.rewind_positions;
+      } else {
+        range.request_encoding = std::min(range.request_encoding, chosen);  // f32 first in the enum: the lowest common one
+        range.row_limit = std::min(range.row_limit, limit), range.max_positions = std::min(range.max_positions, ss.max_positions);
+        range.rewind_positions = std::min(range.rewind_positions, ss.rewind_positions);
+      }
+      range.replicas.push_back({url, std::move(*client), 0, false});
+    }
+    if (std::all_of(range.replicas.begin(), range.replicas.end(), [](const Replica& r) { return r.down; }))
+      return make_error(ErrorCode::shard_unavailable, "--remote-layers: no replica of layers " + part.range.str() + " answers: " + unreachable);
+    if (!unreachable.empty() && warnings) warnings->push_back("skipping unreachable replicas of layers " + part.range.str() + ": " + unreachable);
+  }
+  if (next != c.layers)
+    return make_error(ErrorCode::invalid_argument, "--remote-layers leaves layers " + str(next) + "-" + str(c.layers - 1) +
+                                                       " uncovered: the ranges must cover layers 0-" + str(c.layers - 1));
+  return std::unique_ptr<RemoteLayers>(new RemoteLayers(std::move(impl)));
+}
+
+}  // namespace larql
