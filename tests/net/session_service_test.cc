@@ -1,0 +1,212 @@
+// The session shard without sockets (PROTOCOL §13): the state machine of steps (next,
+// retry, stale, going back), forks, keys, the budget's first 503, deletes and idle expiry,
+// and every check in its order.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/byte_io.h"
+#include "infer/local_ffn.h"
+#include "infer/transformer.h"
+#include "model/loader.h"
+#include "net/session_service.h"
+#include "support/demo_model.h"
+#include "wire/session_codec.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+using wire::Encoding;
+using wire::SessionId;
+using wire::SessionStep;
+
+constexpr const char* kF32 = "application/x-larql-ffn";
+
+class SessionServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = load_model(test::kDemo);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    model_ = new Model(std::move(*m));
+  }
+  static void TearDownTestSuite() { delete model_; }
+
+  void make(SessionServiceOptions o = {}) {
+    o.layers = {0, 2};
+    service_.reset();
+    service_ = std::make_unique<SessionService>(*model_, layers_, turns_, o);
+  }
+  void SetUp() override { make(); }
+
+  HttpReply open(size_t positions, const std::string& key = "", const std::string& extra = "") {
+    return service_->open(R"({"max_positions": )" + std::to_string(positions) + extra + "}", "application/json", key);
+  }
+  SessionId open_id(size_t positions, const std::string& key = "") {
+    HttpReply r = open(positions, key);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return *wire::parse_session_id(json::parse(r.body)["session"].get<std::string>());
+  }
+  // A step of `rows` rows of tokens 1 + position and the same values in every row.
+  static std::string body(std::vector<SessionStep> steps) {
+    std::vector<uint32_t> tokens;
+    for (const auto& s : steps)
+      for (uint32_t r = 0; r < s.rows; ++r) tokens.push_back(1 + (s.start + r) % 50);
+    std::vector<float> x(tokens.size() * test::kDemoHidden);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % test::kDemoHidden % 5) - 2) / 8;  // every row alike
+    std::string out;
+    EXPECT_TRUE(wire::encode_walk_layers_request(Encoding::f32, steps, tokens, test::kDemoHidden, x, out).ok());
+    return out;
+  }
+  HttpReply step(std::vector<SessionStep> steps, const std::string& key = "") {
+    return service_->walk_layers(body(steps), kF32, kF32, key);
+  }
+  static std::string code(const HttpReply& r) {
+    const json j = json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("code") ? j["code"].get<std::string>() : "(" + std::to_string(r.status) + ")";
+  }
+
+  static inline Model* model_ = nullptr;
+  ThreadPool pool_{1};
+  LocalFfn ffn_{*model_, pool_};
+  Transformer layers_{*model_, ffn_, pool_};
+  FifoMutex turns_;
+  std::unique_ptr<SessionService> service_;
+};
+
+TEST_F(SessionServiceTest, StepsRunInOrderARetryRepeatsAndAnythingElseIsStale) {
+  const SessionId id = open_id(64);
+  HttpReply first = step({{id, 1, 0, 4, 3}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.body.size(), 8u + 4 * test::kDemoHidden);  // out_from 3 of 4: one row back
+  HttpReply again = step({{id, 1, 0, 4, 3}});  // a re-sent last step: the same values, the same state
+  ASSERT_EQ(again.status, 200);
+  EXPECT_TRUE(again.body.substr(8) == first.body.substr(8));
+  HttpReply stale = step({{id, 1, 0, 2, 0}});  // the last step's number with other rows
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(code(stale), "stale_step");
+  const json j = json::parse(stale.body);
+  EXPECT_EQ(j["sessions"], json({0}));
+  EXPECT_EQ(j["held"], json({4}));
+  EXPECT_EQ(j["last_step"], json({1}));
+  EXPECT_EQ(code(step({{id, 3, 4, 1, 0}})), "stale_step");
+  EXPECT_EQ(code(step({{id, 2, 5, 1, 0}})), "bad_position");  // past what it holds
+  EXPECT_EQ(code(step({{id, 2, 4, 61, 0}})), "context_full");  // 4 + 61 > 64
+  EXPECT_EQ(step({{id, 2, 4, 1, 0}}).status, 200);
+  EXPECT_EQ(step({{id, 3, 2, 2, 0}}).status, 200);  // back two positions
+  EXPECT_EQ(step({{id, 4, 4, 0, 0}}).status, 200);  // rows 0 only drops
+  EXPECT_EQ(step({{id, 5, 0, 3, 0}}).status, 200);  // start 0: afresh
+}
+
+TEST_F(SessionServiceTest, GoingBackFurtherThanTheRewindIsABadPosition) {
+  const SessionId id = open_id(512);
+  ASSERT_EQ(step({{id, 1, 0, 100, 100}}).status, 200);
+  HttpReply far = step({{id, 2, 100 - kKvRewindPositions - 1, 1, 0}});
+  EXPECT_EQ(code(far), "bad_position");
+  EXPECT_EQ(json::parse(far.body)["min_start"], json({100 - kKvRewindPositions}));
+  EXPECT_EQ(step({{id, 2, uint32_t(100 - kKvRewindPositions), 1, 0}}).status, 200);
+}
+
+TEST_F(SessionServiceTest, UnknownIdsAndOtherKeysAreTheSame410) {
+  const SessionId id = open_id(32, "Bearer one");
+  SessionId never{};
+  never[0] = 1;
+  EXPECT_EQ(code(step({{never, 1, 0, 1, 0}}, "Bearer one")), "session_unknown");
+  HttpReply other = step({{id, 1, 0, 1, 0}}, "Bearer two");
+  EXPECT_EQ(other.status, 410);
+  EXPECT_EQ(code(other), "session_unknown");
+  EXPECT_EQ(service_->close(wire::session_id_hex(id), "Bearer two").status, 410);
+  EXPECT_EQ(step({{id, 1, 0, 1, 0}}, "Bearer one").status, 200);
+}
+
+TEST_F(SessionServiceTest, ChecksComeInTheProtocolsOrder) {
+  const SessionId a = open_id(32), b = open_id(32);
+  // duplicate_session before bad_token: one request breaking both.
+  std::string dup = body({{a, 1, 0, 1, 0}, {a, 1, 0, 1, 0}});
+  wire::WalkLayersRequestView view = *wire::parse_walk_layers_request(wire::as_bytes(dup), Encoding::f32, test::kDemoHidden, 8);
+  std::string bad_token = dup;
+  store_u32(reinterpret_cast<uint8_t*>(bad_token.data()) + 8 + 2 * 32, uint32_t(model_->config.vocab));
+  EXPECT_EQ(code(service_->walk_layers(bad_token, kF32, kF32, "")), "duplicate_session");
+  std::string token_only = body({{a, 1, 0, 1, 0}, {b, 1, 0, 1, 0}});
+  store_u32(reinterpret_cast<uint8_t*>(token_only.data()) + 8 + 2 * 32 + 4, uint32_t(model_->config.vocab));
+  EXPECT_EQ(code(service_->walk_layers(token_only, kF32, kF32, "")), "bad_token");
+  EXPECT_EQ(code(step({{a, 1, 0, 2, 3}})), "bad_seq_len");  // out_from > rows, before the session's own checks
+  EXPECT_EQ(code(service_->walk_layers(dup, "application/json", kF32, "")), "unsupported_media_type");
+  EXPECT_EQ(code(service_->walk_layers(dup, "application/x-larql-ffn-i8", kF32, "")), "unsupported_media_type");
+  // work_too_large: rows × layers above --max-work.
+  SessionServiceOptions small;
+  small.max_work = 8;
+  make(small);
+  const SessionId c = open_id(32);
+  EXPECT_EQ(code(step({{c, 1, 0, 3, 0}})), "work_too_large");  // 3 rows × 3 layers
+  EXPECT_EQ(step({{c, 1, 0, 2, 0}}).status, 200);
+  (void)view;
+}
+
+TEST_F(SessionServiceTest, AForkContinuesAsItsSourceWould) {
+  const SessionId src = open_id(64);
+  ASSERT_EQ(step({{src, 1, 0, 6, 6}}).status, 200);
+  EXPECT_EQ(code(open(64, "", R"(, "fork": "00000000000000000000000000000000", "positions": 2)")), "session_unknown");
+  EXPECT_EQ(code(open(64, "", R"(, "fork": ")" + wire::session_id_hex(src) + R"(", "positions": 7)")), "bad_position");
+  EXPECT_EQ(code(open(3, "", R"(, "fork": ")" + wire::session_id_hex(src) + R"(", "positions": 4)")), "bad_max_positions");
+  HttpReply forked = open(64, "", R"(, "fork": ")" + wire::session_id_hex(src) + R"(", "positions": 4)");
+  ASSERT_EQ(forked.status, 201) << forked.body;
+  const SessionId fork = *wire::parse_session_id(json::parse(forked.body)["session"].get<std::string>());
+  HttpReply from_fork = step({{fork, 1, 4, 2, 0}});
+  HttpReply from_source = step({{src, 2, 4, 2, 0}});
+  ASSERT_EQ(from_fork.status, 200);
+  ASSERT_EQ(from_source.status, 200);
+  EXPECT_TRUE(from_fork.body.substr(8) == from_source.body.substr(8));
+  // Several sessions in one request: each as it would be alone.
+  HttpReply both = step({{fork, 2, 6, 1, 0}, {src, 3, 6, 1, 0}});
+  ASSERT_EQ(both.status, 200);
+  const size_t row = 4 * test::kDemoHidden;
+  EXPECT_TRUE(both.body.substr(8, row) == both.body.substr(8 + row, row));
+}
+
+TEST_F(SessionServiceTest, TheBudgetRefusesTheFirstOpenPastItAndDeletesGiveItBack) {
+  const size_t per = kv_capacity_bytes(model_->config, kv_capacity_positions(model_->config, 100, 2048), 0, 2);
+  SessionServiceOptions o;
+  o.kv_budget_bytes = 2 * per;
+  make(o);
+  const SessionId a = open_id(100);
+  open_id(100);
+  HttpReply third = open(100);
+  EXPECT_EQ(third.status, 503);
+  EXPECT_EQ(code(third), "overloaded");
+  EXPECT_GE(third.retry_after_s, 1);
+  EXPECT_EQ(open(1).status, 503);  // nothing is left
+  ASSERT_EQ(step({{a, 1, 0, 100, 100}}).status, 200);
+  EXPECT_GT(service_->kv_bytes(), 0u);
+  EXPECT_LE(service_->kv_bytes(), service_->reserved_bytes());
+  EXPECT_EQ(service_->close(wire::session_id_hex(a), "").status, 204);
+  EXPECT_EQ(service_->close(wire::session_id_hex(a), "").status, 410);
+  EXPECT_EQ(open(100).status, 201);
+  EXPECT_EQ(service_->reserved_bytes(), 2 * per);
+}
+
+TEST_F(SessionServiceTest, IdleSessionsExpireAndTheirMemoryReturns) {
+  SessionServiceOptions o;
+  o.idle_timeout_s = 30;
+  make(o);
+  const SessionId id = open_id(64);
+  ASSERT_EQ(step({{id, 1, 0, 10, 10}}).status, 200);
+  service_->expire_idle(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  EXPECT_EQ(service_->open_sessions(), 1u);
+  service_->expire_idle(std::chrono::steady_clock::now() + std::chrono::seconds(31));
+  EXPECT_EQ(service_->open_sessions(), 0u);
+  EXPECT_EQ(service_->kv_bytes(), 0u);
+  EXPECT_EQ(service_->reserved_bytes(), 0u);
+  EXPECT_EQ(code(step({{id, 2, 10, 1, 0}})), "session_unknown");
+}
+
+TEST_F(SessionServiceTest, OpenRefusesBadMaxPositionsNamingTheBound) {
+  HttpReply zero = open(0);
+  EXPECT_EQ(code(zero), "bad_max_positions");
+  EXPECT_NE(zero.body.find("1 to " + std::to_string(model_->config.context)), std::string::npos) << zero.body;
+  EXPECT_EQ(code(open(model_->config.context + 1)), "bad_max_positions");
+  EXPECT_EQ(service_->open("{}", "text/plain", "").status, 415);
+}
+
+}  // namespace
+}  // namespace larql
