@@ -1,0 +1,122 @@
+// Layer-range sessions over real shard processes on the demo model (PROTOCOL §13): `larql run
+// --remote-layers` gives a local run's ids over f32 in two round trips a pass, with drafts
+// too, beside FFN mode on the same shards; a replica killed in the middle of an answer costs
+// the answer nothing (its sessions are replayed on the other replica, every logit equal); a
+// map that leaves layers uncovered, or a shard without --sessions, is refused by name.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "infer/local_ffn.h"
+#include "infer/sampler.h"
+#include "infer/transformer.h"
+#include "model/loader.h"
+#include "net/remote_layers.h"
+#include "support/command.h"
+#include "support/demo_model.h"
+#include "support/process.h"
+#include "wire/wire_config.h"
+
+namespace larql {
+namespace {
+
+using nlohmann::json;
+using test::ChildProcess;
+using test::kDemo;
+
+ChildProcess session_shard(const std::string& layers) {
+  return ChildProcess({"serve", kDemo, "--port", "0", "--layers", layers, "--threads", "1", "--sessions"});
+}
+
+json run_json(const std::string& extra) {
+  const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo +
+                                   " --prompt 'Once upon a time' --steps 48 --ignore-eos --json " + extra + " 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  const json j = json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.output;
+  return j;
+}
+
+size_t open_sessions(const ChildProcess& shard) {
+  httplib::Client c("127.0.0.1", shard.port());
+  auto r = c.Get("/v1/stats");
+  if (!r || r->status != 200) return 0;
+  return json::parse(r->body)["sessions"]["open"].get<size_t>();
+}
+
+TEST(SessionsGrid, RunOverTwoRangesGivesTheLocalIdsInTwoRoundTripsAPass) {
+  ChildProcess a = session_shard("0-2"), b = session_shard("3-5");
+  const std::string map = "\"0-2=" + a.url() + ",3-5=" + b.url() + "\"";
+  const json local = run_json("");
+  const json f32 = run_json("--remote-layers " + map + " --wire f32");
+  EXPECT_EQ(f32["generated_ids"], local["generated_ids"]);
+  EXPECT_EQ(f32["round_trips_per_pass"].get<double>(), 2.0);
+  EXPECT_EQ(f32["replays"], 0);
+  const json drafted = run_json("--remote-layers " + map + " --wire f32 --draft lookup");
+  EXPECT_EQ(drafted["generated_ids"], local["generated_ids"]);
+  EXPECT_GT(drafted["accepted"].get<size_t>(), 0u);  // drafts kept: several tokens a pass
+  EXPECT_LT(drafted["passes"].get<size_t>(), f32["passes"].get<size_t>());
+  // f16 runs (its ids may differ from f32's); a session shard still serves FFN mode.
+  EXPECT_EQ(run_json("--remote-layers " + map)["generated_ids"].size(), 48u);
+  EXPECT_EQ(run_json("--ffn " + map + " --wire f32")["generated_ids"], local["generated_ids"]);
+  // Every session is closed when the run ends.
+  EXPECT_EQ(open_sessions(a), 0u);
+  EXPECT_EQ(open_sessions(b), 0u);
+}
+
+TEST(SessionsGrid, MapsThatLeaveLayersUncoveredOrNameFfnOnlyShardsAreRefused) {
+  ChildProcess a = session_shard("0-2");
+  ChildProcess ffn_only({"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1"});
+  auto run = [](const std::string& map) {
+    return test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt-ids 1,2 --steps 2 --remote-layers \"" + map +
+                             "\" 2>&1");
+  };
+  const auto gap = run("0-2=" + a.url());
+  EXPECT_NE(gap.status, 0);
+  EXPECT_NE(gap.output.find("leaves layers 3-5 uncovered"), std::string::npos) << gap.output;
+  const auto plain = run("0-2=" + a.url() + ",3-5=" + ffn_only.url());
+  EXPECT_NE(plain.status, 0);
+  EXPECT_NE(plain.output.find("--sessions"), std::string::npos) << plain.output;
+  const auto trees = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt-ids 1,2 --steps 2 --draft lookup " +
+                                       "--draft-branches 3 --remote-layers \"0-5=" + a.url() + "\" 2>&1");
+  EXPECT_NE(trees.status, 0);
+  EXPECT_NE(trees.output.find("--draft-branches 3"), std::string::npos) << trees.output;
+}
+
+TEST(SessionsGrid, AReplicaKilledInTheMiddleOfAnAnswerCostsTheAnswerNothing) {
+  auto model = load_model(kDemo);
+  ASSERT_TRUE(model.ok());
+  ChildProcess a1 = session_shard("0-2"), a2 = session_shard("0-2"), b = session_shard("3-5");
+  auto wire = wire::client_wire("f32", wire::process_env());
+  ASSERT_TRUE(wire.ok());
+  auto remote = RemoteLayers::connect(*model, {"0-2=" + a1.url() + "|" + a2.url() + ",3-5=" + b.url(), *wire}, nullptr);
+  ASSERT_TRUE(remote.ok()) << remote.error().message;
+  ThreadPool pool(1);
+  LocalFfn ffn(*model, pool);
+  Transformer local(*model, ffn, pool), client(*model, ffn, pool);
+  ASSERT_TRUE(client.set_layer_ranges((*remote)->ranges()).ok());
+  std::vector<int> ids{1, 15, 27, 300, 41, 9};
+  std::vector<float> expected, got;
+  ASSERT_TRUE(local.forward(ids, 0, expected).ok());
+  ASSERT_TRUE(client.forward(ids, 0, got).ok());
+  ASSERT_EQ(got, expected);
+  for (size_t step = 0; step < 40; ++step) {
+    if (step == 20) {  // the replica of layers 0-2 holding the session dies
+      ChildProcess& holder = open_sessions(a1) == 1 ? a1 : a2;
+      ASSERT_EQ(open_sessions(holder), 1u);
+      holder.kill_now();
+    }
+    ids.push_back(argmax(expected));
+    const size_t pos = ids.size() - 1;
+    ASSERT_TRUE(local.forward({&ids.back(), 1}, pos, expected).ok());
+    auto s = client.forward({&ids.back(), 1}, pos, got);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_EQ(got, expected) << "step " << step;
+  }
+  EXPECT_EQ((*remote)->stats().replays, 1u);
+}
+
+}  // namespace
+}  // namespace larql
