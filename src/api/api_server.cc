@@ -80,6 +80,9 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       first_token_seconds_(kFirstTokenBuckets),
       token_gap_seconds_(kTokenGapBuckets) {
   options_.ctx = std::min(options_.ctx, model.config.context);
+  // Before any request: the engine thread reads the ranges only for a step, after a job's
+  // submission has passed the scheduler's lock.
+  if (auto s = transformer_.set_layer_ranges(options_.layer_ranges); !s) throw std::invalid_argument(s.error().message);
   if (options_.chat_format && tokenizer_) {
     const ChatFormatInfo& info = chat_format_info(*options_.chat_format);
     for (size_t id = 0; id < tokenizer_->vocab_size(); ++id) {

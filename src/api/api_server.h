@@ -33,6 +33,8 @@ struct ApiOptions {
   const Model* draft_model = nullptr;                  // --draft MODEL (else prompt lookup)
   bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
   size_t prefill_chunk = 64;  // a sequence's prompt tokens per step
+  // Whole layers on session shards (--remote-layers): the ranges every step runs through.
+  std::vector<LayerRangeBackend*> layer_ranges = {};
 };
 
 // The body of an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.

@@ -75,7 +75,8 @@ int api(ApiCommandOptions o) {
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) o.http.api_key = key;
   auto model = load_command_model("larql api", o.model, o.arithmetic);
   if (!model) return fail(model.error().message);
-  if (auto placed = place_weights(*model, o.no_huge_pages, {o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all}); !placed)
+  const WeightsUsed used = o.remote.remote_layers ? WeightsUsed::head : o.remote.ffn ? WeightsUsed::all_but_ffn : WeightsUsed::all;
+  if (auto placed = place_weights(*model, o.no_huge_pages, {used}); !placed)
     return fail(placed.error().message);
   auto tokenizer = load_tokenizer_for(*model, o.model, o.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
@@ -115,6 +116,15 @@ int api(ApiCommandOptions o) {
   RemoteFfn* remote = nullptr;
   auto backend = make_ffn_backend(*model, pool, o.remote, "larql api", &remote);
   if (!backend) return fail(backend.error().message);
+  // Whole layers on session shards: a session per sequence, sized to --ctx.
+  std::unique_ptr<RemoteLayers> sessions;
+  if (o.remote.remote_layers) {
+    if (auto s = check_draft_for_sessions(o.remote, o.draft ? o.draft_shape.branches : 1); !s) return fail(s.error().message);
+    auto connected = connect_remote_layers(*model, o.remote, std::min(o.ctx, model->config.context), "larql api");
+    if (!connected) return fail(connected.error().message);
+    sessions = std::move(*connected);
+    options.layer_ranges = sessions->ranges();
+  }
   ApiServer server(*model, tokenizer->get(), **backend, pool, options);
   o.http.render_error = openai_error_for;
   o.http.max_body_bytes = o.max_body_mb << 20;
@@ -124,8 +134,11 @@ int api(ApiCommandOptions o) {
   const std::string describe =
       "larql api: model " + options.model_id + ", ctx " + std::to_string(ctx) + " (KV cache up to " + std::to_string(kv_mib) +
       " MiB a sequence), chat " +
-      (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", FFN " +
-      (remote ? "remote (" + wire::describe(remote->request_encodings()) + ")" : std::string("local")) + ", " +
+      (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", " +
+      (remote     ? "FFN remote (" + wire::describe(remote->request_encodings()) + ")"
+       : sessions ? "layers on session shards (" + o.remote.wire.value_or("f16") + ")"
+                  : std::string("FFN local")) +
+      ", " +
       std::to_string(o.parallel) + " sequences at a time, " + std::to_string(threads) + " threads" +
       (o.draft ? ", drafts by " + *o.draft : std::string()) +
       (o.http.api_key ? ", key required" : "");
@@ -147,6 +160,7 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--timeout-ms", o->remote.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
   add_hedge_option(cmd, o->remote);
   add_expert_rows_option(cmd, o->remote);
+  add_remote_layers_option(cmd, o->remote);
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
   cmd->add_option("--ctx", o->ctx, "positions per sequence, prompt and completion (at most the model's)")

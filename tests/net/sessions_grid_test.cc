@@ -8,6 +8,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "infer/local_ffn.h"
 #include "infer/sampler.h"
@@ -116,6 +117,30 @@ TEST(SessionsGrid, AReplicaKilledInTheMiddleOfAnAnswerCostsTheAnswerNothing) {
     ASSERT_EQ(got, expected) << "step " << step;
   }
   EXPECT_EQ((*remote)->stats().replays, 1u);
+}
+
+TEST(SessionsGrid, TheApisBatchOverSessionsGivesEachAnswerItsLocalText) {
+  ChildProcess a = session_shard("0-2"), b = session_shard("3-5");
+  ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers",
+                    "0-2=" + a.url() + ",3-5=" + b.url()});
+  const std::vector<std::string> prompts{"In the beginning", "And God said,", "Once upon a time", "The LORD is my"};
+  std::vector<std::string> texts(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", api.port());
+      c.set_read_timeout(60);
+      auto r = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 16}, {"temperature", 0}}.dump(), "application/json");
+      if (r && r->status == 200) texts[i] = json::parse(r->body)["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto local = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + prompts[i] +
+                                         "' --steps 16 --json --threads 1");
+    ASSERT_EQ(local.status, 0) << local.output;
+    EXPECT_FALSE(texts[i].empty()) << prompts[i];
+    EXPECT_EQ(texts[i], json::parse(local.output)["text"].get<std::string>()) << prompts[i];
+  }
 }
 
 }  // namespace
