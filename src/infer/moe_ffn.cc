@@ -1,5 +1,7 @@
 #include "infer/moe_ffn.h"
 
+#include "kernels/exp.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -38,7 +40,7 @@ Status MoeFfn::route(uint32_t layer, const float* router_input, size_t rows, std
       if (!std::isfinite(gate))
         return make_error(ErrorCode::non_finite_output, "layer " + std::to_string(layer) + ", position " + std::to_string(t) +
                                                             ": the shared expert's gate logit is not finite");
-      out.push_back({uint32_t(t), uint32_t(E + j), 1.0f / (1.0f + std::exp(-gate))});
+      out.push_back({uint32_t(t), uint32_t(E + j), 1.0f / (1.0f + exp_f32(-gate))});
     }
   }
   return Ok{};

@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/matvec.h"
 #include "kernels/ops.h"
+#include "kernels/portable_math.h"
 
 namespace larql {
 namespace {
@@ -29,7 +30,7 @@ float scale_llama3(float inv_freq, const Llama3RopeScaling& s) {
 // beta_slow rotations over the original context.
 float yarn_inv_freq(size_t i, size_t dim, float theta, const YarnRopeScaling& y) {
   auto correction_dim = [&](double rotations) {
-    return double(dim) * std::log(double(y.original_max_position) / (rotations * 2 * M_PI)) / (2 * std::log(double(theta)));
+    return double(dim) * portable_log(double(y.original_max_position) / (rotations * 2 * M_PI)) / (2 * portable_log(double(theta)));
   };
   double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
   if (y.truncate) low = std::floor(low), high = std::ceil(high);
@@ -37,7 +38,7 @@ float yarn_inv_freq(size_t i, size_t dim, float theta, const YarnRopeScaling& y)
   if (low == high) high += 0.001;  // as the reference: no division by zero
   const float ramp = std::clamp((float(i) - float(low)) / (float(high) - float(low)), 0.0f, 1.0f);
   const float extrapolation_share = 1 - ramp;
-  const float base = std::pow(theta, float(2 * i) / float(dim));
+  const float base = float(portable_pow(theta, float(2 * i) / float(dim)));
   const float extrapolated = 1.0f / base, interpolated = 1.0f / (y.factor * base);
   return interpolated * (1 - extrapolation_share) + extrapolated * extrapolation_share;
 }
@@ -53,11 +54,11 @@ Transformer::Transformer(const Model& model, FfnBackend& ffn, ThreadPool& pool)
     std::vector<float>& inv_freq = inv_freq_.emplace_back();
     float magnitude = 1;
     if (const auto& yarn = layer.rope.yarn)
-      magnitude = yarn->attention_factor > 0 ? yarn->attention_factor : yarn->factor > 1 ? float(0.1 * std::log(double(yarn->factor)) + 1) : 1.0f;
+      magnitude = yarn->attention_factor > 0 ? yarn->attention_factor : yarn->factor > 1 ? float(0.1 * portable_log(double(yarn->factor)) + 1) : 1.0f;
     rope_magnitude_.push_back(magnitude);
     for (size_t i = 0; i < layer.head_dim / 2; ++i) {
       float f = layer.rope.yarn ? yarn_inv_freq(i, layer.head_dim, layer.rope.theta, *layer.rope.yarn)
-                                : 1.0f / std::pow(layer.rope.theta, float(2 * i) / float(layer.head_dim));
+                                : 1.0f / float(portable_pow(layer.rope.theta, float(2 * i) / float(layer.head_dim)));
       if (layer.rope.llama3) f = scale_llama3(f, *layer.rope.llama3);
       f /= layer.rope.linear_factor;
       if (layer.rope.rotated_pairs && i >= layer.rope.rotated_pairs) f = 0;
@@ -198,7 +199,7 @@ Status Transformer::dense_and_experts(size_t l, size_t n) {
   router_in_.resize(n * D), expert_in_.resize(n * D), expert_out_.resize(n * D);
   // The router's input: the residual normed without weight, × router_scale, × D^-½ (in that order).
   norm_rows(router_in_.data(), x_.data(), n, Matrix{}, D);
-  const float root = float(std::pow(double(D), -0.5));
+  const float root = float(portable_pow(double(D), -0.5));
   pool_.parallel_rows(n, D, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t)
       for (size_t i = 0; i < D; ++i)
@@ -219,7 +220,7 @@ void Transformer::per_layer_input(size_t l, size_t n) {
   ple_in_.resize(n * d);
   // The embedding's projection, layer l's rows of it: × hidden^-½, then normed.
   matmul(model_.ple_model_proj.row_range(l * d, d), embedded_.data(), n, ple_in_.data(), pool_);
-  const float projection_scale = float(std::pow(double(D), -0.5)), input_scale = float(std::pow(2.0, -0.5));
+  const float projection_scale = float(portable_pow(double(D), -0.5)), input_scale = float(portable_pow(2.0, -0.5));
   pool_.parallel_rows(n, d, [&](size_t begin, size_t end) {
     thread_local std::vector<float> token_part;
     token_part.resize(d);
@@ -456,7 +457,9 @@ Status Transformer::run_layers(std::span<const SequenceChunk> chunks, size_t fir
       for (size_t t = begin; t < end; ++t) {
         for (size_t i = 0; i < half; ++i) {
           const float angle = float(row_pos_[t]) * inv_freq[i];
-          cosines[i] = std::cos(angle), sines[i] = std::sin(angle);
+          double sine, cosine;
+          portable_sincos(angle, sine, cosine);
+          cosines[i] = float(cosine), sines[i] = float(sine);
           if (magnitude != 1) cosines[i] *= magnitude, sines[i] *= magnitude;
         }
         rope(&q_[t * Q], c.heads, cosines.data(), sines.data(), half);

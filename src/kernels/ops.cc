@@ -76,7 +76,16 @@ void add_bias_rows(float* rows, size_t n, const Matrix& bias) {
 }
 
 void softcap(float* x, size_t n, float cap) {
-  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+  // cap · tanh(x / cap) with tanh|y| = (1 − e^(−2|y|)) / (1 + e^(−2|y|)): the exponentials are
+  // exp.h's, the same bits on every CPU (glibc's tanhf picks its code by CPU), a block at a time.
+  constexpr size_t kBlock = 256;
+  float e[kBlock];
+  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const size_t m = std::min(kBlock, n - i0);
+    for (size_t i = 0; i < m; ++i) e[i] = -2.0f * std::fabs(x[i0 + i] / cap);
+    exp_in_place(e, m);
+    for (size_t i = 0; i < m; ++i) x[i0 + i] = cap * std::copysign((1.0f - e[i]) / (1.0f + e[i]), x[i0 + i]);
+  }
 }
 
 namespace {
@@ -228,10 +237,19 @@ void gated_activation(float* gate, const float* up, size_t n, Activation act, fl
     }
     return;
   }
+  // GELU, tanh form: ½ g (1 + tanh z) = g / (1 + e^(−2z)), z = √(2/π) (g + 0.044715 g³); the
+  // exponentials exp.h's (the same bits on every CPU), a block at a time.
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  constexpr size_t kBlock = 256;
+  float e[kBlock];
+  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const size_t m = std::min(kBlock, n - i0);
+    for (size_t i = 0; i < m; ++i) {
+      const float g = gate[i0 + i];
+      e[i] = -2.0f * (kSqrt2OverPi * (g + 0.044715f * g * g * g));
+    }
+    exp_in_place(e, m);
+    for (size_t i = 0; i < m; ++i) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
   }
 }
 

@@ -1,5 +1,7 @@
 #include "model/gguf_loader.h"
 
+#include "kernels/portable_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,7 +29,7 @@ std::vector<float> llama3_rope_divisors(const ModelConfig& c) {
   const double high_freq_wavelen = s.original_max_position / s.high_freq_factor;
   std::vector<float> out;
   for (size_t i = 0; i < c.head_dim / 2; ++i) {
-    const double freq = 1.0 / std::pow(double(theta), double(2 * i) / double(c.head_dim));
+    const double freq = 1.0 / portable_pow(double(theta), double(2 * i) / double(c.head_dim));
     const double wavelen = 2 * M_PI / freq;
     if (wavelen < high_freq_wavelen) out.push_back(1.0f);
     else if (wavelen > low_freq_wavelen) out.push_back(s.factor);

@@ -1,5 +1,7 @@
 #include "model/hf_loader.h"
 
+#include "kernels/portable_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -377,7 +379,7 @@ Result<ModelConfig> read_hf_config(const std::string& dir) {
   if (j.contains("query_pre_attn_scalar") && j["query_pre_attn_scalar"].is_number()) {
     const double scalar = j["query_pre_attn_scalar"].get<double>();
     if (!(scalar > 0)) return fail("query_pre_attn_scalar must be positive");
-    c.attention_scale = float(std::pow(scalar, -0.5));
+    c.attention_scale = float(portable_pow(scalar, -0.5));
   }
   if (family->gemma4_attention) {
     c.attention_scale = 1.0f;
