@@ -1,7 +1,9 @@
 // `larql demo`: starts two shard servers (half the layers each, i8 enabled; with --moe,
 // half the experts of every layer each) and a router as child processes on free loopback
 // ports, generates from a prompt locally and through the grid in every wire encoding (f32,
-// f16, q8, i8), prints each text and a table, and stops everything.
+// f16, q8, i8), prints each text and a table, and stops everything. With --sessions the
+// shards run whole layers (serve --sessions) and the table puts FFN mode and layer-range
+// sessions side by side.
 #include "cli/demo_command.h"
 
 #include <signal.h>
@@ -21,9 +23,15 @@
 #include "model/loader.h"
 #include "net/child_process.h"
 #include "net/remote_ffn.h"
+#include "net/remote_layers.h"
 
 namespace larql::cli {
 namespace {
+
+int say_error(const std::string& m) {
+  std::cerr << "larql demo: " << m << std::endl;
+  return 1;
+}
 
 struct Options {
   std::optional<std::string> model, tokenizer;
@@ -32,6 +40,7 @@ struct Options {
   size_t steps = 40;
   bool keep_running = false;
   bool moe = false;  // a mixture-of-experts model, its experts split over the two shards
+  bool sessions = false;  // session shards: FFN mode and layer-range sessions side by side
 };
 
 // Children are tracked here so a signal can stop them all.
@@ -66,13 +75,17 @@ std::optional<std::string> spawn(const std::vector<std::string>& args) {
   return s->url;
 }
 
+// Greedy text of `steps` tokens; `ranges` (session shards) run the layers when given; the
+// decode's seconds per token into `seconds_per_token` when given.
 std::string generate_text(const Model& m, const Tokenizer* tok, FfnBackend& ffn, const std::vector<int>& prompt, size_t steps,
-                          std::vector<int>* ids) {
+                          std::vector<int>* ids, std::vector<LayerRangeBackend*> ranges = {}, double* seconds_per_token = nullptr) {
   ThreadPool pool(2);
   Transformer t(m, ffn, pool);
+  if (auto s = t.set_layer_ranges(std::move(ranges)); !s) return "(failed: " + s.error().message + ")";
   auto r = generate(t, prompt, {.max_new_tokens = steps, .ignore_eos = false, .sampler = {}});
   if (!r) return "(failed: " + r.error().message + ")";
   *ids = r->generated;
+  if (seconds_per_token && r->generated.size() > 1) *seconds_per_token = r->decode_seconds / double(r->generated.size() - 1);
   if (!tok) {
     std::string s;
     for (int id : r->generated) s += std::to_string(id) + " ";
@@ -131,11 +144,54 @@ std::optional<std::string> start_shards(const std::string& model_path, const Mod
     const size_t last = std::min(layers, first + per) - 1;
     const std::string range = std::to_string(first) + "-" + std::to_string(last);
     say("starting shard for layers " + range + " ...");
-    auto url = spawn({"serve", model_path, "--port", "0", "--layers", range, "--wire-i8", "--threads", "1"});
+    std::vector<std::string> args{"serve", model_path, "--port", "0", "--layers", range, "--wire-i8", "--threads", "1"};
+    if (o.sessions) args.push_back("--sessions");
+    auto url = spawn(args);
     if (!url) return std::nullopt;
     spec += (spec.empty() ? "" : ",") + range + "=" + *url;
   }
   return spec;
+}
+
+// FFN mode (a round trip per layer) and layer-range sessions (one per range) over the same
+// session shards, f32 and f16: texts, whether each equals the local run, round trips per
+// token, and what a token would take over a 20 ms link.
+int compare_modes(const Model& model, const Tokenizer* tok, const std::vector<int>& prompt, const std::string& map, const Options& o) {
+  ThreadPool pool(2);
+  LocalFfn local(model, pool);
+  std::vector<int> local_ids;
+  double local_s = 0;
+  std::cout << "prompt: " << o.prompt << "\n\nlocal: " << generate_text(model, tok, local, prompt, o.steps, &local_ids, {}, &local_s)
+            << "\n";
+  struct Row {
+    std::string mode, wire;
+    bool identical;
+    double round_trips, ms;
+  };
+  std::vector<Row> rows;
+  const auto no_env = [](const char*) -> const char* { return nullptr; };
+  for (const char* w : {"f32", "f16"}) {
+    if (g_interrupted) break;
+    const auto wire = *wire::client_wire(w, no_env);
+    std::vector<int> ids;
+    double s = 0;
+    auto ffn = RemoteFfn::connect(model, {map, wire, {}, {}, 10000}, nullptr);
+    if (!ffn) return say_error(ffn.error().message);
+    std::cout << "FFN mode " << w << ": " << generate_text(model, tok, **ffn, prompt, o.steps, &ids, {}, &s) << "\n";
+    const size_t passes = ids.size();  // the prompt's pass and one a token after the first
+    rows.push_back({"FFN mode", w, ids == local_ids, double((*ffn)->stats().round_trips) / double(passes), 1e3 * s});
+    auto sessions = RemoteLayers::connect(model, {map, wire, {}, {}, 10000, prompt.size() + o.steps}, nullptr);
+    if (!sessions) return say_error(sessions.error().message);
+    std::cout << "sessions " << w << ": " << generate_text(model, tok, local, prompt, o.steps, &ids, (*sessions)->ranges(), &s) << "\n";
+    rows.push_back({"sessions", w, ids == local_ids, double((*sessions)->stats().round_trips) / double(passes), 1e3 * s});
+  }
+  std::printf("\n%-9s %-5s %-20s %16s %12s %22s\n", "mode", "wire", "identical to local?", "round trips/token", "ms/token",
+              "tok/s over 20 ms (est.)");
+  for (const Row& r : rows)
+    std::printf("%-9s %-5s %-20s %16.1f %12.2f %22.1f\n", r.mode.c_str(), r.wire.c_str(), r.identical ? "yes" : "no", r.round_trips,
+                r.ms, 1e3 / (r.round_trips * 20 + r.ms));
+  std::printf("(local: %.2f ms/token; the estimate adds 20 ms a round trip to the loopback time)\n", 1e3 * local_s);
+  return 0;
 }
 
 int run_demo(const Options& o) {
@@ -150,6 +206,7 @@ int run_demo(const Options& o) {
   auto model = load_model(model_path);
   if (!model) return say(model.error().message), 2;
   print_model_notes(*model, "larql demo");
+  if (o.moe && o.sessions) return say("--sessions puts whole layers on each shard; it does not split experts (--moe)"), 2;
   if (o.moe && model->config.moe.experts < 2)
     return say("--moe needs a mixture-of-experts model; " + model_path + " has no experts to split"), 2;
   auto tok = load_tokenizer_for(*model, model_path, o.tokenizer);
@@ -163,6 +220,11 @@ int run_demo(const Options& o) {
 
   const auto shards = start_shards(model_path, *model, o, say);
   if (!shards) return stop_children(), say("a shard did not start"), 1;
+  if (o.sessions) {
+    const int rc = compare_modes(*model, tok->get(), prompt, *shards, o);
+    stop_children();
+    return rc;
+  }
   const std::string& spec = *shards;
   say("starting the router ...");
   auto router = spawn({"router", "--shards", spec, "--port", "0"});
@@ -227,6 +289,8 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "tokens to generate")->capture_default_str();
   cmd->add_option("--layers-per-shard", o->layers_per_shard, "layers per shard (default: half each)");
   cmd->add_flag("--keep-running", o->keep_running, "leave the grid up and print a larql run command for it");
+  cmd->add_flag("--sessions", o->sessions,
+                "session shards (serve --sessions): FFN mode and layer-range sessions side by side, round trips per token");
   cmd->add_flag("--moe", o->moe,
                 "a mixture-of-experts model (default: models/demo-moe) with half the experts of every layer on each shard");
   cmd->callback([o] {

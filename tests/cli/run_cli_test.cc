@@ -269,6 +269,21 @@ TEST(DemoCli, OnTheCommittedDemoModel) {
   EXPECT_NE(r.out.find("prompt: And the LORD said unto Moses,"), std::string::npos) << r.out;
 }
 
+TEST(DemoCli, SessionsPutsFfnModeAndSessionModeSideBySide) {
+  const auto r = larql("demo --sessions --steps 16");
+  ASSERT_EQ(r.status, 0) << r.out;
+  // Over f32 both modes give the local tokens; a token is six round trips in FFN mode and
+  // two (one a range) with sessions.
+  std::istringstream table(r.out);
+  std::map<std::string, std::string> rows;
+  for (std::string line; std::getline(table, line);)
+    if (line.starts_with("FFN mode  ") || line.starts_with("sessions  ")) rows[line.substr(0, 15)] = line;
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  for (const auto& [key, line] : rows) EXPECT_NE(line.find(" yes "), std::string::npos) << line;
+  EXPECT_NE(rows["FFN mode  f32  "].find(" 6.0 "), std::string::npos) << rows["FFN mode  f32  "];
+  EXPECT_NE(rows["sessions  f32  "].find(" 2.0 "), std::string::npos) << rows["sessions  f32  "];
+}
+
 TEST(DemoCli, KeepRunningLeavesTheGridUpAndCtrlCStopsEveryProcess) {
   test::ChildProcess demo({"demo", "--keep-running", "--steps", "8"}, std::chrono::seconds(120));
   ASSERT_TRUE(test::wait_healthy(demo.url())) << "the router should be up: " << demo.url();
