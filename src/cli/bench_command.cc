@@ -18,7 +18,7 @@ namespace {
 
 struct Options {
   std::string model, ffn, wire = "f32,f16,q8,i8";
-  std::optional<std::string> tokenizer, prompt, prompts_file, out, plot, api_key, ca_cert, links;
+  std::optional<std::string> tokenizer, prompt, prompts_file, out, plot, api_key, ca_cert, links, remote_layers;
   std::vector<int> prompt_ids;
   size_t steps = 50, threads = 0;
   std::optional<size_t> assert_topk;
@@ -39,7 +39,8 @@ int run_bench(const Options& o) {
   w.steps = o.steps;
   w.k = o.assert_topk.value_or(5);
   w.local_reference = o.local;
-  w.ffn_spec = o.ffn;
+  w.ffn_spec = o.remote_layers.value_or(o.ffn);
+  w.sessions = o.remote_layers.has_value();
   w.api_key = o.api_key;
   w.ca_cert = o.ca_cert;
   w.expert_rows = o.expert_rows;
@@ -95,6 +96,9 @@ int run_bench(const Options& o) {
       w.speculative->draft = [&draft](std::span<const int> context, size_t k) { return draft->propose(context, k); };
     }
   }
+  if (w.sessions && w.speculative && w.speculative->branches > 1)
+    return fail("--draft-branches " + std::to_string(w.speculative->branches) +
+                ": over --remote-layers a pass verifies one chain of drafts (PROTOCOL §13 v1.2 has no draft trees)");
   auto report = run_wire_bench(*model, w);
   if (!report) return fail(report.error().message);
   const auto doc = report_json(*report);
@@ -125,7 +129,12 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "Accuracy, bytes and time of each wire format against f32 (ADR-0009's gate)");
   cmd->add_option("model", o->model, "the model (the client side: attention, norms)")->required();
-  cmd->add_option("--ffn", o->ffn, "router or shard URL, or a layer map (as larql run --ffn)")->required();
+  auto* ffn = cmd->add_option("--ffn", o->ffn, "router or shard URL, or a layer map (as larql run --ffn)");
+  auto* layers = cmd->add_option("--remote-layers", o->remote_layers,
+                                 "instead of --ffn: whole layers on session shards, \"0-2=URL|URL,3-5=URL\" (as larql run "
+                                 "--remote-layers); a token costs a round trip per range");
+  ffn->excludes(layers);
+  layers->excludes(ffn);
   cmd->add_option("--steps", o->steps, "tokens per prompt")->capture_default_str();
   cmd->add_option("--wire", o->wire, "formats to compare, comma-separated")->capture_default_str();
   cmd->add_option("--assert-topk-match", o->assert_topk, "exit 1 if any step of a non-f32 format has another top-K set");
@@ -147,7 +156,8 @@ void add_bench_command(CLI::App& app) {
                   "also decode speculatively in the last --wire format (lookup[:N] or a draft model's path, as larql run): "
                   "drafts kept, tokens per pass, and tokens/s projected per link");
   add_draft_shape_options(cmd, o->draft_shape);
-  cmd->callback([o] {
+  cmd->callback([o, ffn, layers] {
+    if (ffn->count() == 0 && layers->count() == 0) throw CLI::RequiredError("--ffn or --remote-layers");
     if (int rc = run_bench(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -10,6 +10,7 @@
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 #include "net/remote_ffn.h"
+#include "net/remote_layers.h"
 #include "wire/wire_config.h"
 
 namespace larql {
@@ -18,6 +19,24 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// One format's path to the shards: FFN mode (a round trip per layer) or layer-range sessions
+// (one per range); what a transformer runs through, and the traffic so far in one shape.
+struct RemotePath {
+  std::unique_ptr<RemoteFfn> ffn;
+  std::unique_ptr<RemoteLayers> sessions;
+  FfnBackend& backend(FfnBackend& local) { return ffn ? static_cast<FfnBackend&>(*ffn) : local; }
+  Status attach(Transformer& t) { return sessions ? t.set_layer_ranges(sessions->ranges()) : Status(Ok{}); }
+  RemoteFfnStats stats() const {
+    if (ffn) return ffn->stats();
+    RemoteFfnStats s;
+    const RemoteLayersStats& l = sessions->stats();
+    s.calls = l.steps, s.round_trips = l.round_trips, s.bytes_sent = l.bytes_sent, s.bytes_received = l.bytes_received;
+    s.head_bytes_sent = l.head_bytes_sent, s.head_bytes_received = l.head_bytes_received;
+    s.remote_ms = l.remote_ms, s.server_ms = l.server_ms, s.f32_fallbacks = l.f32_fallbacks;
+    return s;
+  }
+};
+
 struct Trajectory {
   std::vector<int> tokens;                 // the greedy token chosen at each step
   std::vector<std::vector<float>> logits;  // the logits each step chose from
@@ -25,8 +44,10 @@ struct Trajectory {
 
 // Greedy for `steps` tokens; or, with `forced`, feeding those tokens instead of its own.
 Result<Trajectory> decode(const Model& m, FfnBackend& ffn, ThreadPool& pool, const std::vector<int>& prompt, size_t steps,
-                          const std::vector<int>* forced, RemoteFfn* remote, FormatReport* timing) {
+                          const std::vector<int>* forced, RemotePath* remote, FormatReport* timing) {
   Transformer t(m, ffn, pool);
+  if (remote)
+    if (auto s = remote->attach(t); !s) return s.error();
   Trajectory out;
   std::vector<float> logits;
   if (auto s = t.forward(prompt, 0, logits); !s) return s.error();
@@ -43,7 +64,7 @@ Result<Trajectory> decode(const Model& m, FfnBackend& ffn, ThreadPool& pool, con
     wall_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   }
   if (timing && remote && out.tokens.size() > 1) {  // per decoded token, prefill excluded
-    const RemoteFfnStats& after = remote->stats();
+    const RemoteFfnStats after = remote->stats();
     const double n = double(out.tokens.size() - 1);
     timing->bytes_sent_per_token += double(after.bytes_sent - before.bytes_sent) / n;
     timing->bytes_received_per_token += double(after.bytes_received - before.bytes_received) / n;
@@ -91,8 +112,8 @@ void project(FormatReport& fr, const std::vector<Link>& links) {
 
 // Each prompt decoded greedily through `remote`, plain and speculatively; the speculative
 // run's traffic per decoded token is its whole run's less a prefill's (measured alone).
-Result<SpeculativeReport> speculate(const Model& model, RemoteFfn& remote, wire::Encoding wire, ThreadPool& pool,
-                                    const WireBenchOptions& o) {
+Result<SpeculativeReport> speculate(const Model& model, RemotePath& remote, FfnBackend& local, wire::Encoding wire,
+                                    ThreadPool& pool, const WireBenchOptions& o) {
   SpeculativeReport r;
   r.draft = o.draft_name;
   r.cost.wire = wire;
@@ -102,7 +123,8 @@ Result<SpeculativeReport> speculate(const Model& model, RemoteFfn& remote, wire:
   GenerateOptions speculative_options = plain_options;
   speculative_options.speculative = o.speculative;
   for (const auto& prompt : o.prompts) {
-    Transformer t(model, remote, pool);
+    Transformer t(model, remote.backend(local), pool);
+    if (auto s = remote.attach(t); !s) return s.error();
     auto plain = generate(t, prompt, plain_options);
     if (!plain) return plain.error();
     std::vector<float> logits;
@@ -151,21 +173,31 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
   ThreadPool pool(o.threads);
   LocalFfn local(model, pool);
 
-  std::vector<std::unique_ptr<RemoteFfn>> remotes;
+  std::vector<RemotePath> remotes;
   std::vector<wire::Encoding> formats{wire::Encoding::f32};  // f32 always: the reference or checked against it
   for (auto e : o.formats)
     if (e != wire::Encoding::f32) formats.push_back(e);
+  size_t longest_prompt = 0;
+  for (const auto& p : o.prompts) longest_prompt = std::max(longest_prompt, p.size());
   for (auto e : formats) {
     std::vector<std::string> warnings;
     auto w = wire::client_wire(std::string(wire::encoding_name(e)), [](const char*) { return nullptr; });
-    auto r = RemoteFfn::connect(model, {o.ffn_spec, *w, o.api_key, o.ca_cert, 30000, 0, o.expert_rows}, &warnings);
-    if (!r) return r.error();
-    if ((*r)->request_encodings() != wire::EncodingSet{e})
-      return make_error(ErrorCode::invalid_argument,
-                        "the shards do not all take " + std::string(wire::encoding_name(e)) + " requests (they are sent " +
-                            wire::describe((*r)->request_encodings()) +
-                            "): start them with --wire-i8 for i8, without --no-wire-q8 for q8, or leave it out of --wire");
-    remotes.push_back(std::move(*r));
+    RemotePath path;
+    if (o.sessions) {
+      auto r = RemoteLayers::connect(model, {o.ffn_spec, *w, o.api_key, o.ca_cert, 30000, longest_prompt + o.steps + 1}, &warnings);
+      if (!r) return r.error();
+      path.sessions = std::move(*r);
+    } else {
+      auto r = RemoteFfn::connect(model, {o.ffn_spec, *w, o.api_key, o.ca_cert, 30000, 0, o.expert_rows}, &warnings);
+      if (!r) return r.error();
+      if ((*r)->request_encodings() != wire::EncodingSet{e})
+        return make_error(ErrorCode::invalid_argument,
+                          "the shards do not all take " + std::string(wire::encoding_name(e)) + " requests (they are sent " +
+                              wire::describe((*r)->request_encodings()) +
+                              "): start them with --wire-i8 for i8, without --no-wire-q8 for q8, or leave it out of --wire");
+      path.ffn = std::move(*r);
+    }
+    remotes.push_back(std::move(path));
     FormatReport format;
     format.wire = e;
     report.formats.push_back(std::move(format));
@@ -173,8 +205,9 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
 
   size_t total_steps = 0;
   for (const auto& prompt : o.prompts) {
-    RangeRecorder recorder(o.local_reference ? static_cast<FfnBackend&>(local) : *remotes[0], model.config.layers);
-    auto reference = decode(model, recorder, pool, prompt, o.steps, nullptr, nullptr, nullptr);
+    // The reference: the local FFN, or remote f32 (over sessions the recorder sees no FFN call).
+    RangeRecorder recorder(o.local_reference ? static_cast<FfnBackend&>(local) : remotes[0].backend(local), model.config.layers);
+    auto reference = decode(model, recorder, pool, prompt, o.steps, nullptr, o.local_reference ? nullptr : &remotes[0], nullptr);
     if (!reference) return reference.error();
     report.layers.resize(recorder.layers().size());
     for (size_t l = 0; l < report.layers.size(); ++l) {  // over all prompts: largest values, total count
@@ -188,7 +221,7 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
     total_steps += steps;
     for (size_t f = 0; f < formats.size(); ++f) {
       FormatReport& fr = report.formats[f];
-      auto forced = decode(model, *remotes[f], pool, prompt, steps, &reference->tokens, remotes[f].get(), &fr);
+      auto forced = decode(model, remotes[f].backend(local), pool, prompt, steps, &reference->tokens, &remotes[f], &fr);
       if (!forced) return forced.error();
       for (size_t s = 0; s < steps; ++s) {
         const auto c = compare_logits(reference->logits[s], forced->logits[s], o.k);
@@ -201,7 +234,7 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
         fr.kl_per_step.push_back(c.kl);
         fr.topk_per_step.push_back(c.topk_equal);
       }
-      auto free = decode(model, *remotes[f], pool, prompt, steps, nullptr, nullptr, nullptr);
+      auto free = decode(model, remotes[f].backend(local), pool, prompt, steps, nullptr, &remotes[f], nullptr);
       if (!free) return free.error();
       for (size_t s = 0; s < free->tokens.size() && !fr.first_divergence_step; ++s)
         if (free->tokens[s] != reference->tokens[s]) fr.first_divergence_step = total_steps - steps + s;
@@ -222,7 +255,7 @@ Result<WireBenchReport> run_wire_bench(const Model& model, const WireBenchOption
   report.remote_f32_exact = report.formats[0].exact;
   report.links = o.links;
   if (o.speculative) {
-    auto spec = speculate(model, *remotes.back(), formats.back(), pool, o);
+    auto spec = speculate(model, remotes.back(), local, formats.back(), pool, o);
     if (!spec) return spec.error();
     report.speculative = std::move(*spec);
   }

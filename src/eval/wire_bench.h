@@ -25,6 +25,7 @@ struct WireBenchOptions {
   std::vector<wire::Encoding> formats{wire::Encoding::f32, wire::Encoding::f16, wire::Encoding::q8, wire::Encoding::i8};
   bool local_reference = false;
   std::string ffn_spec;
+  bool sessions = false;  // ffn_spec is a --remote-layers map: whole layers on session shards
   std::optional<std::string> api_key, ca_cert;
   bool expert_rows = false;  // RemoteFfnOptions::expert_rows
   size_t threads = 2;

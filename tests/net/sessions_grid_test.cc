@@ -62,6 +62,13 @@ TEST(SessionsGrid, RunOverTwoRangesGivesTheLocalIdsInTwoRoundTripsAPass) {
   // f16 runs (its ids may differ from f32's); a session shard still serves FFN mode.
   EXPECT_EQ(run_json("--remote-layers " + map)["generated_ids"].size(), 48u);
   EXPECT_EQ(run_json("--ffn " + map + " --wire f32")["generated_ids"], local["generated_ids"]);
+  // larql bench over sessions: f32 exact against the local run, two round trips a token.
+  const auto bench = test::run_command(std::string(LARQL_BINARY) + " bench " + kDemo + " --remote-layers " + map +
+                                       " --local --prompt 'And God said,' --steps 8 --wire f32,f16 --json 2>&1");
+  ASSERT_EQ(bench.status, 0) << bench.output;
+  const json report = json::parse(bench.output.substr(bench.output.find('{')));
+  EXPECT_TRUE(report["remote_f32_exact"].get<bool>());
+  for (const auto& f : report["formats"]) EXPECT_EQ(f["round_trips_per_token"].get<double>(), 2.0) << f.dump();
   // Every session is closed when the run ends.
   EXPECT_EQ(open_sessions(a), 0u);
   EXPECT_EQ(open_sessions(b), 0u);
