@@ -380,8 +380,10 @@ Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::ve
     head(true, logits);
     return Ok{};
   }
-  for (size_t r = 0; r < ranges_.size(); ++r)
+  for (size_t r = 0; r < ranges_.size(); ++r) {
+    pool_.rest();  // a round trip: the cores are the shards' meanwhile, when they share them
     if (auto s = ranges_[r]->run(chunks, x_, r + 1 == ranges_.size()); !s) return s;
+  }
   if (x_.size() != logit_rows_.size() * model_.config.hidden)
     return make_error(ErrorCode::internal, "a layer range answered " + std::to_string(x_.size()) + " values for " +
                                                std::to_string(logit_rows_.size()) + " rows");
@@ -403,6 +405,7 @@ Status Transformer::forward_range(std::span<const SequenceChunk> chunks, size_t 
   std::copy(x.begin(), x.end(), x_.begin());
   if (c.ple_dim) embed_rows(embedded_);  // per-layer inputs come from the rows' tokens, never from x
   if (auto s = run_layers(chunks, first, last, before_layer); !s) return s;
+  pool_.rest();  // what follows is the answer's round trip
   out.resize(logit_rows_.size() * D);
   for (size_t r = 0; r < logit_rows_.size(); ++r)
     std::copy_n(x_.begin() + long(logit_rows_[r] * D), D, out.begin() + long(r * D));

@@ -43,6 +43,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     return;
   }
   uint32_t generation;
+  resting_.store(false, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
@@ -80,7 +81,8 @@ void ThreadPool::worker_loop() {
     // Spin for new work first, then sleep until it comes. The clock is read once per 64
     // pauses: in a VM each read can cost as much as the pauses themselves.
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    for (size_t spins = 1; generation_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed);
+    for (size_t spins = 1; generation_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
+                           !resting_.load(std::memory_order_relaxed);
          ++spins) {
       cpu_relax();
       if (spins % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) break;

@@ -27,6 +27,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   size_t size() const { return workers_.size() + 1; }
+  // The caller is about to wait on something else (a network round trip): idle workers
+  // sleep now instead of spinning for the next job, leaving the cores to the processes
+  // that will answer (a session shard on the same machine). The next job wakes them.
+  void rest() { resting_.store(true, std::memory_order_relaxed); }
 
   // Calls fn(begin, end) over [0, n) split into size() · chunks_per_thread contiguous
   // chunks; returns when all are done. Chunks are multiples of `grain` (except the last).
@@ -59,6 +63,7 @@ class ThreadPool {
   std::atomic<uint64_t> claim_{0};
   std::atomic<size_t> done_{0};  // chunks of the current job finished
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> resting_{false};  // rest()'s: no spinning until the next job
 };
 
 }  // namespace larql
