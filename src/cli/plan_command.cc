@@ -33,7 +33,7 @@ void add_plan_command(CLI::App& app) {
     size_t replicas = 1, ctx = 4096, parallel = 8;
     double headroom = 10;
     int port = 9001, router_port = 9000;
-    bool json = false;
+    bool json = false, sessions = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("plan", "Lay a model's FFN over machines: each one's layers (or experts), the shard map, the commands");
@@ -50,6 +50,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--parallel", o->parallel, "sequences the client decodes at once (larql api --parallel)")->capture_default_str();
   cmd->add_option("--client", o->client, "the client machine's memory (e.g. 16G): check that its part fits");
   cmd->add_flag("--json", o->json, "print the plan as JSON");
+  cmd->add_flag("--sessions", o->sessions,
+                "layer-range sessions (serve --sessions, run/api --remote-layers): each shard holds its layers whole and a KV "
+                "budget of --parallel sequences of --ctx positions; ranges never split a KV-sharing group");
   cmd->callback([o] {
     auto fail = [](const std::string& message) {
       std::cerr << "larql plan: " << message << "\n";
@@ -65,6 +68,10 @@ void add_plan_command(CLI::App& app) {
     if (o->split == "layers") options.split = PlanOptions::Split::layers;
     else if (o->split == "experts") options.split = PlanOptions::Split::experts;
     else if (o->split != "auto") fail("--split is auto, layers or experts, not '" + o->split + "'");
+    const size_t session_ctx = sizes->context ? std::min(o->ctx, sizes->context) : o->ctx;
+    options.sessions = o->sessions;
+    options.session_positions = session_ctx;
+    options.session_sequences = std::max<size_t>(o->parallel, 1);
     auto plan = plan_shards(*sizes, *machines, options);
     if (!plan) fail(plan.error().message);
     const std::string map = shard_map(*plan, *sizes, o->port);
@@ -72,8 +79,12 @@ void add_plan_command(CLI::App& app) {
     // `larql api` runs a sequence's rows beside others in passes of a prompt piece or of its
     // drafts and their token, and prompts with none decoding in kPrefillRowsAlone.
     const size_t parallel = std::max<size_t>(o->parallel, 1), beside = std::max(ApiOptions{}.prefill_chunk, kMaxDraft + 1);
-    const uint64_t kv = sizes->kv_bytes(ctx, beside) * (parallel - 1) + sizes->kv_bytes(ctx, kPrefillRowsAlone);
-    const uint64_t client = sizes->client + kv;
+    // Over sessions the client keeps the embedding, the final norm and the classifier only.
+    uint64_t layer_rest = 0;
+    for (uint64_t b : sizes->layer_rest) layer_rest += b;
+    const uint64_t kv = o->sessions ? 0 : sizes->kv_bytes(ctx, beside) * (parallel - 1) + sizes->kv_bytes(ctx, kPrefillRowsAlone);
+    const uint64_t client_weights = o->sessions ? sizes->client - layer_rest : sizes->client;
+    const uint64_t client = client_weights + kv;
     std::optional<uint64_t> client_memory;
     if (!o->client.empty()) {
       auto bytes = parse_bytes(o->client);
@@ -82,6 +93,9 @@ void add_plan_command(CLI::App& app) {
     }
     const char* unit = plan->by_experts ? "experts" : "layers";
     auto serve_args = [&](const ShardAssignment& a) {
+      if (o->sessions)
+        return "--layers " + std::to_string(a.first) + "-" + std::to_string(a.last) + " --sessions --session-kv-bytes " +
+               std::to_string(a.kv_bytes);
       if (!plan->by_experts) return "--layers " + std::to_string(a.first) + "-" + std::to_string(a.last);
       if (a.first > a.last) return std::string("--experts 0-0   # for the dense MLPs (expert 0 is mapped, not routed here)");
       return "--experts " + std::to_string(a.first) + "-" + std::to_string(a.last);
@@ -90,22 +104,28 @@ void add_plan_command(CLI::App& app) {
       nlohmann::json shards = nlohmann::json::array();
       for (const auto& a : plan->shards)
         shards.push_back({{"machines", a.machines}, {"first", a.first}, {"last", a.last}, {"dense", a.dense},
-                          {"bytes", a.bytes}, {"usable", a.usable}});
+                          {"bytes", a.bytes}, {"usable", a.usable}, {"kv_bytes", a.kv_bytes}});
       std::cout << nlohmann::json{{"split", unit}, {"layers", sizes->layers}, {"experts", sizes->experts}, {"shards", shards},
                                   {"unused", plan->unused}, {"map", map}, {"ffn_bytes", sizes->ffn_total()},
-                                  {"client_weight_bytes", sizes->client}, {"client_kv_bytes", kv}}
+                                  {"client_weight_bytes", client_weights}, {"client_kv_bytes", kv}, {"sessions", o->sessions}}
                        .dump(1)
                 << "\n";
     } else {
       std::cout << "model " << o->model << ": " << sizes->layers << " layers"
                 << (sizes->experts ? ", " + std::to_string(sizes->experts) + " experts each" : std::string(", dense"))
                 << "; FFN " << size_text(sizes->ffn_total()) << " (the shards'), the rest " << size_text(sizes->client) << "\n";
-      std::cout << "client: " << size_text(sizes->client) << " of weights + KV cache " << size_text(kv) << " ("
-                << ctx << " positions x " << o->parallel << " sequences, f32) = " << size_text(client);
+      if (o->sessions)
+        std::cout << "client: " << size_text(client_weights) << " of weights (embedding, final norm, classifier; the KV cache is "
+                  << "the shards')";
+      else
+        std::cout << "client: " << size_text(sizes->client) << " of weights + KV cache " << size_text(kv) << " ("
+                  << ctx << " positions x " << o->parallel << " sequences, f32) = " << size_text(client);
       if (client_memory)
         std::cout << (double(client) <= double(*client_memory) * (1.0 - options.headroom) ? ": fits " : ": DOES NOT FIT ")
                   << size_text(*client_memory);
       std::cout << "\nshards, by " << unit << ":\n";
+      if (o->sessions) std::cout << "(sessions: each shard's layers whole, and a KV budget of " << o->parallel << " sequences x "
+                                 << session_ctx << " positions)\n";
       for (const auto& a : plan->shards) {
         std::printf("  %-24s %s %-9s %10s of %s usable (%.0f%%)%s\n", join(a.machines).c_str(), unit,
                     a.first > a.last ? "-" : (std::to_string(a.first) + "-" + std::to_string(a.last)).c_str(),
@@ -117,10 +137,15 @@ void add_plan_command(CLI::App& app) {
       for (const auto& a : plan->shards)
         std::cout << "on " << join(a.machines) << ":\n  larql serve " << o->model << " --host 0.0.0.0 --port " << o->port << " "
                   << serve_args(a) << "\n";
-      std::cout << "router (any machine; ROUTER below):\n  larql router --host 0.0.0.0 --port " << o->router_port
-                << " --shards \"" << map << "\"\n";
-      std::cout << "client:\n  larql api " << o->model << " --ffn http://ROUTER:" << o->router_port
-                << (plan->by_experts ? " --expert-rows" : "") << "   (or larql run ... --ffn the same)\n";
+      if (o->sessions) {
+        std::cout << "client (one round trip per range a token):\n  larql api " << o->model << " --remote-layers \"" << map
+                  << "\"   (or larql run ... --remote-layers the same)\n";
+      } else {
+        std::cout << "router (any machine; ROUTER below):\n  larql router --host 0.0.0.0 --port " << o->router_port
+                  << " --shards \"" << map << "\"\n";
+        std::cout << "client:\n  larql api " << o->model << " --ffn http://ROUTER:" << o->router_port
+                  << (plan->by_experts ? " --expert-rows" : "") << "   (or larql run ... --ffn the same)\n";
+      }
     }
     if (client_memory && double(client) > double(*client_memory) * (1.0 - options.headroom))
       fail("the client's part (" + size_text(client) + ") does not fit its " + size_text(*client_memory) +

@@ -1,5 +1,7 @@
 #include "plan/model_sizes.h"
 
+#include "kernels/attention.h"
+
 #include <filesystem>
 #include <numeric>
 #include <regex>
@@ -18,6 +20,20 @@ uint64_t ModelSizes::kv_bytes(size_t positions, size_t pass_rows) const {
   return bytes;
 }
 
+uint64_t ModelSizes::kv_bytes(size_t positions, size_t pass_rows, size_t first, size_t last) const {
+  uint64_t bytes = 0;
+  // In whole key blocks, as a session's cache reserves them (kv_capacity_positions).
+  for (size_t l = first; l <= last && l < kv_of_layer.size(); ++l)
+    bytes += key_floats(kv_positions_held(kv_of_layer[l].first, positions, pass_rows), 1) * kv_of_layer[l].second;
+  return bytes;
+}
+
+uint64_t ModelSizes::layer_bytes(size_t first, size_t last) const {
+  uint64_t bytes = 0;
+  for (size_t l = first; l <= last && l < layers; ++l) bytes += dense_ffn[l] + expert_ffn[l] + layer_rest[l];
+  return bytes;
+}
+
 uint64_t ModelSizes::ffn_total() const {
   return std::accumulate(dense_ffn.begin(), dense_ffn.end(), uint64_t{0}) +
          std::accumulate(expert_ffn.begin(), expert_ffn.end(), uint64_t{0});
@@ -31,18 +47,19 @@ TensorPlace place_tensor(const std::string& name) {
   if (!is_gguf && !std::regex_search(name, m, hf)) return {};
   const size_t layer = std::stoul(m[1].str());
   const std::string rest = m[2].str();
-  if (rest.find("norm") != std::string::npos) return {};  // the client applies every norm
+  const TensorPlace client{TensorPart::client, layer, true};
+  if (rest.find("norm") != std::string::npos) return client;  // the client applies every norm
   if (is_gguf) {
-    if (rest.rfind("ffn_", 0) != 0 || rest.rfind("ffn_gate_inp", 0) == 0) return {};  // attention, the router
+    if (rest.rfind("ffn_", 0) != 0 || rest.rfind("ffn_gate_inp", 0) == 0) return client;  // attention, the router
     const bool expert = rest.find("_exps") != std::string::npos || rest.find("_shexp") != std::string::npos;
     return {expert ? TensorPart::experts : TensorPart::dense_ffn, layer};
   }
   const bool ffn = rest.rfind("mlp.", 0) == 0 || rest.rfind("block_sparse_moe.", 0) == 0 || rest.rfind("feed_forward.", 0) == 0 ||
                    rest.rfind("experts.", 0) == 0 || rest.rfind("moe.", 0) == 0;
-  if (!ffn) return {};
+  if (!ffn) return client;
   // Routers stay with the client: Mixtral's and Qwen-MoE's "gate", GPT-OSS's and Gemma 4's "router".
   if (rest.find("router") != std::string::npos || rest.ends_with(".gate.weight") || rest.find("shared_expert_gate") != std::string::npos)
-    return {};
+    return client;
   // A shared expert (Qwen2-MoE's) is an expert too: ids after the routed ones (PROTOCOL §12).
   const bool expert = rest.find("experts") != std::string::npos || rest.find("shared_expert") != std::string::npos;
   return {expert ? TensorPart::experts : TensorPart::dense_ffn, layer};
@@ -52,13 +69,14 @@ namespace {
 
 Status add_tensor(ModelSizes& s, const std::string& name, uint64_t bytes, const std::string& source) {
   const TensorPlace place = place_tensor(name);
-  if (place.part == TensorPart::client) {
-    s.client += bytes;
-    return Ok{};
-  }
-  if (place.layer >= s.layers)
+  if (place.layer >= s.layers && (place.part != TensorPart::client || place.in_layer))
     return make_error(ErrorCode::invalid_argument, source + ": tensor " + name + " names layer " + std::to_string(place.layer) +
                                                        "; the model has " + std::to_string(s.layers));
+  if (place.part == TensorPart::client) {
+    s.client += bytes;
+    if (place.in_layer) s.layer_rest[place.layer] += bytes;
+    return Ok{};
+  }
   (place.part == TensorPart::experts ? s.expert_ffn : s.dense_ffn)[place.layer] += bytes;
   return Ok{};
 }
@@ -68,10 +86,15 @@ void size_from(ModelSizes& s, const ModelConfig& c) {
   s.experts = c.moe.expert_ids();
   s.dense_ffn.assign(c.layers, 0);
   s.expert_ffn.assign(c.layers, 0);
+  s.layer_rest.assign(c.layers, 0);
   s.kv_per_position = c.kv_bytes_per_position();
   const std::vector<size_t> windows = kv_windows(c);
-  for (size_t l = 0; l < c.layers; ++l)
-    if (c.owns_kv(l)) s.kv_layers.emplace_back(windows[l], 2 * c.kv_dim(l) * sizeof(float));
+  for (size_t l = 0; l < c.layers; ++l) {
+    const std::pair<size_t, uint64_t> kv{windows[l], c.owns_kv(l) ? 2 * c.kv_dim(l) * sizeof(float) : 0};
+    if (c.owns_kv(l)) s.kv_layers.push_back(kv);
+    s.kv_of_layer.push_back(kv);
+    s.kv_source.push_back(c.kv_layer(l));
+  }
   s.context = c.context;
 }
 

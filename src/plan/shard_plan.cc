@@ -71,12 +71,21 @@ std::vector<size_t> fill_in_order(const std::vector<uint64_t>& items, const std:
 
 }  // namespace
 
+std::vector<bool> session_cuts(const ModelSizes& sizes) {
+  std::vector<bool> cut(sizes.layers, true);
+  for (size_t r = 0; r < sizes.layers && r < sizes.kv_source.size(); ++r)
+    for (size_t c = sizes.kv_source[r] + 1; c <= r; ++c) cut[c] = false;  // the source and its reader stay together
+  return cut;
+}
+
 Result<ShardPlan> plan_shards(const ModelSizes& sizes, const std::vector<Machine>& machines, const PlanOptions& o) {
   if (o.replicas == 0 || machines.size() % o.replicas != 0)
     return make_error(ErrorCode::invalid_argument, std::to_string(machines.size()) + " machines do not form groups of " +
                                                        std::to_string(o.replicas) + " replicas");
   ShardPlan plan;
-  plan.by_experts = o.split == PlanOptions::Split::experts || (o.split == PlanOptions::Split::automatic && sizes.experts > 0);
+  if (o.sessions && o.split == PlanOptions::Split::experts)
+    return make_error(ErrorCode::invalid_argument, "a session shard runs whole layers, every expert of them: sessions split by layers");
+  plan.by_experts = !o.sessions && (o.split == PlanOptions::Split::experts || (o.split == PlanOptions::Split::automatic && sizes.experts > 0));
   if (plan.by_experts && sizes.experts == 0)
     return make_error(ErrorCode::invalid_argument, "the model has no experts to split");
   // Groups of replicas, each as large as its smallest machine allows.
@@ -95,15 +104,31 @@ Result<ShardPlan> plan_shards(const ModelSizes& sizes, const std::vector<Machine
     dense = std::accumulate(sizes.dense_ffn.begin(), sizes.dense_ffn.end(), uint64_t{0});
     items.assign(sizes.experts, experts / sizes.experts);
     base[0] = dense;
-  } else {
+  } else if (!o.sessions) {
     for (size_t l = 0; l < sizes.layers; ++l) items.push_back(sizes.dense_ffn[l] + sizes.expert_ffn[l]);
+  }
+  // Sessions: runs of layers that may not be split (a KV-sharing group and what lies
+  // between), each its weights and its KV budget.
+  std::vector<size_t> run_layers;  // layers per item
+  auto session_kv = [&](size_t first, size_t last) {
+    return sizes.kv_bytes(o.session_positions, 2048, first, last) * o.session_sequences;
+  };
+  if (o.sessions) {
+    const std::vector<bool> cut = session_cuts(sizes);
+    for (size_t l = 0; l < sizes.layers; ++l) {
+      if (cut[l]) items.push_back(0), run_layers.push_back(0);
+      items.back() += sizes.layer_bytes(l, l) + session_kv(l, l);
+      ++run_layers.back();
+    }
   }
   // The smallest fill of the fullest group that fits, by bisection over [0, 1].
   if (fill_in_order(items, base, usable, 1.0).empty()) {
     uint64_t room = 0;
     for (uint64_t u : usable) room += u;
     return make_error(ErrorCode::invalid_argument,
-                      "the model's FFN (" + gib(sizes.ffn_total()) + ") does not fit these machines: they hold " + gib(room) +
+                      std::string(o.sessions ? "the session shards' share (every layer with its KV budget, " : "the model's FFN (") +
+                          gib(o.sessions ? std::accumulate(items.begin(), items.end(), uint64_t{0}) : sizes.ffn_total()) +
+                          ") does not fit these machines: they hold " + gib(room) +
                           " for weights in " + std::to_string(groups) + " contiguous ranges (after " +
                           std::to_string(int(o.headroom * 100)) + "% headroom and " + gib(o.process_bytes) +
                           " per process); add machines or memory, or quantise the model (larql quantize)");
@@ -114,7 +139,7 @@ Result<ShardPlan> plan_shards(const ModelSizes& sizes, const std::vector<Machine
     (fill_in_order(items, base, usable, mid).empty() ? lo : hi) = mid;
   }
   const std::vector<size_t> counts = fill_in_order(items, base, usable, hi);
-  size_t next = 0;
+  size_t next = 0, next_layer = 0;
   for (size_t g = 0; g < groups; ++g) {
     std::vector<std::string> members;
     for (size_t r = 0; r < o.replicas; ++r) members.push_back(machines[g * o.replicas + r].name);
@@ -131,6 +156,13 @@ Result<ShardPlan> plan_shards(const ModelSizes& sizes, const std::vector<Machine
     a.bytes = base[g];
     a.usable = usable[g];
     for (size_t k = 0; k < counts[g]; ++k) a.bytes += items[next + k];
+    if (o.sessions) {  // items are runs of layers: back to layers
+      size_t layers = 0;
+      for (size_t k = 0; k < counts[g]; ++k) layers += run_layers[next + k];
+      a.first = next_layer, a.last = next_layer + layers - 1;
+      a.kv_bytes = session_kv(a.first, a.last);
+      next_layer += layers;
+    }
     next += counts[g];
     plan.shards.push_back(std::move(a));
   }

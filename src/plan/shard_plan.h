@@ -29,14 +29,20 @@ struct PlanOptions {
   double headroom = 0.10;                    // of each machine's memory left free
   uint64_t process_bytes = uint64_t(256) << 20;  // a shard process's own memory besides weights
   enum class Split { automatic, layers, experts } split = Split::automatic;  // automatic: experts for MoE models
+  // Layer-range sessions (PROTOCOL §13): each shard holds its layers whole (attention too)
+  // and a KV budget of `session_sequences` sequences of `session_positions` positions; ranges
+  // never split a KV-sharing group.
+  bool sessions = false;
+  size_t session_positions = 4096, session_sequences = 8;
 };
 
 struct ShardAssignment {
   std::vector<std::string> machines;  // the machines holding it (its replicas)
   size_t first = 0, last = 0;         // layers, or experts (by_experts), inclusive
   bool dense = false;                 // by_experts: also the dense MLPs
-  uint64_t bytes = 0;                 // FFN weights it holds
+  uint64_t bytes = 0;                 // FFN weights it holds (sessions: all its layers' weights and its KV budget)
   uint64_t usable = 0;                // what its smallest machine can hold for weights
+  uint64_t kv_bytes = 0;              // sessions: the KV budget (--session-kv-bytes)
 };
 
 struct ShardPlan {
@@ -46,6 +52,10 @@ struct ShardPlan {
 };
 
 Result<ShardPlan> plan_shards(const ModelSizes& sizes, const std::vector<Machine>& machines, const PlanOptions& options);
+
+// Where a session shard's range may begin: layer c, unless a layer at or after c reads the
+// cache of a layer before it (Gemma 4 E's KV sharing). [0] is always true.
+std::vector<bool> session_cuts(const ModelSizes& sizes);
 
 // The map for `larql router --shards` (and `--ffn`): "0-2=http://a:9001|http://c:9001,…", or
 // by experts "0-27/0-63=http://a:9001,…,0-27/dense=http://a:9001".

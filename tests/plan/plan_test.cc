@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "infer/kv_cache.h"
 #include "model/gguf_loader.h"
+#include "model/kv_sharing.h"
 #include "model/loader.h"
 #include "model/synth.h"
 #include "net/shard_spec.h"
@@ -267,6 +269,57 @@ TEST(Plan, ItsMapAndCommandsRunTheModelsOnLoopbackAsLocally) {
   ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), spec));
   expect_plan_runs_like_local(dir.string(), "--expert-rows");
   fs::remove_all(dir);
+}
+
+// Session shards (PROTOCOL §13): every layer whole on some shard, a KV budget that holds
+// exactly --parallel sessions of --ctx positions as a shard reserves them, and no range that
+// splits Gemma 4 E's KV-sharing groups however tight the machines.
+TEST(Plan, SessionRangesHoldTheirBudgetAndNeverSplitAKvSharingGroup) {
+  auto demo = read_model_sizes(test::kDemo);
+  ASSERT_TRUE(demo) << demo.error().message;
+  auto model = load_model(test::kDemo);
+  ASSERT_TRUE(model.ok());
+  auto machines = parse_machines("a=1G,b=1G");
+  ASSERT_TRUE(machines);
+  auto plan = plan_shards(*demo, *machines, {.sessions = true, .session_positions = 500, .session_sequences = 3});
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_EQ(plan->shards.size(), 2u);
+  EXPECT_EQ(plan->shards[0].first, 0u);
+  EXPECT_EQ(plan->shards[1].last, 5u);
+  for (const auto& a : plan->shards) {
+    const auto capacity = kv_capacity_positions(model->config, 500, 2048);
+    EXPECT_EQ(a.kv_bytes, 3 * kv_capacity_bytes(model->config, capacity, a.first, a.last)) << a.first << "-" << a.last;
+    EXPECT_EQ(a.bytes, demo->layer_bytes(a.first, a.last) + a.kv_bytes);
+  }
+  // Gemma 4 E: six layers, the last two reading layers 2 and 3's caches; on six machines too
+  // small for two layers each, the ranges still keep 2-5 whole.
+  const fs::path dir = fs::temp_directory_path() / ("larql-plan-g4e-" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), {.family = "gemma4", .hidden = 64, .layers = 6, .ffn = 128, .heads = 2,
+                                                        .kv_heads = 1, .head_dim = 16, .sliding_window = 8, .vocab = 256,
+                                                        .context = 1024, .dtype = DType::f32, .seed = 3, .ple_dim = 8,
+                                                        .kv_shared = 2, .sliding_period = 2})
+                  .ok());
+  auto sizes = read_model_sizes(dir.string());
+  auto g4 = load_model(dir.string());
+  fs::remove_all(dir);
+  ASSERT_TRUE(sizes) << sizes.error().message;
+  ASSERT_TRUE(g4.ok());
+  const std::vector<bool> cuts = session_cuts(*sizes);
+  EXPECT_EQ(cuts, (std::vector<bool>{true, true, true, false, false, false}));
+  auto six = parse_machines("a=300M,b=300M,c=300M,d=300M,e=300M,f=300M");
+  ASSERT_TRUE(six);
+  PlanOptions tight{.headroom = 0, .process_bytes = 0, .sessions = true, .session_positions = 64, .session_sequences = 1};
+  uint64_t largest = 0;
+  for (size_t l = 0; l < 6; ++l) largest = std::max(largest, sizes->layer_bytes(l, l));
+  for (auto& m : *six) m.bytes = 2 * largest;  // room for about two layers: a free plan would cut inside 2-5
+  const uint64_t group = sizes->layer_bytes(2, 5) + sizes->kv_bytes(64, 2048, 2, 5);
+  for (auto& m : *six) m.bytes = std::max(m.bytes, group);
+  auto g4_plan = plan_shards(*sizes, *six, tight);
+  ASSERT_TRUE(g4_plan) << g4_plan.error().message;
+  for (const auto& a : g4_plan->shards)
+    EXPECT_TRUE(check_range_keeps_kv_groups(g4->config, a.first, a.last).ok()) << a.first << "-" << a.last;
+  // Expert splits are not session ranges.
+  EXPECT_FALSE(plan_shards(*demo, *machines, {.split = PlanOptions::Split::experts, .sessions = true}));
 }
 
 TEST(Plan, MachinesAndSizesAreReadOrRefusedByName) {
