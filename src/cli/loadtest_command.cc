@@ -1,15 +1,18 @@
 #include "cli/loadtest_command.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "loadtest/load_generator.h"
 #include "loadtest/loopback.h"
 #include "loadtest/malformed_http.h"
 #include "loadtest/process_probe.h"
+#include "loadtest/session_load.h"
 #include "net/layer_range.h"
 #include "net/url.h"
 
@@ -27,7 +30,7 @@ struct Options {
   double settle_seconds = 30;
   double warm_up_seconds = -1;  // of load before the baseline sample; < 0: a fifth of --seconds, at most 5
   int case_timeout_ms = 15000;
-  bool malformed = false, allow_remote = false, json = false, ignore_rss = false;
+  bool malformed = false, allow_remote = false, json = false, ignore_rss = false, sessions = false;
 };
 
 Result<Span> parse_span(const std::string& text, const std::string& flag) {
@@ -100,6 +103,43 @@ void report_load(const LoadReport& r, const Options& o, Verdict& v) {
   v.text += text.str();
 }
 
+void report_session_load(const SessionLoadReport& r, Verdict& v) {
+  json answers = json::object();
+  std::ostringstream text;
+  text.precision(1);
+  text << std::fixed << "sessions: " << r.seconds << " s, " << r.opens << " opened, " << r.forks << " forked, " << r.steps
+       << " steps, " << r.deletes << " deleted, " << r.abandoned << " abandoned, " << r.malformed << " malformed\n  answers:";
+  for (const auto& [label, n] : r.answers) {
+    answers[label] = n;
+    text << " " << label << " ×" << n;
+  }
+  text.precision(2);
+  text << "\n  step latency ms: p50 " << r.step_latency.p50 << ", p99 " << r.step_latency.p99 << ", max " << r.step_latency.max << "\n";
+  if (r.unexpected) v.failures.push_back(std::to_string(r.unexpected) + " session answers were not what was asked for");
+  v.doc["sessions"] = {{"seconds", r.seconds}, {"opens", r.opens}, {"forks", r.forks}, {"steps", r.steps}, {"deletes", r.deletes},
+                       {"abandoned", r.abandoned}, {"malformed", r.malformed}, {"unexpected", r.unexpected}, {"answers", answers},
+                       {"step_latency_ms", {{"p50", r.step_latency.p50}, {"p99", r.step_latency.p99}, {"max", r.step_latency.max}}}};
+  v.text += text.str();
+}
+
+// After session traffic: the shard's sessions (abandoned ones by their idle timeout) all
+// close and their KV bytes return to 0 within `seconds`.
+void wait_sessions_closed(const LoadOptions& load, double seconds, Verdict& v) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  Result<SessionMemory> m = make_error(ErrorCode::internal, "not read");
+  for (;;) {
+    m = read_session_memory(load);
+    if (!m || (m->open == 0 && m->kv_bytes == 0 && m->reserved_bytes == 0) || std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling the shard's stats, bounded by the deadline
+  }
+  if (!m) return v.failures.push_back("reading the shard's sessions: " + m.error().message);
+  v.doc["sessions_left"] = {{"open", m->open}, {"kv_bytes", m->kv_bytes}, {"kv_reserved_bytes", m->reserved_bytes}};
+  v.text += "  afterwards: " + std::to_string(m->open) + " sessions open, " + std::to_string(m->kv_bytes) + " KV bytes (" +
+            std::to_string(m->reserved_bytes) + " reserved)\n";
+  if (m->open || m->kv_bytes || m->reserved_bytes)
+    v.failures.push_back("the shard's sessions did not all close within --settle-seconds (its --session-idle-s closes abandoned ones)");
+}
+
 void replay_corpus(const Url& url, const LoadOptions& load, const Target& target, const Options& o,
                    const std::vector<pid_t>& pids, Verdict& v) {
   json cases = json::array();
@@ -165,10 +205,21 @@ int run_loadtest(Options o) {
   if (o.load.seconds > 0 && warm > 0 && !o.pids.empty()) {
     LoadOptions warm_load = o.load;
     warm_load.seconds = warm;
-    if (auto report = run_load(warm_load, *target); !report) return fail(report.error().message);
+    if (o.sessions) {  // and its sessions closed again, abandoned ones included
+      if (auto report = run_session_load(warm_load, *target); !report) return fail(report.error().message);
+      Verdict warm_verdict;
+      wait_sessions_closed(o.load, o.settle_seconds, warm_verdict);
+    } else if (auto report = run_load(warm_load, *target); !report) {
+      return fail(report.error().message);
+    }
   }
   for (pid_t pid : o.pids) before.push_back(sample_process(pid));
-  if (o.load.seconds > 0) {
+  if (o.load.seconds > 0 && o.sessions) {
+    auto report = run_session_load(o.load, *target);
+    if (!report) return fail(report.error().message);
+    report_session_load(*report, v);
+    wait_sessions_closed(o.load, o.settle_seconds, v);
+  } else if (o.load.seconds > 0) {
     auto report = run_load(o.load, *target);
     if (!report) return fail(report.error().message);
     report_load(*report, o, v);
@@ -244,6 +295,9 @@ void add_loadtest_command(CLI::App& app) {
   cmd->add_option("--seed", o->load.seed, "random seed of the traffic")->capture_default_str();
   cmd->add_flag("--experts", o->load.experts,
                 "send /v1/walk-experts (PROTOCOL §12): each row to k random experts of the target's, sums or per-expert rows");
+  cmd->add_flag("--sessions", o->sessions,
+                "layer-range session traffic (a shard with --sessions): opens, steps, forks, deletes, abandoned sessions and "
+                "malformed bodies; then every session must close (abandoned ones by the idle timeout) within --settle-seconds");
   cmd->add_flag("--allow-remote", o->allow_remote, "allow a target that is not a loopback address");
   cmd->add_flag("--json", o->json, "print the report as JSON");
   cmd->callback([o] {

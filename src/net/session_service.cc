@@ -1,6 +1,7 @@
 #include "net/session_service.h"
 
 #include <openssl/evp.h>
+#include <malloc.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -80,6 +81,9 @@ SessionService::SessionService(const Model& model, Transformer& layers, FifoMute
     while (!reaper_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
       expire_idle();
+      // Caches freed since the last second go back to the system, not only to malloc's
+      // arenas (a cache of a few hundred KB per layer is below its mmap threshold).
+      if (freed_.exchange(false)) malloc_trim(0);
       lock.lock();
     }
   });
@@ -266,6 +270,7 @@ HttpReply SessionService::close(std::string_view id_hex, std::string_view author
   session->cache = {};
   session->kv_bytes = 0;
   ++closes_;
+  freed_ = true;
   return HttpReply{204, "", ""};
 }
 
@@ -291,6 +296,7 @@ void SessionService::expire_idle(Clock::time_point now) {
     s->kv_bytes = 0;
   }
   expiries_ += expired.size();
+  if (!expired.empty()) freed_ = true;
 }
 
 HttpReply SessionService::walk_layers(std::string_view body, std::string_view content_type, std::string_view accept,
@@ -416,11 +422,13 @@ HttpReply SessionService::run_step(const wire::WalkLayersRequestView& view, Enco
   std::vector<float> out;
   if (!chunks.empty()) {
     ++waiting_;
-    std::unique_lock<FifoMutex> turn(compute_turns_, std::defer_lock);
+    // One pass at a time through the layers' scratch; within it, the shard's compute turn
+    // layer by layer, so that /v1/walk-ffn work takes its turns between our layers.
+    std::lock_guard<FifoMutex> pass(passes_);
+    std::unique_lock<FifoMutex> turn(compute_turns_);  // the pass's preparation uses the threads too
     const size_t first = options_.layers.first;
     auto before_layer = [&](size_t layer) -> Status {
-      if (turn.owns_lock()) turn.unlock();  // other work takes its turn between our layers
-      turn.lock();
+      if (layer > first) turn.unlock(), turn.lock();
       if (layer > first && client_gone && client_gone())
         return make_error(ErrorCode::cancelled, "the client closed its connection at layer " + str(layer) + "; the step was dropped");
       if (deadline && Clock::now() > *deadline)

@@ -88,6 +88,7 @@ class SessionService {
   const Model& model_;
   Transformer& layers_;
   FifoMutex& compute_turns_;
+  FifoMutex passes_;  // steps' passes, one at a time (the layers' transformer has one scratch)
   SessionServiceOptions options_;
   std::vector<size_t> kv_capacity_;  // per layer, for max_positions (a session's scale by its own)
   std::vector<std::string> fingerprints_;  // per owned layer
@@ -97,6 +98,7 @@ class SessionService {
   size_t reserved_ = 0;
   std::atomic<size_t> waiting_{0};
   std::atomic<uint64_t> opens_{0}, closes_{0}, expiries_{0}, steps_{0}, stale_steps_{0};
+  std::atomic<bool> freed_{false};  // a cache was freed since the reaper last trimmed the heap
   std::mutex reaper_mutex_;
   std::condition_variable reaper_wake_;
   bool stopping_ = false;

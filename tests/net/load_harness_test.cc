@@ -119,6 +119,26 @@ TEST(LoadHarness, AShardAloneServesMixedLoadAndRefusesMalformedHttp) {
   EXPECT_EQ(doc["target"]["mode"], "ffn-service");
 }
 
+// Layer-range session traffic (PROTOCOL §13): opens, steps going back now and then, forks,
+// deletes, abandoned sessions and malformed bodies answered with the code each asked for;
+// afterwards every session closes (the abandoned ones by the idle timeout) and the KV bytes
+// are back to 0, the shard alive with its memory and descriptors back.
+TEST(LoadHarness, ASessionShardServesSessionTrafficAndEndsWithNoSessionOpen) {
+  ChildProcess shard(args({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1", "--sessions", "--session-idle-s", "1",
+                           "--max-sessions", "64"}));
+  const json doc = loadtest(shard.url(), std::to_string(shard.pid()), "--sessions --clients 4 --seconds 3");
+  ASSERT_TRUE(doc.is_object());
+  const json& s = doc["sessions"];
+  for (const char* what : {"opens", "forks", "steps", "deletes", "abandoned", "malformed"})
+    EXPECT_GT(s[what].get<size_t>(), 0u) << what << ": " << s;
+  EXPECT_EQ(s["unexpected"], 0) << s["answers"];
+  EXPECT_EQ(doc["sessions_left"]["open"], 0);
+  EXPECT_EQ(doc["sessions_left"]["kv_bytes"], 0);
+  for (const auto& c : doc["malformed"]) EXPECT_TRUE(c["pass"].get<bool>()) << c;
+  for (const auto& p : doc["processes"]) EXPECT_TRUE(p["recovered"].get<bool>()) << p;
+  EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
+}
+
 TEST(LoadHarness, OverloadIsToleratedOnlyWhenAskedAndAUsageErrorSaysWhatWasWrong) {
   // One compute thread and a queue of one: eight clients must see 503s, which fail the run
   // unless --tolerate 503 says overload is the point.
