@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+#include <random>
+
 #include "base/byte_io.h"
 #include "infer/local_ffn.h"
 #include "infer/transformer.h"
@@ -198,6 +201,115 @@ TEST_F(SessionServiceTest, IdleSessionsExpireAndTheirMemoryReturns) {
   EXPECT_EQ(service_->kv_bytes(), 0u);
   EXPECT_EQ(service_->reserved_bytes(), 0u);
   EXPECT_EQ(code(step({{id, 2, 10, 1, 0}})), "session_unknown");
+}
+
+TEST_F(SessionServiceTest, ALateDuplicateChangesNothingAndAFailedStepAcceptsItsRetry) {
+  const SessionId id = open_id(64);
+  const HttpReply one = step({{id, 1, 0, 5, 0}});
+  ASSERT_EQ(one.status, 200);
+  const HttpReply two = step({{id, 2, 5, 2, 0}});
+  ASSERT_EQ(two.status, 200);
+  EXPECT_EQ(code(step({{id, 1, 0, 5, 0}})), "stale_step");  // step 1 arriving late
+  // A deadline that has passed before the first layer: 504, the session as it was.
+  const std::string three = body({{id, 3, 7, 1, 0}});
+  const HttpReply late = service_->walk_layers(three, kF32, kF32, "", {}, std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  EXPECT_EQ(late.status, 504) << late.body;
+  const HttpReply retried = service_->walk_layers(three, kF32, kF32, "");
+  EXPECT_EQ(retried.status, 200) << retried.body;
+  // A caller gone between layers: the same.
+  const std::string four = body({{id, 4, 8, 2, 0}});
+  EXPECT_NE(service_->walk_layers(four, kF32, kF32, "", [] { return true; }).status, 200);
+  EXPECT_EQ(service_->walk_layers(four, kF32, kF32, "").status, 200);
+  // start + rows past 2^32 is context_full, computed in 64 bits.
+  EXPECT_EQ(code(step({{id, 5, 0xFFFFFFFFu, 1, 0}})), "context_full");
+}
+
+// The state machine against an oracle: random opens, forks, steps (going back within the
+// rewind), retries, late duplicates, failed steps and deletes over a few sessions; every
+// answer's values equal a fresh pass over the session's whole history on a transformer of
+// its own (what the session's cache must amount to), every refusal is the one the rules say.
+TEST_F(SessionServiceTest, RandomTrafficAgreesWithAnOracleThatRecomputesEachHistory) {
+  struct Oracle {
+    SessionId id;
+    std::vector<uint32_t> tokens;  // every position held, in order
+    std::vector<float> x;          // their input rows
+    uint32_t step = 0;
+    std::string last_body;         // the last step's request, for a retry
+    HttpReply last_reply;
+  };
+  std::vector<Oracle> live;
+  std::mt19937_64 rng(11);
+  const size_t H = test::kDemoHidden;
+  ThreadPool pool(1);
+  LocalFfn ffn(*model_, pool);
+  Transformer fresh(*model_, ffn, pool);
+  auto expected_rows = [&](const Oracle& o, size_t from) {  // the residual out of layers 0-2 for positions from…
+    KvCache cache;
+    std::vector<int> tokens(o.tokens.begin(), o.tokens.end());
+    const SequenceChunk chunk{&cache, tokens, 0, from};
+    std::vector<float> out;
+    EXPECT_TRUE(fresh.forward_range({&chunk, 1}, 0, 2, o.x, out).ok());
+    return out;
+  };
+  size_t checked = 0;
+  for (int op = 0; op < 160; ++op) {
+    const int dice = int(rng() % 100);
+    if (live.empty() || dice < 8) {
+      live.push_back({open_id(48)});
+    } else if (dice < 14) {  // a fork at a legal position
+      const Oracle& src = live[rng() % live.size()];
+      const size_t p = src.tokens.size() - std::min<size_t>(src.tokens.size(), rng() % 4);
+      HttpReply r = open(48, "", R"(, "fork": ")" + wire::session_id_hex(src.id) + R"(", "positions": )" + std::to_string(p));
+      ASSERT_EQ(r.status, 201) << r.body;
+      Oracle fork{*wire::parse_session_id(json::parse(r.body)["session"].get<std::string>())};
+      fork.tokens.assign(src.tokens.begin(), src.tokens.begin() + long(p));
+      fork.x.assign(src.x.begin(), src.x.begin() + long(p * H));
+      live.push_back(std::move(fork));
+    } else if (dice < 20) {  // a delete
+      const size_t i = rng() % live.size();
+      EXPECT_EQ(service_->close(wire::session_id_hex(live[i].id), "").status, 204);
+      EXPECT_EQ(code(step({{live[i].id, live[i].step + 1, 0, 1, 0}})), "session_unknown");
+      live.erase(live.begin() + long(i));
+    } else if (dice < 28) {  // a retry of the last step: the same bytes back
+      Oracle& o = live[rng() % live.size()];
+      if (o.step == 0) continue;
+      const HttpReply again = service_->walk_layers(o.last_body, kF32, kF32, "");
+      ASSERT_EQ(again.status, 200) << again.body;
+      EXPECT_TRUE(again.body.substr(8) == o.last_reply.body.substr(8));
+    } else if (dice < 34) {  // a late duplicate of an older step
+      Oracle& o = live[rng() % live.size()];
+      if (o.step < 2) continue;
+      EXPECT_EQ(code(step({{o.id, o.step - 1, 0, 1, 0}})), "stale_step");
+    } else {  // the next step: from what it holds or a little back; sometimes it fails first
+      Oracle& o = live[rng() % live.size()];
+      const size_t held = o.tokens.size();
+      const size_t start = held - std::min<size_t>(held, rng() % 3);
+      const uint32_t rows = uint32_t(std::min<size_t>(1 + rng() % 4, 48 - start));
+      if (rows == 0) continue;
+      const uint32_t out_from = uint32_t(rng() % (rows + 1));
+      std::vector<uint32_t> tokens(rows);
+      for (uint32_t& t : tokens) t = uint32_t(rng() % 500);
+      std::vector<float> x(rows * H);
+      std::normal_distribution<float> value(0, 0.5f);
+      for (float& v : x) v = value(rng);
+      const SessionStep st{o.id, o.step + 1, uint32_t(start), rows, out_from};
+      std::string request;
+      ASSERT_TRUE(wire::encode_walk_layers_request(Encoding::f32, {&st, 1}, tokens, H, x, request).ok());
+      if (rng() % 6 == 0)  // a deadline passed: refused, the session accepts the retry
+        EXPECT_EQ(service_->walk_layers(request, kF32, kF32, "", {}, std::chrono::steady_clock::now() - std::chrono::seconds(1)).status, 504);
+      const HttpReply r = service_->walk_layers(request, kF32, kF32, "");
+      ASSERT_EQ(r.status, 200) << r.body;
+      o.tokens.resize(start), o.x.resize(start * H);
+      o.tokens.insert(o.tokens.end(), tokens.begin(), tokens.end());
+      o.x.insert(o.x.end(), x.begin(), x.end());
+      o.step = st.step, o.last_body = request, o.last_reply = r;
+      const std::vector<float> want = expected_rows(o, start + out_from);
+      ASSERT_EQ(r.body.size(), 8 + want.size() * 4);
+      EXPECT_EQ(std::memcmp(r.body.data() + 8, want.data(), want.size() * 4), 0) << "op " << op;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40u);
 }
 
 TEST_F(SessionServiceTest, OpenRefusesBadMaxPositionsNamingTheBound) {
