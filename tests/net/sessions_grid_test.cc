@@ -8,6 +8,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "infer/sampler.h"
 #include "infer/transformer.h"
 #include "model/loader.h"
+#include "model/synth.h"
 #include "net/remote_layers.h"
 #include "support/command.h"
 #include "support/demo_model.h"
@@ -74,6 +76,50 @@ TEST(SessionsGrid, RunOverTwoRangesGivesTheLocalIdsInTwoRoundTripsAPass) {
   // Every session is closed when the run ends.
   EXPECT_EQ(open_sessions(a), 0u);
   EXPECT_EQ(open_sessions(b), 0u);
+}
+
+// Every family's layers over two session shards give the local ids over f32: sliding
+// windows (Gemma 3), per-layer inputs and KV sharing (Gemma 4 E: the shards hold the
+// embedding and per-layer tables), routed experts on the shard (Qwen3-MoE), sinks, YaRN and
+// MXFP4-free GPT-OSS.
+TEST(SessionsGrid, EveryFamilyOverTwoSessionShardsGivesTheLocalIds) {
+  struct Case {
+    SynthSpec spec;
+    std::string cut;  // the first shard's layers
+  };
+  const std::vector<Case> cases{
+      {{.family = "gemma3", .hidden = 64, .layers = 4, .ffn = 96, .heads = 4, .kv_heads = 2, .head_dim = 16, .sliding_window = 4,
+        .vocab = 256, .context = 256, .dtype = DType::f32, .seed = 5},
+       "0-1"},
+      {{.family = "gemma4", .hidden = 64, .layers = 6, .ffn = 96, .heads = 2, .kv_heads = 1, .head_dim = 16, .sliding_window = 4,
+        .vocab = 256, .context = 256, .dtype = DType::f32, .seed = 5, .ple_dim = 8, .kv_shared = 2, .sliding_period = 2},
+       "0-1"},
+      {{.family = "qwen3moe", .hidden = 64, .layers = 4, .ffn = 96, .heads = 4, .kv_heads = 2, .vocab = 256, .context = 256,
+        .dtype = DType::f32, .seed = 5, .experts = 4, .experts_used = 2, .expert_ffn = 32},
+       "0-2"},
+      {{.family = "gpt-oss", .hidden = 64, .layers = 4, .ffn = 96, .heads = 4, .kv_heads = 2, .head_dim = 16, .vocab = 256,
+        .context = 256, .dtype = DType::f32, .seed = 5, .experts = 4, .experts_used = 2, .expert_ffn = 32},
+       "0-0"},
+  };
+  for (const Case& c : cases) {
+    const auto dir = std::filesystem::temp_directory_path() / ("larql_sessions_" + c.spec.family + "_" + std::to_string(::getpid()));
+    ASSERT_TRUE(write_synthetic_checkpoint(dir.string(), c.spec).ok());
+    const std::string rest = std::to_string(std::stoul(c.cut.substr(2)) + 1) + "-" + std::to_string(c.spec.layers - 1);
+    ChildProcess a({"serve", dir.string(), "--port", "0", "--layers", c.cut, "--threads", "1", "--sessions"});
+    ChildProcess b({"serve", dir.string(), "--port", "0", "--layers", rest, "--threads", "1", "--sessions"});
+    auto run = [&](const std::string& extra) {
+      const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + dir.string() +
+                                       " --prompt-ids 1,5,9,13,2,7,30,4,11 --steps 12 --ignore-eos --json --threads 1 " + extra + " 2>&1");
+      EXPECT_EQ(r.status, 0) << r.output;
+      return json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+    };
+    const json local = run("");
+    const json remote = run("--wire f32 --remote-layers \"" + c.cut + "=" + a.url() + "," + rest + "=" + b.url() + "\"");
+    EXPECT_EQ(local["generated_ids"].size(), 12u) << c.spec.family;
+    EXPECT_EQ(remote["generated_ids"], local["generated_ids"]) << c.spec.family;
+    EXPECT_EQ(remote["round_trips_per_pass"].get<double>(), 2.0) << c.spec.family;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(SessionsGrid, MapsThatLeaveLayersUncoveredOrNameFfnOnlyShardsAreRefused) {
