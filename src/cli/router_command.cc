@@ -7,6 +7,7 @@
 
 #include "net/http_server.h"
 #include "net/router.h"
+#include "net/session_router.h"
 #include "net/web_pages.h"
 
 namespace larql::cli {
@@ -17,6 +18,7 @@ struct Options {
   HttpServerOptions http;
   std::string hedge_after = "0";
   std::string shard_wire = "f32";
+  size_t max_sessions = 4096;
 };
 
 int run_router(Options o) {
@@ -40,6 +42,13 @@ int run_router(Options o) {
     return 2;
   }
   Router& r = **router;
+  // Layer-range sessions (PROTOCOL §13) when every shard serves them.
+  auto sessions = SessionRouter::create({o.router.spec, o.router.timeout_ms, o.max_sessions, o.router.shard_key, o.router.shard_ca_cert});
+  if (!sessions) {
+    std::cerr << "larql router: " << sessions.error().message << "\n";
+    return 2;
+  }
+  SessionRouter* s = sessions->get();
   using Request = const HttpRequest&;
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
@@ -52,12 +61,25 @@ int run_router(Options o) {
          return r.walk_experts(q.body, std::string(q.content_type), std::string(q.accept), std::string(q.authorization),
                                q.deadline);
        }},
-      {"GET", "/v1/stats", [&](Request) { return json_reply(r.stats()); }},
+      {"GET", "/v1/stats",
+       [&](Request) {
+         nlohmann::json stats = r.stats();
+         if (s) stats.update(s->stats());
+         return json_reply(stats);
+       }},
       {"GET", "/v1/health", [&](Request) { return json_reply(r.health()); }, false},
-      {"GET", "/metrics", [&](Request) { return metrics_reply(r.metrics()); }},
+      {"GET", "/metrics", [&](Request) { return metrics_reply(r.metrics() + (s ? s->metrics() : "")); }},
       // The grid at a glance (web/grid.html): open; its polls carry the key the user gives.
       {"GET", "/", [](Request) { return web_page_reply("grid"); }, false},
   };
+  if (s) {
+    routes.push_back({"POST", "/v1/sessions", [s](Request q) { return s->open(q.body, q.content_type, q.authorization); }});
+    routes.push_back({"DELETE", "/v1/sessions/*", [s](Request q) {
+                        return s->close(q.path.substr(std::string_view("/v1/sessions/").size()), q.authorization);
+                      }});
+    routes.push_back({"POST", "/v1/walk-layers",
+                      [s](Request q) { return s->walk_layers(q.body, q.content_type, q.accept, q.authorization, q.deadline); }});
+  }
   if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist; it checks its own key
     for (const char* method : {"GET", "POST"})
       routes.push_back({method, "/admin/shards",
@@ -68,7 +90,8 @@ int run_router(Options o) {
                         false});
   }
   const std::string describe = "larql router: " + o.router.spec + ", hidden " + r.stats()["hidden_size"].dump() +
-                               (r.admin_enabled() ? ", admin enabled" : "") + (o.http.api_key ? ", key required" : "");
+                               (s ? ", layer-range sessions" : "") + (r.admin_enabled() ? ", admin enabled" : "") +
+                               (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }
 
@@ -92,6 +115,9 @@ void add_router_command(CLI::App& app) {
   cmd->add_option("--shard-wire", o->shard_wire,
                   "what a /v1/walk-experts split across expert ranges asks its parts in: f32 (exact) or f16")
       ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
+  cmd->add_option("--max-sessions", o->max_sessions,
+                  "layer-range sessions (when every shard serves them) the router holds at once")
       ->capture_default_str();
   cmd->add_option("--shard-key", o->router.shard_key, "bearer key for the router's own calls to shards (also LARQL_SHARD_KEY)");
   cmd->add_option("--shard-ca-cert", o->router.shard_ca_cert,

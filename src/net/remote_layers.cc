@@ -447,8 +447,6 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
     next = part.range.last + 1;
     impl->ranges.push_back(std::make_unique<Range>(*impl, impl->ranges.size(), part.range));
     Range& range = *impl->ranges.back();
-    const std::string expected_arithmetic(arithmetic_name(model.layers_arithmetic(part.range.first, part.range.last)));
-    const std::string config_fp = session_config_fingerprint(c, part.range.first, part.range.last);
     const std::string globals_fp = session_globals_fingerprint(model);
     std::string unreachable;
     for (const std::string& url : part.urls) {
@@ -475,11 +473,20 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
         if (it == ss.fingerprints.end() || it->second != layer_session_fingerprint(model, l))
           return fail("layer " + str(l) + "'s weights differ from this model's (session_fingerprints)");
       }
-      if (ss.config_fingerprint != config_fp) return fail("its layers' configuration differs from this model's (session_config_fingerprint)");
+      // A router lists the ranges behind it, each with its own; a shard is one range.
+      std::vector<ShardStats::Sessions::RangeInfo> behind = ss.ranges;
+      if (behind.empty()) behind.push_back({part.range, ss.config_fingerprint, ss.layers_arithmetic});
+      for (const auto& r : behind) {
+        if (r.layers.first < part.range.first || r.layers.last > part.range.last)
+          return fail("it lists layers " + r.layers.str() + " outside " + part.range.str());
+        if (r.config_fingerprint != session_config_fingerprint(c, r.layers.first, r.layers.last))
+          return fail("layers " + r.layers.str() + ": their configuration differs from this model's (session_config_fingerprint)");
+        const std::string ours(arithmetic_name(model.layers_arithmetic(r.layers.first, r.layers.last)));
+        if (r.layers_arithmetic != ours)
+          return fail("it computes layers " + r.layers.str() + " as '" + r.layers_arithmetic + "', this client as '" + ours +
+                      "' (--arithmetic, on both sides the same)");
+      }
       if (ss.globals_fingerprint != globals_fp) return fail("its RoPE or per-layer tables differ from this model's (session_globals_fingerprint)");
-      if (ss.layers_arithmetic != expected_arithmetic)
-        return fail("it computes layers as '" + ss.layers_arithmetic + "', this client as '" + expected_arithmetic +
-                    "' (--arithmetic, on both sides the same)");
       EncodingSet accepted;
       for (const std::string& name : ss.wire)
         if (auto e = encoding_from_name(name)) accepted.insert(*e);

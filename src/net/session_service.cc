@@ -1,8 +1,6 @@
 #include "net/session_service.h"
 
-#include <openssl/evp.h>
 #include <malloc.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <cstring>
 
 #include "model/fingerprint.h"
+#include "net/session_ids.h"
 #include "wire/accept.h"
 #include "wire/codec.h"
 
@@ -23,15 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string str(uint64_t v) { return std::to_string(v); }
-
-// SHA-256 of the caller's Authorization value: a session is bound to it without keeping it.
-std::string key_hash(std::string_view authorization) {
-  if (authorization.empty()) return {};
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(authorization.data(), authorization.size(), digest, &length, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest), length);
-}
 
 size_t quarter_of_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -48,7 +38,7 @@ Error session_unknown(const std::string& what) {
 // the fields below it are read and written only by the holder of `turn`.
 struct SessionService::Session {
   SessionId id{};
-  std::string key;  // key_hash of the opener's Authorization
+  std::string key;  // authorization_hash of the opener's Authorization
   size_t max_positions = 0;
   size_t reserved_bytes = 0;
   FifoMutex turn;
@@ -99,15 +89,7 @@ SessionService::~SessionService() {
 }
 
 SessionId SessionService::new_id() {
-  for (;;) {
-    SessionId id;
-    size_t got = 0;
-    while (got < id.size()) {
-      const ssize_t n = getrandom(id.data() + got, id.size() - got, 0);
-      if (n > 0) got += size_t(n);
-    }
-    if (!sessions_.count(id)) return id;
-  }
+  return new_session_id([this](const SessionId& id) { return sessions_.count(id) > 0; });
 }
 
 SessionService::SessionPtr SessionService::find(const SessionId& id, const std::string& key) {
@@ -173,7 +155,7 @@ HttpReply SessionService::open(std::string_view body, std::string_view content_t
     return fail(make_error(ErrorCode::bad_max_positions, "max_positions must be an integer from " + bound +
                                                              (n == doc.end() ? "; it is missing" : "; got " + n->dump())));
   const size_t max_positions = n->get<size_t>();
-  const std::string key = key_hash(authorization);
+  const std::string key = authorization_hash(authorization);
 
   // A fork: the source's first p positions, copied here under the source's turn.
   SessionPtr source;
@@ -255,7 +237,7 @@ HttpReply SessionService::open(std::string_view body, std::string_view content_t
 
 HttpReply SessionService::close(std::string_view id_hex, std::string_view authorization) {
   const auto id = wire::parse_session_id(id_hex);
-  SessionPtr session = id ? find(*id, key_hash(authorization)) : nullptr;
+  SessionPtr session = id ? find(*id, authorization_hash(authorization)) : nullptr;
   if (!session) return fail(session_unknown("DELETE"));
   ++session->users;
   std::lock_guard turn(session->turn);  // after the step in flight
@@ -339,7 +321,7 @@ HttpReply SessionService::walk_layers(std::string_view body, std::string_view co
 
   // Each named session, held in id order (two requests naming the same sessions cannot
   // each wait for the other).
-  const std::string key = key_hash(authorization);
+  const std::string key = authorization_hash(authorization);
   std::vector<SessionPtr> sessions(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     sessions[i] = find(steps[i].id, key);

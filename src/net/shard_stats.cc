@@ -130,6 +130,18 @@ Result<ShardStats> parse_shard_stats(std::string_view body) {
       if (text->empty()) return not_stats(std::string(key) + " is missing");
       *field = *text;
     }
+    if (j.contains("session_ranges")) {
+      if (!j["session_ranges"].is_array()) return not_stats("session_ranges is not a list");
+      for (const auto& r : j["session_ranges"]) {
+        const auto layers = r.is_object() && r.contains("layers") && r["layers"].is_string()
+                                ? parse_layer_range(r["layers"].get<std::string>())
+                                : Result<LayerRange>(make_error(ErrorCode::invalid_argument, "no layers"));
+        if (!layers || !r.contains("config_fingerprint") || !r["config_fingerprint"].is_string() ||
+            !r.contains("layers_arithmetic") || !r["layers_arithmetic"].is_string())
+          return not_stats("session_ranges has an entry that is not {layers, config_fingerprint, layers_arithmetic}");
+        ss.ranges.push_back({*layers, r["config_fingerprint"].get<std::string>(), r["layers_arithmetic"].get<std::string>()});
+      }
+    }
     s.sessions = std::move(ss);
   }
   auto max_body = unsigned_field(j, "max_body_bytes");

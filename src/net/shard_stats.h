@@ -44,6 +44,12 @@ struct ShardStats {
     std::string layers_arithmetic;
     std::map<uint32_t, std::string> fingerprints;  // session_fingerprints
     std::string config_fingerprint, globals_fingerprint;
+    // A router's: each range behind it, with its configuration fingerprint and arithmetic.
+    struct RangeInfo {
+      LayerRange layers;
+      std::string config_fingerprint, layers_arithmetic;
+    };
+    std::vector<RangeInfo> ranges;
   };
   std::optional<Sessions> sessions;
 };

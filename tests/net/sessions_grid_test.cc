@@ -263,5 +263,50 @@ TEST(SessionsGrid, TheApisBatchOverSessionsGivesEachAnswerItsLocalText) {
   }
 }
 
+// Through a router beside the shards: one round trip a token, the local ids over f32; the
+// replica holding a running answer's part killed in the middle of it: the router answers
+// 410 session_lost, the client replays on the live replica, and every logit is the local one.
+TEST(SessionsGrid, ThroughARouterOneRoundTripATokenAndAKilledReplicaIsReplayed) {
+  auto model = load_model(kDemo);
+  ASSERT_TRUE(model.ok());
+  ChildProcess a1 = session_shard("0-2"), a2 = session_shard("0-2"), b1 = session_shard("3-5"), b2 = session_shard("3-5");
+  ChildProcess router({"router", "--port", "0", "--shards",
+                       "0-2=" + a1.url() + "|" + a2.url() + ",3-5=" + b1.url() + "|" + b2.url()});
+  const json local = run_json("");
+  const json through = run_json("--remote-layers " + router.url() + " --wire f32");
+  EXPECT_EQ(through["generated_ids"], local["generated_ids"]);
+  EXPECT_EQ(through["round_trips_per_pass"].get<double>(), 1.0);
+  // FFN mode through the same router still works beside it.
+  EXPECT_EQ(run_json("--ffn " + router.url() + " --wire f32")["generated_ids"], local["generated_ids"]);
+
+  auto wire = wire::client_wire("f32", wire::process_env());
+  auto remote = RemoteLayers::connect(*model, {router.url(), *wire}, nullptr);
+  ASSERT_TRUE(remote.ok()) << remote.error().message;
+  ThreadPool pool(1);
+  LocalFfn ffn(*model, pool);
+  Transformer reference(*model, ffn, pool), client(*model, ffn, pool);
+  ASSERT_TRUE(client.set_layer_ranges((*remote)->ranges()).ok());
+  std::vector<int> ids{1, 15, 27, 300, 41, 9};
+  std::vector<float> expected, got;
+  ASSERT_TRUE(reference.forward(ids, 0, expected).ok());
+  ASSERT_TRUE(client.forward(ids, 0, got).ok());
+  ASSERT_EQ(got, expected);
+  for (size_t step = 0; step < 40; ++step) {
+    if (step == 20) {  // the replica of layers 3-5 holding the session's part dies
+      ChildProcess& holder = open_sessions(b1) == 1 ? b1 : b2;
+      ASSERT_EQ(open_sessions(holder), 1u);
+      holder.kill_now();
+    }
+    ids.push_back(argmax(expected));
+    const size_t pos = ids.size() - 1;
+    ASSERT_TRUE(reference.forward({&ids.back(), 1}, pos, expected).ok());
+    auto s = client.forward({&ids.back(), 1}, pos, got);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_EQ(got, expected) << "step " << step;
+  }
+  EXPECT_EQ((*remote)->stats().replays, 1u);
+  EXPECT_EQ((*remote)->stats().round_trips, 41u + 1u + 1u);  // one a pass, and the replay's one
+}
+
 }  // namespace
 }  // namespace larql
