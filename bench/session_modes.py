@@ -47,6 +47,9 @@ def main():
     ap.add_argument("--accuracy-steps", type=int, default=50)
     ap.add_argument("--accuracy-wire", default="f32,f16,q8,i8")
     ap.add_argument("--layers", type=int, help="the model's layer count (needed for a GGUF file)")
+    ap.add_argument("--router", action="store_true",
+                    help="the shards (two replicas a range) on loopback behind a router, the link only between the client "
+                         "and the router: one round trip a token in session mode")
     ap.add_argument("--prompt-ids", help="a prompt of token ids (a model without a tokenizer of its own)")
     a = ap.parse_args()
 
@@ -55,28 +58,39 @@ def main():
         sys.exit("--layers N: a GGUF file's layer count is not read here")
     per = (layers + a.ranges - 1) // a.ranges
     ranges = [f"{f}-{min(layers, f + per) - 1}" for f in range(0, layers, per)]
+    replicas = 2 if a.router else 1
     shards = [start([a.larql, "serve", a.model, "--port", "0", "--layers", r, "--threads", str(a.threads), "--sessions",
-                     "--wire-i8", "--session-wire-i8"], f"shard {r}") for r in ranges]
+                     "--wire-i8", "--session-wire-i8"], f"shard {r}") for r in ranges for _ in range(replicas)]
     procs = list(shards)
     try:
-        direct = ",".join(f"{r}={url}" for r, (_, url) in zip(ranges, shards))
-        proxies = start_proxies(a.proxy, [url for _, url in shards], a.link)
-        procs += proxies
-        far = ",".join(f"{r}={url}" for r, (_, url) in zip(ranges, proxies))
+        urls = [url for _, url in shards]
+        direct = ",".join(f"{r}=" + "|".join(urls[i * replicas:(i + 1) * replicas]) for i, r in enumerate(ranges))
+        if a.router:
+            router = start([a.larql, "router", "--port", "0", "--shards", direct], "router")
+            procs.append(router)
+            proxies = start_proxies(a.proxy, [router[1]], a.link)
+            procs += proxies
+            far = proxies[0][1]
+        else:
+            proxies = start_proxies(a.proxy, urls, a.link)
+            procs += proxies
+            far = ",".join(f"{r}={url}" for r, (_, url) in zip(ranges, proxies))
         rtt_ms = float(a.link.split("/")[1].removesuffix("ms"))
         prompt = ["--prompt-ids", a.prompt_ids] if a.prompt_ids else ["--prompt", "And God said,"]
         base = [*prompt, "--steps", str(a.steps), "--ignore-eos", "--threads", str(a.client_threads)]
         local = run_json(a.larql, a.model, base)
         c_ms = 1000 / local["tokens_per_second"] if local["tokens_per_second"] else 0
-        print(f"# {a.model}: {layers} layers over {len(ranges)} session shards ({', '.join(ranges)}), link {a.link}, "
-              f"{a.steps} tokens; local {local['tokens_per_second']:.1f} tok/s (C = {c_ms:.2f} ms)")
-        print("| wire | FFN mode tok/s | session mode tok/s | ratio | bound (L·r + C)/(R·r + C) | round trips a pass (FFN, sessions) |"
+        where = "behind a router, the link between client and router" if a.router else "the link to each shard"
+        print(f"# {a.model}: {layers} layers over {len(ranges)} ranges of session shards ({', '.join(ranges)}), {where}, "
+              f"{a.link}, {a.steps} tokens; local {local['tokens_per_second']:.1f} tok/s (C = {c_ms:.2f} ms)")
+        print("| wire | FFN mode tok/s | session mode tok/s | ratio | bound (L·r + C)/(hops·r + C) | round trips a pass (FFN, sessions) |"
               " ids = local (FFN, sessions) |" + (" sessions + draft tok/s | its ratio to FFN mode | tokens a pass |" if a.draft else ""))
         print("|---|---|---|---|---|---|---|" + ("---|---|---|" if a.draft else ""))
         for w in a.wire.split(","):
             ffn = run_json(a.larql, a.model, [*base, "--wire", w, "--ffn", far])
             ses = run_json(a.larql, a.model, [*base, "--wire", w, "--remote-layers", far])
-            bound = (layers * rtt_ms + c_ms) / (len(ranges) * rtt_ms + c_ms)
+            hops = 1 if a.router else len(ranges)
+            bound = (layers * rtt_ms + c_ms) / (hops * rtt_ms + c_ms)
             row = (f"| {w} | {ffn['tokens_per_second']:.2f} | {ses['tokens_per_second']:.2f} | "
                    f"{ses['tokens_per_second'] / ffn['tokens_per_second']:.2f}× | {bound:.2f}× | {layers}, "
                    f"{ses['round_trips_per_pass']:.1f} | {ffn['generated_ids'] == local['generated_ids']}, "
