@@ -316,15 +316,17 @@ struct RemoteLayers::Impl {
       Status s = send(r, replica, request, lost);
       if (!s && s.error().code != ErrorCode::session_unknown) return s;
       if (!s) {
-        for (size_t i : lost) {
-          const StepItem& p = request[i];
-          if (auto rs = replay(*p.seq, r, p.start, s.error().message); !rs) return rs;
+        // Nothing of the request ran (a shard checks every session first) or only part of it
+        // (a router's earlier hops): the lost items are replayed, and every item sent again,
+        // alone, with its step number (a retry where a hop had run it).
+        for (size_t i : lost)
+          if (auto rs = replay(*request[i].seq, r, request[i].start, s.error().message); !rs) return rs;
+        for (const StepItem& p : request) {
           std::vector<size_t> again;
           if (auto rs = send(r, p.seq->parts[r].replica, {&p, 1}, again); !rs)
             return make_error(rs.error().code == ErrorCode::session_unknown ? ErrorCode::shard_unavailable : rs.error().code,
                               "layers " + range.name() + ": " + rs.error().message);
         }
-        // The items not lost ran: the request is done.
       }
       done = next;
     }

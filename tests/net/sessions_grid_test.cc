@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
+#include <map>
 #include <thread>
 
 #include "infer/local_ffn.h"
@@ -306,6 +308,42 @@ TEST(SessionsGrid, ThroughARouterOneRoundTripATokenAndAKilledReplicaIsReplayed) 
   }
   EXPECT_EQ((*remote)->stats().replays, 1u);
   EXPECT_EQ((*remote)->stats().round_trips, 41u + 1u + 1u);  // one a pass, and the replay's one
+}
+
+// The API's batch through a router while a replica holding its sessions dies: every answer
+// completes and equals its local text (the lost sequences replayed on the other replica).
+TEST(SessionsGrid, TheApisAnswersSurviveAReplicaKilledUnderThem) {
+  ChildProcess a1 = session_shard("0-2"), a2 = session_shard("0-2"), b1 = session_shard("3-5"), b2 = session_shard("3-5");
+  ChildProcess router({"router", "--port", "0", "--shards",
+                       "0-2=" + a1.url() + "|" + a2.url() + ",3-5=" + b1.url() + "|" + b2.url()});
+  ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers", router.url()});
+  const std::vector<std::string> prompts{"In the beginning", "And God said,", "Once upon a time", "The LORD is my"};
+  std::map<std::string, std::string> local;
+  for (const auto& p : prompts) {
+    const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + p + "' --steps 48 --json --threads 1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    local[p] = json::parse(r.output)["text"].get<std::string>();
+  }
+  std::atomic<size_t> answered{0}, wrong{0};
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", api.port());
+      c.set_read_timeout(120);
+      for (int round = 0; round < 3; ++round) {
+        auto r = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 48}, {"temperature", 0}}.dump(), "application/json");
+        const bool same = r && r->status == 200 && json::parse(r->body)["choices"][0]["text"] == local[prompts[i]];
+        ++(same ? answered : wrong);
+      }
+    });
+  // Once a replica of layers 3-5 holds sessions, it dies.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (open_sessions(b1) + open_sessions(b2) == 0 && std::chrono::steady_clock::now() < until && answered + wrong < 12)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling the shards' stats, bounded by the deadline
+  (open_sessions(b1) > 0 ? b1 : b2).kill_now();
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(answered, 12u);
 }
 
 }  // namespace
