@@ -6,6 +6,8 @@
 // the servers' memory and descriptors come back near where they were.
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +138,26 @@ TEST(LoadHarness, ASessionShardServesSessionTrafficAndEndsWithNoSessionOpen) {
   EXPECT_EQ(doc["sessions_left"]["kv_bytes"], 0);
   for (const auto& c : doc["malformed"]) EXPECT_TRUE(c["pass"].get<bool>()) << c;
   for (const auto& p : doc["processes"]) EXPECT_TRUE(p["recovered"].get<bool>()) << p;
+  EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
+}
+
+// The same through a router in front of two session shards: its parts are closed with its
+// sessions (abandoned ones when it forgets them), so the shards end with none open either.
+TEST(LoadHarness, ARouterServesSessionTrafficAndItsShardsEndWithNoSessionOpen) {
+  ChildProcess a(args({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1", "--sessions", "--session-idle-s", "2"}));
+  ChildProcess b(args({"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1", "--sessions", "--session-idle-s", "2"}));
+  ChildProcess router(args({"router", "--port", "0", "--shards", "0-2=" + a.url() + ",3-5=" + b.url()}));
+  const std::string pids = std::to_string(a.pid()) + "," + std::to_string(b.pid()) + "," + std::to_string(router.pid());
+  const json doc = loadtest(router.url(), pids, "--sessions --clients 4 --seconds 3");
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc["target"]["mode"], "router");
+  EXPECT_GT(doc["sessions"]["steps"].get<size_t>(), 0u);
+  EXPECT_EQ(doc["sessions"]["unexpected"], 0) << doc["sessions"]["answers"];
+  EXPECT_EQ(doc["sessions_left"]["open"], 0);
+  for (const auto& shard : {&a, &b}) {
+    httplib::Client c("127.0.0.1", shard->port());
+    EXPECT_EQ(json::parse(c.Get("/v1/stats")->body)["sessions"]["open"], 0);
+  }
   EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
 }
 

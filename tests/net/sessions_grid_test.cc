@@ -310,6 +310,47 @@ TEST(SessionsGrid, ThroughARouterOneRoundTripATokenAndAKilledReplicaIsReplayed) 
   EXPECT_EQ((*remote)->stats().round_trips, 41u + 1u + 1u);  // one a pass, and the replay's one
 }
 
+// What a router's session ids may and may not do: they are its own (unknown to the shards,
+// which never see them), bound to the caller's Authorization, gone once deleted; a fork
+// stays with its key and continues as its source would.
+TEST(SessionsGrid, RouterSessionIdsAreItsOwnAndBoundToTheCallersKey) {
+  ChildProcess a = session_shard("0-2"), b = session_shard("3-5");
+  ChildProcess router({"router", "--port", "0", "--shards", "0-2=" + a.url() + ",3-5=" + b.url()});
+  httplib::Client r("127.0.0.1", router.port()), shard("127.0.0.1", a.port());
+  const httplib::Headers alice{{"Authorization", "Bearer alice"}}, bob{{"Authorization", "Bearer bob"}};
+  auto open = [&](const httplib::Headers& who, const json& body) { return r.Post("/v1/sessions", who, body.dump(), "application/json"); };
+  auto step = [&](const httplib::Headers& who, const std::string& id, uint32_t n, uint32_t start, uint32_t rows) {
+    const wire::SessionStep st{*wire::parse_session_id(id), n, start, rows, 0};
+    std::vector<uint32_t> tokens(rows, 5);
+    std::vector<float> x(rows * test::kDemoHidden, 0.125f);
+    std::string body;
+    EXPECT_TRUE(wire::encode_walk_layers_request(wire::Encoding::f32, {&st, 1}, tokens, test::kDemoHidden, x, body).ok());
+    return r.Post("/v1/walk-layers", who, body, "application/x-larql-ffn");
+  };
+  auto code = [](const httplib::Result& res) { return res ? json::parse(res->body, nullptr, false).value("code", "") : "(none)"; };
+  auto opened = open(alice, {{"max_positions", 64}});
+  ASSERT_TRUE(opened && opened->status == 201) << (opened ? opened->body : "");
+  const std::string id = json::parse(opened->body)["session"].get<std::string>();
+  ASSERT_EQ(step(alice, id, 1, 0, 4)->status, 200);
+  EXPECT_EQ(code(step(bob, id, 2, 4, 1)), "session_unknown");  // another key
+  EXPECT_EQ(shard.Delete("/v1/sessions/" + id)->status, 410);  // the shards never saw the router's id
+  EXPECT_EQ(code(open(bob, {{"max_positions", 64}, {"fork", id}, {"positions", 4}})), "session_unknown");
+  auto forked = open(alice, {{"max_positions", 64}, {"fork", id}, {"positions", 4}});
+  ASSERT_TRUE(forked && forked->status == 201) << (forked ? forked->body : "");
+  const std::string fork = json::parse(forked->body)["session"].get<std::string>();
+  EXPECT_NE(fork, id);
+  const auto from_fork = step(alice, fork, 1, 4, 2), from_source = step(alice, id, 2, 4, 2);
+  ASSERT_TRUE(from_fork && from_source);
+  EXPECT_EQ(from_fork->status, 200);
+  EXPECT_TRUE(from_fork->body.substr(8) == from_source->body.substr(8));
+  EXPECT_EQ(r.Delete("/v1/sessions/" + id, bob)->status, 410);
+  EXPECT_EQ(r.Delete("/v1/sessions/" + id, alice)->status, 204);
+  EXPECT_EQ(code(step(alice, id, 3, 6, 1)), "session_unknown");  // forgotten
+  EXPECT_EQ(r.Delete("/v1/sessions/" + fork, alice)->status, 204);
+  EXPECT_EQ(open_sessions(a), 0u);
+  EXPECT_EQ(open_sessions(b), 0u);
+}
+
 // The API's batch through a router while a replica holding its sessions dies: every answer
 // completes and equals its local text (the lost sequences replayed on the other replica).
 TEST(SessionsGrid, TheApisAnswersSurviveAReplicaKilledUnderThem) {
