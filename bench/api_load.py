@@ -11,7 +11,7 @@ figure is the median over rounds (this machine's speed moves from minute to minu
 ratios to N=1 are then taken within one run). Loopback only; every round is bounded by a
 timeout.
 
-  bench/api_load.py MODEL [--grid] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--prompt-tokens 9] [--parallel 16]
+  bench/api_load.py MODEL [--grid [--sessions] [--link 100Mbit/20ms]] [--wire f16] [--clients 1,2,4,8,16] [--tokens 32] [--prompt-tokens 9] [--parallel 16]
                       [--arithmetic f32|bf16-dot] [--rounds 3]"""
 import argparse
 import os
@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import layer_count, start, stop, stream_completion  # noqa: E402
+from larql_procs import layer_count, start, start_proxies, stop, stream_completion  # noqa: E402
 
 
 def client(url, prompt, tokens, out):
@@ -67,6 +67,10 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--larql", default="build/larql")
     ap.add_argument("--grid", action="store_true", help="FFN on two shards (half the layers each) behind a router")
+    ap.add_argument("--sessions", action="store_true",
+                    help="with --grid: session shards (serve --sessions), the API's layers on them through the router (--remote-layers)")
+    ap.add_argument("--link", help="with --grid: a build/bench/link_proxy emulating this link between the API and the router")
+    ap.add_argument("--proxy", default="build/bench/link_proxy")
     ap.add_argument("--wire", default="f16")
     ap.add_argument("--clients", default="1,2,4,8,16")
     ap.add_argument("--tokens", type=int, default=32)
@@ -84,14 +88,17 @@ def main():
             half = n // 2
             for layers in (f"0-{half - 1}", f"{half}-{n - 1}"):
                 procs.append(start([a.larql, "serve", a.model, "--port", "0", "--layers", layers, "--threads", str(a.threads),
-                                     "--arithmetic", a.arithmetic], "shard " + layers))
+                                     "--arithmetic", a.arithmetic, *(["--sessions"] if a.sessions else [])], "shard " + layers))
             shards = f"0-{half - 1}={procs[0][1]},{half}-{n - 1}={procs[1][1]}"
             procs.append(start([a.larql, "router", "--port", "0", "--shards", shards], "router"))
-            args += ["--ffn", procs[-1][1], "--wire", a.wire]
+            if a.link:
+                procs += start_proxies(a.proxy, [procs[-1][1]], a.link)
+            args += ["--remote-layers" if a.sessions else "--ffn", procs[-1][1], "--wire", a.wire]
         procs.append(start([a.larql] + args, "larql api", health=None))
         url = procs[-1][1]
         client(url, [1, 2, 3], 4, [])  # warm the page cache
-        print(f"model {a.model}, {'grid (two shards + router, ' + a.wire + ' wire)' if a.grid else 'local'}, "
+        grid = f"grid (two {'session ' if a.sessions else ''}shards + router, {a.wire} wire{', link ' + a.link if a.link else ''})"
+        print(f"model {a.model}, {grid if a.grid else 'local'}, "
               f"{a.prompt_tokens}-token prompts, {a.tokens} tokens per client, --parallel {a.parallel}, {a.threads} threads, {a.arithmetic} arithmetic, medians of {a.rounds} rounds")
         print(f"{'clients':>7s} {'tok/s':>8s} {'x N=1':>6s} {'decode':>8s} {'x N=1':>6s} {'ttft p50':>9s} {'ttft max':>9s} {'gap p50':>8s} {'gap p99':>8s}")
         counts = list(map(int, a.clients.split(",")))
