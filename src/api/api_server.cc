@@ -533,6 +533,9 @@ std::string ApiServer::metrics() const {
   o << "# HELP larql_api_time_per_output_token_seconds Time between a sequence's tokens after the first.\n"
     << "# TYPE larql_api_time_per_output_token_seconds histogram\n";
   token_gap_seconds_.render(o, "larql_api_time_per_output_token_seconds");
+  if (options_.session_replays)
+    o << "# HELP larql_api_session_replays_total Sequences rebuilt on new sessions after theirs were lost (--remote-layers).\n"
+      << "# TYPE larql_api_session_replays_total counter\nlarql_api_session_replays_total " << options_.session_replays() << "\n";
   return o.str();
 }
 

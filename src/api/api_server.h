@@ -5,6 +5,8 @@
 // decode together (BatchScheduler); the rest wait in a bounded queue, and 429 when it is full.
 #pragma once
 
+#include <functional>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -33,8 +35,10 @@ struct ApiOptions {
   const Model* draft_model = nullptr;                  // --draft MODEL (else prompt lookup)
   bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
   size_t prefill_chunk = 64;  // a sequence's prompt tokens per step
-  // Whole layers on session shards (--remote-layers): the ranges every step runs through.
+  // Whole layers on session shards (--remote-layers): the ranges every step runs through,
+  // and how many sequences they have replayed so far (for /metrics).
   std::vector<LayerRangeBackend*> layer_ranges = {};
+  std::function<size_t()> session_replays = {};
 };
 
 // The body of an error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.

@@ -124,6 +124,7 @@ int api(ApiCommandOptions o) {
     if (!connected) return fail(connected.error().message);
     sessions = std::move(*connected);
     options.layer_ranges = sessions->ranges();
+    options.session_replays = [s = sessions.get()] { return s->replays(); };
   }
   ApiServer server(*model, tokenizer->get(), **backend, pool, options);
   o.http.render_error = openai_error_for;

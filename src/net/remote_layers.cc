@@ -1,6 +1,7 @@
 #include "net/remote_layers.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -118,6 +119,7 @@ struct RemoteLayers::Impl {
   RemoteLayersStats stats;
   size_t max_positions = 0;
   std::vector<std::weak_ptr<Sequence>> live;  // sequences whose caches may still be alive
+  std::atomic<size_t> replays{0};             // stats.replays, for other threads
 
   Impl(const Model& m, RemoteLayersOptions o) : model(m), options(std::move(o)) {}
 
@@ -341,7 +343,7 @@ struct RemoteLayers::Impl {
       return make_error(ErrorCode::shard_unavailable, "layers " + ranges[r]->name() + ": the session was lost again after " +
                                                           str(kMaxReplays) + " replays (" + why + ")");
     if (seq.replays++ == 0) std::cerr << "larql: a session of layers " << ranges[r]->name() << " was lost (" << why << "); replaying its tokens\n";
-    ++stats.replays;
+    ++stats.replays, ++replays;
     std::this_thread::sleep_for(std::chrono::milliseconds(50 * seq.replays));  // backoff before the new session
     if (auto s = open_part(r, seq); !s) return s;
     const size_t H = model.config.hidden;
@@ -422,6 +424,8 @@ std::vector<LayerRangeBackend*> RemoteLayers::ranges() {
 }
 
 const RemoteLayersStats& RemoteLayers::stats() const { return impl_->stats; }
+
+size_t RemoteLayers::replays() const { return impl_->replays; }
 
 void RemoteLayers::set_max_positions(size_t positions) { impl_->max_positions = positions; }
 

@@ -50,7 +50,8 @@ class RemoteLayers {
 
   // The ranges in order, for Transformer::set_layer_ranges.
   std::vector<LayerRangeBackend*> ranges();
-  const RemoteLayersStats& stats() const;
+  const RemoteLayersStats& stats() const;  // the calling thread's view (the one that runs the passes)
+  size_t replays() const;                   // stats().replays, readable from any thread
   // Each new session's max_positions from now on (the prompt plus the tokens wanted).
   void set_max_positions(size_t positions);
   // The rewind the shards allow (rewind_positions; drafts are taken back within it).

@@ -385,6 +385,13 @@ TEST(SessionsGrid, TheApisAnswersSurviveAReplicaKilledUnderThem) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(wrong, 0u);
   EXPECT_EQ(answered, 12u);
+  // The replays are counted.
+  httplib::Client c("127.0.0.1", api.port());
+  const std::string metrics = c.Get("/metrics")->body;
+  const std::string name = "\nlarql_api_session_replays_total ";
+  const size_t at = metrics.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::stoul(metrics.substr(at + name.size())), 1u);
 }
 
 }  // namespace
