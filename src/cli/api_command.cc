@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/api_command.h"
 #include "cli/arithmetic_option.h"
 #include "cli/draft_option.h"
@@ -158,12 +159,12 @@ void add_api_command(CLI::App& app) {
   cmd->add_option("--wire", o->remote.wire, "wire format with --ffn: f32, f16 (default), q8 or i8");
   cmd->add_option("--ffn-api-key", o->remote.api_key, "bearer key for the shards (default: LARQL_API_KEY)");
   cmd->add_option("--ca-cert", o->remote.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
-  cmd->add_option("--timeout-ms", o->remote.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
+  cmd->add_option("--timeout-ms", o->remote.timeout_ms, "per-call timeout with --ffn")->capture_default_str()->check(positive());
   add_hedge_option(cmd, o->remote);
   add_expert_rows_option(cmd, o->remote);
   add_remote_layers_option(cmd, o->remote);
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--ctx", o->ctx, "positions per sequence, prompt and completion (at most the model's)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{2}, size_t{1} << 24));

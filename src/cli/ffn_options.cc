@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/ffn_options.h"
 
 #include <cstdlib>
@@ -13,7 +14,7 @@ void add_ffn_options(CLI::App* cmd, FfnOptions& o) {
   cmd->add_option("--wire", o.wire, "wire format with --ffn: f32, f16 (default), q8 or i8; beats LARQL_F16_WIRE/LARQL_Q8_WIRE/LARQL_I8_WIRE");
   cmd->add_option("--api-key", o.api_key, "bearer key for the shards (also LARQL_API_KEY)");
   cmd->add_option("--ca-cert", o.ca_cert, "CA certificate (PEM) for https:// shards with a private CA");
-  cmd->add_option("--timeout-ms", o.timeout_ms, "per-call timeout with --ffn")->capture_default_str();
+  cmd->add_option("--timeout-ms", o.timeout_ms, "per-call timeout with --ffn")->capture_default_str()->check(positive());
   add_hedge_option(cmd, o);
   add_expert_rows_option(cmd, o);
   add_remote_layers_option(cmd, o);
@@ -51,7 +52,7 @@ void add_hedge_option(CLI::App* cmd, FfnOptions& o) {
   cmd->add_option("--hedge-after-ms", o.hedge_after_ms,
                   "with --ffn replicas (\"0-5=URL|URL\"): a call the first has not answered within this many ms also goes "
                   "to the second; the first answer wins (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
 }
 
 void add_expert_rows_option(CLI::App* cmd, FfnOptions& o) {

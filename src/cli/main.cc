@@ -10,6 +10,7 @@
 #include "cli/demo_command.h"
 #include "cli/export_command.h"
 #include "cli/loadtest_command.h"
+#include "cli/number_checks.h"
 #include "cli/router_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   larql::cli::add_export_llama2c_command(app);
   larql::cli::add_perplexity_command(app);
   larql::cli::add_plan_command(app);
+  larql::cli::check_unsigned_options(app);
   // The commands return their errors; what still escapes one (an allocation a checkpoint's
   // sizes made fail) ends larql with a message rather than an abort and a core dump.
   try {

@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/arithmetic_option.h"
 #include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
@@ -90,7 +91,7 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file when the model carries none");
   cmd->add_option("--ctx", o->eval.ctx, "tokens per chunk; the second half of each is scored")->capture_default_str();
   cmd->add_option("--chunks", o->eval.chunks, "score at most this many chunks (0: all)")->capture_default_str();
-  cmd->add_option("--batch", o->eval.batch, "tokens per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->eval.batch, "tokens per forward pass")->capture_default_str()->check(positive());
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");
   add_arithmetic_option(cmd, o->arithmetic);
   add_huge_pages_option(cmd, o->no_huge_pages);

@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/plan_command.h"
 
 #include <algorithm>
@@ -43,9 +44,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--replicas", o->replicas, "machines holding each range (each run of this many in --machines)")->capture_default_str();
   cmd->add_option("--split", o->split, "auto (experts for a mixture-of-experts model, else layers), layers or experts")
       ->capture_default_str();
-  cmd->add_option("--headroom", o->headroom, "percent of each machine's memory left free")->capture_default_str();
-  cmd->add_option("--port", o->port, "the shards' port")->capture_default_str();
-  cmd->add_option("--router-port", o->router_port, "the router's port")->capture_default_str();
+  cmd->add_option("--headroom", o->headroom, "percent of each machine's memory left free")->capture_default_str()->check(CLI::Range(0.0, 99.0));
+  cmd->add_option("--port", o->port, "the shards' port")->capture_default_str()->check(CLI::Range(1, 65535));
+  cmd->add_option("--router-port", o->router_port, "the router's port")->capture_default_str()->check(CLI::Range(1, 65535));
   cmd->add_option("--ctx", o->ctx, "positions per sequence on the client (its KV cache; at most the model's)")->capture_default_str();
   cmd->add_option("--parallel", o->parallel, "sequences the client decodes at once (larql api --parallel)")->capture_default_str();
   cmd->add_option("--client", o->client, "the client machine's memory (e.g. 16G): check that its part fits");

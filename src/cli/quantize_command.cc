@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/quantize_command.h"
 
 #include <algorithm>
@@ -53,7 +54,7 @@ void add_quantize_command(CLI::App& app) {
       ->check(CLI::IsMember(names))
       ->capture_default_str();
   cmd->add_flag("--pure", o->pure, "every 2-D weight in --type (rows its blocks do not divide still fall back)");
-  cmd->add_option("--splits", o->splits, "write NAME-0000i-of-0000N.gguf files")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--splits", o->splits, "write NAME-0000i-of-0000N.gguf files")->capture_default_str()->check(positive());
   cmd->add_option("--threads", o->threads, "threads quantising (default: all cores)");
   cmd->callback([o] {
     auto fail = [](const std::string& message) {

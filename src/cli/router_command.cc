@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/router_command.h"
 
 #include "cli/http_options.h"
@@ -103,13 +104,14 @@ void add_router_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("router", "Route /v1/walk-ffn and /v1/walk-experts to layer- and expert-range shards, with replicas and failover");
   cmd->add_option("--shards", o->router.spec, R"(layer map: "0-1=http://h:8081|http://h:8083,2-3=http://h:8082")")->required();
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
-  cmd->add_option("--timeout-ms", o->router.timeout_ms, "per-call timeout to a shard")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--timeout-ms", o->router.timeout_ms, "per-call timeout to a shard")->capture_default_str()->check(positive());
   cmd->add_option("--hedge-after-ms", o->hedge_after,
                   "send a call also to a second replica when the first has not answered within this many ms "
                   "(auto: its recent p95; 0: never)")
       ->capture_default_str();
   cmd->add_option("--health-interval-ms", o->router.health_interval_ms, "how often each shard's /v1/health is polled")
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--admin-key", o->router.admin_key, "enables /admin/shards, which then needs this bearer key");
   cmd->add_option("--shard-wire", o->shard_wire,

@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/arithmetic_option.h"
 #include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
@@ -218,8 +219,8 @@ void add_run_command(CLI::App& app) {
   prompt->excludes(ids);
   cmd->add_option("--steps", o->steps, "maximum number of generated tokens")->capture_default_str();
   cmd->add_option("--ctx", o->ctx, "positions for prompt and generation together (default: the model's context)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", o->temperature, "0 = greedy; above 0 samples")->check(CLI::NonNegativeNumber);
+      ->check(positive());
+  cmd->add_option("--temperature", o->temperature, "0 = greedy; above 0 samples")->check(non_negative());
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (with --temperature)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", o->seed, "sampling seed");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");

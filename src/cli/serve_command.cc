@@ -1,3 +1,4 @@
+#include "cli/number_checks.h"
 #include "cli/arithmetic_option.h"
 #include "cli/command_model.h"
 #include "cli/huge_pages_option.h"
@@ -155,7 +156,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("model", o->model, "llama2.c checkpoint or Hugging Face directory")->required();
   cmd->add_option("--tokenizer", o->tokenizer, "ignored (a shard never tokenizes); accepted so run and serve share flags");
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--layers", o->layers, "owned layers, inclusive (A-B); default all");
   cmd->add_option("--experts", o->experts,
                   "owned experts of the mixture-of-experts layers, inclusive (C-D); default all. Served by /v1/walk-experts");
@@ -177,6 +178,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--session-kv-bytes", o->session.kv_budget_bytes, "KV cache budget of all sessions (default: a quarter of memory)");
   cmd->add_option("--max-sessions", o->session.max_sessions, "sessions open at once")->capture_default_str();
   cmd->add_option("--session-idle-s", o->session.idle_timeout_s, "close a session no request named for this long")
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--session-max-positions", o->session.max_positions, "largest max_positions of a session (default: the model's context)");
   cmd->add_option("--session-max-rows", o->session.max_rows, "rows of one walk-layers step, all sessions together")->capture_default_str();

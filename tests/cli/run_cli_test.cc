@@ -41,6 +41,43 @@ std::string oracle_text(const nlohmann::json& seq, size_t n) {
   return printed.substr(prompt.size(), end - prompt.size());
 }
 
+// Every numeric option of every command, given -1, answers with one short line that names
+// the option; every unsigned or bounded one refuses it, saying the bound (not CLI11's bound
+// written out in 309 digits, nor -1 read as 2^64 − 1).
+TEST(Cli, EveryNumericOptionRefusesAnOutOfRangeValueInOneShortLine) {
+  const std::string help = larql("--help").out;
+  std::vector<std::string> commands;
+  std::istringstream list(help.substr(help.find("Subcommands:")));
+  for (std::string line; std::getline(list, line);)
+    if (line.starts_with("  ") && line.size() > 2 && line[2] != ' ') commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+  ASSERT_GE(commands.size(), 10u) << help;
+  const std::regex numeric(R"(^\s+(?:-[a-z], )?(--[a-z0-9-]+) ((?:UINT|INT|FLOAT)\S*))");
+  size_t checked = 0, bounded = 0;
+  for (const std::string& command : commands) {
+    std::istringstream options(larql(command + " --help").out);
+    for (std::string line; std::getline(options, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, numeric)) continue;
+      const std::string option = m[1], type = m[2];
+      const Output r = larql(command + " " + option + " -1");
+      const std::string first = r.out.substr(0, r.out.find('\n'));
+      ++checked;
+      EXPECT_LE(first.size(), 160u) << command << " " << option << ": " << first;
+      const bool must_refuse = type.starts_with("UINT") || type.find("NONNEGATIVE") != std::string::npos ||
+                               type.find("POSITIVE") != std::string::npos || type.find("in [") != std::string::npos ||
+                               type.find(":INT") != std::string::npos;
+      if (!must_refuse) continue;
+      ++bounded;
+      EXPECT_NE(r.status, 0) << command << " " << option << " -1 was taken";
+      EXPECT_TRUE(first.starts_with(option + ": ")) << command << " " << option << ": " << first;
+    }
+  }
+  EXPECT_GE(checked, 60u);
+  EXPECT_GE(bounded, 50u);
+  const Output temperature = larql("run --temperature -1");
+  EXPECT_EQ(temperature.out.substr(0, temperature.out.find('\n')), "--temperature: must be ≥ 0 (got -1)");
+}
+
 TEST(RunCli, JsonHasTheContractFields) {
   const auto seq = test::demo_run_c_oracle()["sequences"][1];
   const auto r = larql("run " + test::demo_llama2c() + " --tokenizer " + test::demo_ids_tokenizer() + " --prompt '" +
