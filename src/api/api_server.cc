@@ -186,6 +186,21 @@ std::variant<ApiServer::Prepared, OpenAiError> ApiServer::prepare(const Completi
   const size_t room = options_.ctx - p.prompt.size();
   // OpenAI's defaults: 16 tokens for completions, up to the context for chat.
   p.max_tokens = std::min(r.max_tokens.value_or(r.chat ? room : 16), room);
+  // A constrained answer must be able to close within max_tokens in this vocabulary; else
+  // the request is refused now, never answered with an empty message.
+  if (p.request.grammar) {
+    const auto trie = token_trie(p.grammar_is_call);
+    const JsonMatcher start(*p.request.grammar);
+    if (trie->tokens_to_close(start, p.max_tokens) == SIZE_MAX) {
+      const size_t needed = trie->tokens_to_close(start, std::max<size_t>(4096, 4 * p.max_tokens));
+      return OpenAiError{400,
+                         "max_tokens " + std::to_string(p.max_tokens) + " cannot hold the " +
+                             (p.grammar_is_call ? std::string("tool call") : std::string("structured answer")) +
+                             ": its shortest form takes " + (needed == SIZE_MAX ? std::string("more than that") : std::to_string(needed)) +
+                             " tokens in this model's vocabulary",
+                         "invalid_request_error", "max_tokens", ""};
+    }
+  }
   return p;
 }
 

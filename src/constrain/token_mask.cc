@@ -127,6 +127,56 @@ TokenTrie::TokenTrie(const std::vector<std::optional<std::string>>& token_bytes)
     if (subtree_plain[i]) nodes_[i].plain_chars = chars[i];
 }
 
+int TokenTrie::closest_token(const JsonMatcher& state, JsonMatcher& after) const {
+  // Plain text shortens the way to close only in a string still short of its minimum: its
+  // subtrees are walked then, else skipped as they cannot beat what they stand beside.
+  bool plain_helps = false;
+  if (state.takes_plain_text(1)) {
+    JsonMatcher probe = state;
+    plain_helps = probe.feed(uint8_t('a')) && probe.bytes_to_close() < state.bytes_to_close();
+  }
+  thread_local std::vector<JsonMatcher> states;
+  states.assign(longest_ + 1, state);
+  size_t best_bytes = SIZE_MAX, best_depth = 0;
+  int best = -1;
+  for (uint32_t i = 1; i < nodes_.size();) {
+    const Node& n = nodes_[i];
+    if (n.plain_chars != kNotPlain && !plain_helps && state.takes_plain_text(n.plain_chars)) {
+      i = n.end;
+      continue;
+    }
+    JsonMatcher& s = states[n.depth];
+    s = states[n.depth - 1];
+    if (!s.feed(n.byte)) {
+      i = n.end;
+      continue;
+    }
+    if (n.tokens_here > n.tokens_begin) {
+      const size_t left = s.bytes_to_close();
+      if (left < best_bytes || (left == best_bytes && n.depth > best_depth)) {
+        best_bytes = left, best_depth = n.depth, best = tokens_[n.tokens_begin];
+        after = s;
+      }
+    }
+    ++i;
+  }
+  return best;
+}
+
+size_t TokenTrie::tokens_to_close(const JsonMatcher& state, size_t limit, int* first) const {
+  JsonMatcher at = state, next = state;
+  if (first) *first = -1;
+  for (size_t steps = 0; steps <= limit; ++steps) {
+    if (at.closed()) return steps;
+    if (steps == limit) break;
+    const int token = closest_token(at, next);
+    if (token < 0) break;
+    if (steps == 0 && first) *first = token;
+    at = next;
+  }
+  return SIZE_MAX;
+}
+
 void TokenTrie::allowed(const JsonMatcher& state, size_t tokens_left, std::vector<uint8_t>& allowed) const {
   allowed.assign(vocab_, 0);
   auto allow = [&](uint32_t from, uint32_t to) {
@@ -152,6 +202,12 @@ void TokenTrie::allowed(const JsonMatcher& state, size_t tokens_left, std::vecto
     }
     if (n.tokens_here > n.tokens_begin && s.bytes_to_close() <= tokens_left) allow(n.tokens_begin, n.tokens_here);
     ++i;
+  }
+  // Where bytes alone say the value cannot close in time, tokens may still: the first token
+  // of a path that closes it within the tokens left after it.
+  if (state.bytes_to_close() > tokens_left) {
+    int first = -1;
+    if (tokens_to_close(state, tokens_left + 1, &first) <= tokens_left + 1 && first >= 0) allowed[size_t(first)] = 1;
   }
 }
 

@@ -30,9 +30,16 @@ class TokenTrie {
   const std::string& bytes(int id) const { return bytes_[size_t(id)]; }
   size_t nodes() const { return nodes_.size(); }
   // allowed[id] = 1 where `state` accepts the token's bytes and the value can still close in
-  // `tokens_left` more tokens after it (every token adds at least one byte); else 0.
+  // `tokens_left` more tokens after it: its bytes to close are no more than that (a token
+  // adds at least one byte), or it begins the path tokens_to_close finds and that path fits.
   // Tokens without text (the end tokens among them) are left 0: the caller decides those.
   void allowed(const JsonMatcher& state, size_t tokens_left, std::vector<uint8_t>& allowed) const;
+  // The tokens of a path from `state` to a closed value in this vocabulary: at each step the
+  // token after which the fewest bytes are left to close it (ties: the longest, then the
+  // first by bytes); SIZE_MAX when it has not closed within `limit` tokens. A path, so a
+  // reachable bound on what closing needs, usually far below its bytes. *first: the path's
+  // first token (-1 when the value is closed already).
+  size_t tokens_to_close(const JsonMatcher& state, size_t limit, int* first = nullptr) const;
 
  private:
   static constexpr uint32_t kNotPlain = UINT32_MAX;
@@ -45,6 +52,10 @@ class TokenTrie {
     uint32_t depth = 0;
     uint8_t byte = 0;
   };
+  // The token after which `state` has the fewest bytes left to close (as tokens_to_close
+  // picks it), into `after`; -1 when no token continues it.
+  int closest_token(const JsonMatcher& state, JsonMatcher& after) const;
+
   std::vector<Node> nodes_;  // preorder; nodes_[0] is the empty prefix
   std::vector<int> tokens_;  // ids ordered by bytes, so each subtree's are contiguous
   std::vector<std::string> bytes_;  // by id

@@ -1,5 +1,6 @@
 #include "constrain/token_mask.h"
 
+#include <algorithm>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -24,7 +25,34 @@ constexpr const char* kSchema = R"({
   "required": ["name", "n"]
 })";
 
-// The mask by brute force: every token fed to a copy of the state.
+// The greedy path to a closed value by brute force: at each step every token fed to a copy,
+// the fewest bytes left winning (ties: the longest, then the smallest bytes, then the id).
+size_t brute_force_tokens_to_close(const TokenTrie& trie, JsonMatcher state, size_t limit, int* first) {
+  *first = -1;
+  for (size_t steps = 0; steps <= limit; ++steps) {
+    if (state.closed()) return steps;
+    if (steps == limit) break;
+    int best = -1;
+    size_t best_left = SIZE_MAX;
+    JsonMatcher best_state = state;
+    for (size_t id = 0; id < trie.vocab(); ++id) {
+      const std::string& bytes = trie.bytes(int(id));
+      JsonMatcher m = state;
+      if (bytes.empty() || !m.feed(bytes)) continue;
+      const size_t left = m.bytes_to_close();
+      const std::string& b = best >= 0 ? trie.bytes(best) : bytes;
+      if (best < 0 || left < best_left || (left == best_left && (bytes.size() > b.size() || (bytes.size() == b.size() && bytes < b))))
+        best = int(id), best_left = left, best_state = m;
+    }
+    if (best < 0) break;
+    if (steps == 0) *first = best;
+    state = best_state;
+  }
+  return SIZE_MAX;
+}
+
+// The mask by brute force: every token fed to a copy of the state; where bytes say the
+// value cannot close in time, also the greedy path's first token if that path fits.
 std::vector<uint8_t> brute_force(const TokenTrie& trie, const JsonMatcher& state, size_t tokens_left) {
   std::vector<uint8_t> allowed(trie.vocab(), 0);
   for (size_t id = 0; id < trie.vocab(); ++id) {
@@ -32,6 +60,9 @@ std::vector<uint8_t> brute_force(const TokenTrie& trie, const JsonMatcher& state
     JsonMatcher m = state;
     if (!bytes.empty() && m.feed(bytes) && m.bytes_to_close() <= tokens_left) allowed[id] = 1;
   }
+  int first = -1;
+  if (state.bytes_to_close() > tokens_left && brute_force_tokens_to_close(trie, state, tokens_left + 1, &first) <= tokens_left + 1)
+    allowed[size_t(first)] = 1;
   return allowed;
 }
 
@@ -88,6 +119,30 @@ TEST(TokenTrie, MaskEqualsFeedingEveryTokenOnASyntheticVocabulary) {
   check_walks(trie, **g, 40, 48);
   check_walks(trie, **g, 20, 20);  // tight: the close is forced early
   check_walks(trie, *JsonGrammar::any_object(), 40, 40);
+}
+
+// A budget in tokens, not bytes: with long pieces of the closing text in the vocabulary, a
+// value whose bytes to close exceed the tokens left still closes, on the path the trie finds
+// (the brute-force greedy's), and no sooner than that path allows.
+TEST(TokenTrie, AValueClosesWithinItsTokensNotItsBytes) {
+  std::vector<std::optional<std::string>> vocab;
+  for (int b = 0; b < 256; ++b) vocab.push_back(std::string(1, char(b)));
+  for (const char* piece : {"{\"name\":\"", "\",\"n\":", "0}", "\"}", "{\"", "name"}) vocab.push_back(std::string(piece));
+  const TokenTrie trie(vocab);
+  auto g = JsonGrammar::from_schema(ojson::parse(kSchema));
+  ASSERT_TRUE(g);
+  const JsonMatcher start(**g);
+  int first = -1, brute_first = -1;
+  const size_t tokens = trie.tokens_to_close(start, 100, &first);
+  EXPECT_EQ(tokens, brute_force_tokens_to_close(trie, start, 100, &brute_first));
+  EXPECT_EQ(first, brute_first);
+  EXPECT_LT(tokens, start.bytes_to_close());  // 3 tokens for {"name":"","n":0}
+  EXPECT_EQ(trie.tokens_to_close(start, tokens - 1), SIZE_MAX);
+  // A budget of exactly that many tokens: every walk closes.
+  check_walks(trie, **g, 20, tokens);
+  std::vector<uint8_t> allowed;
+  trie.allowed(start, tokens - 2, allowed);
+  EXPECT_EQ(std::count(allowed.begin(), allowed.end(), 1), 0);  // one token short: nothing can start
 }
 
 TEST(TokenTrie, MaskEqualsFeedingEveryTokenOnTheDemoModelsVocabulary) {

@@ -436,6 +436,66 @@ json expect_tool_calls_through_the_node_client(const std::string& model, const s
 // name the function and their arguments validate against its parameters (ajv), whole and
 // streamed; the call goes back with the tool's result and is answered; tool_choice none
 // answers in text.
+// A required tool call or a JSON-schema answer needs as many tokens as its shortest form
+// takes in this vocabulary, not one per byte: with max_tokens below its bytes but above its
+// tokens the answer is complete and valid; below its tokens the request is a 400 naming
+// max_tokens, never an empty "stop".
+TEST(ApiServer, ConstrainedAnswersFitTheirTokensNotTheirBytes) {
+  ChildProcess api({"api", test::kDemo, "--port", "0", "--chat-template", "chatml", "--api-key", kKey, "--threads", "1"});
+  const json tool = {{"type", "function"},
+                     {"function", {{"name", "weather"},
+                                   {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}},
+                                                   {"required", {"city"}}, {"additionalProperties", false}}}}}};
+  auto call = [&](size_t max_tokens) {
+    return post(api.url(), "/v1/chat/completions",
+                {{"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
+                 {"tools", {tool}},
+                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "weather"}}}}},
+                 {"max_tokens", max_tokens},
+                 {"temperature", 0}});
+  };
+  auto r = call(60);  // the call's shortest form is about 70 bytes
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  const json message = json::parse(r->body)["choices"][0]["message"];
+  ASSERT_TRUE(message.contains("tool_calls")) << message;
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "weather");
+  const json arguments = json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(arguments.is_object()) << message;
+  EXPECT_TRUE(arguments["city"].is_string());
+  EXPECT_EQ(arguments.size(), 1u);
+  auto small = call(8);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 400) << small->body;
+  const json error = json::parse(small->body)["error"];
+  EXPECT_EQ(error["param"], "max_tokens");
+  EXPECT_NE(error["message"].get<std::string>().find("max_tokens 8 cannot hold the tool call"), std::string::npos) << error;
+
+  // response_format json_schema: at exactly the tokens the 400 names, a valid answer.
+  const json schema = {{"type", "object"},
+                       {"properties", {{"title", {{"type", "string"}}}, {"year", {{"type", "integer"}}}}},
+                       {"required", {"title", "year"}}};
+  auto answer = [&](size_t max_tokens) {
+    return post(api.url(), "/v1/chat/completions",
+                {{"messages", {{{"role", "user"}, {"content", "Name a book."}}}},
+                 {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "book"}, {"schema", schema}}}}},
+                 {"max_tokens", max_tokens},
+                 {"temperature", 0}});
+  };
+  auto refused = answer(2);
+  ASSERT_TRUE(refused && refused->status == 400) << (refused ? refused->body : "");
+  const std::string why = json::parse(refused->body)["error"]["message"];
+  const size_t at = why.find("takes ");
+  ASSERT_NE(at, std::string::npos) << why;
+  const size_t needed = std::stoul(why.substr(at + 6));
+  EXPECT_LT(needed, std::string(R"({"title":"","year":0})").size());
+  auto fits = answer(needed);
+  ASSERT_TRUE(fits && fits->status == 200) << (fits ? fits->body : "");
+  const json book = json::parse(json::parse(fits->body)["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(book.is_object()) << fits->body;
+  EXPECT_TRUE(book["title"].is_string());
+  EXPECT_TRUE(book["year"].is_number_integer());
+}
+
 TEST(ApiServer, ToolCallsRoundTripThroughTheNodeClient) {
   const json got = expect_tool_calls_through_the_node_client(test::kDemo, "chatml");
   ASSERT_FALSE(got.empty());
