@@ -153,10 +153,12 @@ std::optional<std::string> start_shards(const std::string& model_path, const Mod
   return spec;
 }
 
-// FFN mode (a round trip per layer) and layer-range sessions (one per range) over the same
-// session shards, f32 and f16: texts, whether each equals the local run, round trips per
-// token, and what a token would take over a 20 ms link.
-int compare_modes(const Model& model, const Tokenizer* tok, const std::vector<int>& prompt, const std::string& map, const Options& o) {
+// FFN mode (a round trip per layer), layer-range sessions straight to the shards (one per
+// range) and through the router (one), over the same session shards, f32 and f16: texts,
+// whether each equals the local run, round trips per token, and what a token would take
+// over a 20 ms link.
+int compare_modes(const Model& model, const Tokenizer* tok, const std::vector<int>& prompt, const std::string& map,
+                  const std::string& router, const Options& o) {
   ThreadPool pool(2);
   LocalFfn local(model, pool);
   std::vector<int> local_ids;
@@ -180,15 +182,18 @@ int compare_modes(const Model& model, const Tokenizer* tok, const std::vector<in
     std::cout << "FFN mode " << w << ": " << generate_text(model, tok, **ffn, prompt, o.steps, &ids, {}, &s) << "\n";
     const size_t passes = ids.size();  // the prompt's pass and one a token after the first
     rows.push_back({"FFN mode", w, ids == local_ids, double((*ffn)->stats().round_trips) / double(passes), 1e3 * s});
-    auto sessions = RemoteLayers::connect(model, {map, wire, {}, {}, 10000, prompt.size() + o.steps}, nullptr);
-    if (!sessions) return say_error(sessions.error().message);
-    std::cout << "sessions " << w << ": " << generate_text(model, tok, local, prompt, o.steps, &ids, (*sessions)->ranges(), &s) << "\n";
-    rows.push_back({"sessions", w, ids == local_ids, double((*sessions)->stats().round_trips) / double(passes), 1e3 * s});
+    for (const auto& [mode, url] : {std::pair{std::string("sessions"), map}, std::pair{std::string("via router"), router}}) {
+      auto sessions = RemoteLayers::connect(model, {url, wire, {}, {}, 10000, prompt.size() + o.steps}, nullptr);
+      if (!sessions) return say_error(sessions.error().message);
+      std::cout << mode << " " << w << ": " << generate_text(model, tok, local, prompt, o.steps, &ids, (*sessions)->ranges(), &s)
+                << "\n";
+      rows.push_back({mode, w, ids == local_ids, double((*sessions)->stats().round_trips) / double(passes), 1e3 * s});
+    }
   }
-  std::printf("\n%-9s %-5s %-20s %16s %12s %22s\n", "mode", "wire", "identical to local?", "round trips/token", "ms/token",
+  std::printf("\n%-10s %-5s %-20s %16s %12s %22s\n", "mode", "wire", "identical to local?", "round trips/token", "ms/token",
               "tok/s over 20 ms (est.)");
   for (const Row& r : rows)
-    std::printf("%-9s %-5s %-20s %16.1f %12.2f %22.1f\n", r.mode.c_str(), r.wire.c_str(), r.identical ? "yes" : "no", r.round_trips,
+    std::printf("%-10s %-5s %-20s %16.1f %12.2f %22.1f\n", r.mode.c_str(), r.wire.c_str(), r.identical ? "yes" : "no", r.round_trips,
                 r.ms, 1e3 / (r.round_trips * 20 + r.ms));
   std::printf("(local: %.2f ms/token; the estimate adds 20 ms a round trip to the loopback time)\n", 1e3 * local_s);
   return 0;
@@ -220,16 +225,16 @@ int run_demo(const Options& o) {
 
   const auto shards = start_shards(model_path, *model, o, say);
   if (!shards) return stop_children(), say("a shard did not start"), 1;
-  if (o.sessions) {
-    const int rc = compare_modes(*model, tok->get(), prompt, *shards, o);
-    stop_children();
-    return rc;
-  }
   const std::string& spec = *shards;
   say("starting the router ...");
   auto router = spawn({"router", "--shards", spec, "--port", "0"});
   if (!router) return stop_children(), say("the router did not start"), 1;
   say("grid up: router " + *router + " in front of " + spec);
+  if (o.sessions) {
+    const int rc = compare_modes(*model, tok->get(), prompt, spec, *router, o);
+    stop_children();
+    return rc;
+  }
 
   ThreadPool pool(2);
   LocalFfn local(*model, pool);

@@ -309,16 +309,19 @@ TEST(DemoCli, OnTheCommittedDemoModel) {
 TEST(DemoCli, SessionsPutsFfnModeAndSessionModeSideBySide) {
   const auto r = larql("demo --sessions --steps 16");
   ASSERT_EQ(r.status, 0) << r.out;
-  // Over f32 both modes give the local tokens; a token is six round trips in FFN mode and
-  // two (one a range) with sessions.
+  // Over f32 every mode gives the local tokens; a token is six round trips in FFN mode, two
+  // (one a range) with sessions straight to the shards, one through the router.
   std::istringstream table(r.out);
   std::map<std::string, std::string> rows;
   for (std::string line; std::getline(table, line);)
-    if (line.starts_with("FFN mode  ") || line.starts_with("sessions  ")) rows[line.substr(0, 15)] = line;
-  ASSERT_EQ(rows.size(), 4u) << r.out;
+    if ((line.starts_with("FFN mode ") || line.starts_with("sessions ") || line.starts_with("via router ")) &&
+        line.find(": ") == std::string::npos)  // the table's rows, not the texts
+      rows[line.substr(0, 16)] = line;
+  ASSERT_EQ(rows.size(), 6u) << r.out;
   for (const auto& [key, line] : rows) EXPECT_NE(line.find(" yes "), std::string::npos) << line;
-  EXPECT_NE(rows["FFN mode  f32  "].find(" 6.0 "), std::string::npos) << rows["FFN mode  f32  "];
-  EXPECT_NE(rows["sessions  f32  "].find(" 2.0 "), std::string::npos) << rows["sessions  f32  "];
+  EXPECT_NE(rows["FFN mode   f32  "].find(" 6.0 "), std::string::npos) << rows["FFN mode   f32  "];
+  EXPECT_NE(rows["sessions   f32  "].find(" 2.0 "), std::string::npos) << rows["sessions   f32  "];
+  EXPECT_NE(rows["via router f32  "].find(" 1.0 "), std::string::npos) << rows["via router f32  "];
 }
 
 TEST(DemoCli, KeepRunningLeavesTheGridUpAndCtrlCStopsEveryProcess) {
