@@ -66,5 +66,15 @@ TEST(GridPage, ShowsARangeDownWhenItsShardStopsAndUpWhenItReturns) {
   std::printf("grid page: %s\nscreenshot: %s\n", got["summary"].get<std::string>().c_str(), shot.c_str());
 }
 
+TEST(GridPage, ShowsTheSessionsOpenOnEachReplica) {
+  const std::string shot = screenshot("grid-sessions.png");
+  const json got = run_page_script("grid_sessions_page.js", {LARQL_BINARY, kDemo, shot});
+  ASSERT_FALSE(got.empty());
+  EXPECT_NE(got["summary"].get<std::string>().find("sessions open: 1"), std::string::npos) << got.dump();
+  ASSERT_EQ(got["rows"].size(), 2u) << got.dump();
+  for (const auto& row : got["rows"]) EXPECT_EQ(row.back(), "1") << row;  // one part on each range's replica
+  EXPECT_TRUE(got["errors"].empty()) << got["errors"].dump();
+}
+
 }  // namespace
 }  // namespace larql
