@@ -127,21 +127,14 @@ TokenTrie::TokenTrie(const std::vector<std::optional<std::string>>& token_bytes)
     if (subtree_plain[i]) nodes_[i].plain_chars = chars[i];
 }
 
-int TokenTrie::closest_token(const JsonMatcher& state, JsonMatcher& after) const {
-  // Plain text shortens the way to close only in a string still short of its minimum: its
-  // subtrees are walked then, else skipped as they cannot beat what they stand beside.
-  bool plain_helps = false;
-  if (state.takes_plain_text(1)) {
-    JsonMatcher probe = state;
-    plain_helps = probe.feed(uint8_t('a')) && probe.bytes_to_close() < state.bytes_to_close();
-  }
+template <typename OnPlain, typename OnTokens>
+void TokenTrie::walk(const JsonMatcher& state, bool plain_whole, const OnPlain& on_plain, const OnTokens& on_tokens) const {
   thread_local std::vector<JsonMatcher> states;
   states.assign(longest_ + 1, state);
-  size_t best_bytes = SIZE_MAX, best_depth = 0;
-  int best = -1;
   for (uint32_t i = 1; i < nodes_.size();) {
     const Node& n = nodes_[i];
-    if (n.plain_chars != kNotPlain && !plain_helps && state.takes_plain_text(n.plain_chars)) {
+    if (n.plain_chars != kNotPlain && plain_whole && state.takes_plain_text(n.plain_chars)) {
+      on_plain(n);
       i = n.end;
       continue;
     }
@@ -151,15 +144,28 @@ int TokenTrie::closest_token(const JsonMatcher& state, JsonMatcher& after) const
       i = n.end;
       continue;
     }
-    if (n.tokens_here > n.tokens_begin) {
-      const size_t left = s.bytes_to_close();
-      if (left < best_bytes || (left == best_bytes && n.depth > best_depth)) {
-        best_bytes = left, best_depth = n.depth, best = tokens_[n.tokens_begin];
-        after = s;
-      }
-    }
+    if (n.tokens_here > n.tokens_begin) on_tokens(n, s);
     ++i;
   }
+}
+
+int TokenTrie::closest_token(const JsonMatcher& state, JsonMatcher& after) const {
+  // Plain text shortens the way to close only in a string still short of its minimum: its
+  // subtrees are walked then, else skipped as they cannot beat what they stand beside.
+  bool plain_helps = false;
+  if (state.takes_plain_text(1)) {
+    JsonMatcher probe = state;
+    plain_helps = probe.feed(uint8_t('a')) && probe.bytes_to_close() < state.bytes_to_close();
+  }
+  size_t best_bytes = SIZE_MAX, best_depth = 0;
+  int best = -1;
+  walk(state, !plain_helps, [](const Node&) {}, [&](const Node& n, const JsonMatcher& s) {
+    const size_t left = s.bytes_to_close();
+    if (left < best_bytes || (left == best_bytes && n.depth > best_depth)) {
+      best_bytes = left, best_depth = n.depth, best = tokens_[n.tokens_begin];
+      after = s;
+    }
+  });
   return best;
 }
 
@@ -185,24 +191,9 @@ void TokenTrie::allowed(const JsonMatcher& state, size_t tokens_left, std::vecto
   // Plain text never lengthens the way to a closed value, so plain subtrees are taken whole
   // whenever the value can close from here.
   const bool plain_closes = state.bytes_to_close() <= tokens_left;
-  thread_local std::vector<JsonMatcher> states;
-  states.assign(longest_ + 1, state);
-  for (uint32_t i = 1; i < nodes_.size();) {
-    const Node& n = nodes_[i];
-    if (n.plain_chars != kNotPlain && plain_closes && state.takes_plain_text(n.plain_chars)) {
-      allow(n.tokens_begin, n.tokens_end);
-      i = n.end;
-      continue;
-    }
-    JsonMatcher& s = states[n.depth];
-    s = states[n.depth - 1];
-    if (!s.feed(n.byte)) {
-      i = n.end;
-      continue;
-    }
-    if (n.tokens_here > n.tokens_begin && s.bytes_to_close() <= tokens_left) allow(n.tokens_begin, n.tokens_here);
-    ++i;
-  }
+  walk(state, plain_closes, [&](const Node& n) { allow(n.tokens_begin, n.tokens_end); }, [&](const Node& n, const JsonMatcher& s) {
+    if (s.bytes_to_close() <= tokens_left) allow(n.tokens_begin, n.tokens_here);
+  });
   // Where bytes alone say the value cannot close in time, tokens may still: the first token
   // of a path that closes it within the tokens left after it.
   if (state.bytes_to_close() > tokens_left) {

@@ -52,6 +52,12 @@ class TokenTrie {
     uint32_t depth = 0;
     uint8_t byte = 0;
   };
+  // Walks the trie from `state`: a plain subtree that `state` takes as text is handed whole
+  // to on_plain(node) when `plain_whole` (and not walked); every node whose bytes `state`
+  // accepts and where tokens end goes to on_tokens(node, state after its bytes).
+  struct Node;
+  template <typename OnPlain, typename OnTokens>
+  void walk(const JsonMatcher& state, bool plain_whole, const OnPlain& on_plain, const OnTokens& on_tokens) const;
   // The token after which `state` has the fewest bytes left to close (as tokens_to_close
   // picks it), into `after`; -1 when no token continues it.
   int closest_token(const JsonMatcher& state, JsonMatcher& after) const;

@@ -140,7 +140,11 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
         continue;
       }
       auto stats = parse_shard_stats(res->body);
-      if (!stats) return make_error(ErrorCode::invalid_argument, "--shards " + url + ": " + stats.error().message);
+      if (!stats) {  // the layer-range router keeps it down and names it; so do sessions
+        replica->mark_down();
+        range->replicas.push_back(std::move(replica));
+        continue;
+      }
       (stats->sessions ? range_with : range_without).push_back(url);
       if (stats->sessions) {
         const auto& s = *stats->sessions;

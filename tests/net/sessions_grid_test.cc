@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <atomic>
 #include <map>
 #include <thread>
@@ -208,6 +209,29 @@ TEST(SessionsGrid, SessionsFilledToTheBudgetStayWithinItAndGiveItBack) {
   EXPECT_EQ(stats["open"], 0);
 }
 
+// Greedy decoding of 40 tokens through `remote` beside a local transformer, every logit
+// equal; before the 21st, `kill` ends the replica that holds the session (or its part).
+void expect_every_logit_through_a_kill(const Model& model, RemoteLayers& remote, const std::function<void()>& kill) {
+  ThreadPool pool(1);
+  LocalFfn ffn(model, pool);
+  Transformer reference(model, ffn, pool), client(model, ffn, pool);
+  ASSERT_TRUE(client.set_layer_ranges(remote.ranges()).ok());
+  std::vector<int> ids{1, 15, 27, 300, 41, 9};
+  std::vector<float> expected, got;
+  ASSERT_TRUE(reference.forward(ids, 0, expected).ok());
+  ASSERT_TRUE(client.forward(ids, 0, got).ok());
+  ASSERT_EQ(got, expected);
+  for (size_t step = 0; step < 40; ++step) {
+    if (step == 20) kill();
+    ids.push_back(argmax(expected));
+    const size_t pos = ids.size() - 1;
+    ASSERT_TRUE(reference.forward({&ids.back(), 1}, pos, expected).ok());
+    auto s = client.forward({&ids.back(), 1}, pos, got);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_EQ(got, expected) << "step " << step;
+  }
+}
+
 TEST(SessionsGrid, AReplicaKilledInTheMiddleOfAnAnswerCostsTheAnswerNothing) {
   auto model = load_model(kDemo);
   ASSERT_TRUE(model.ok());
@@ -216,28 +240,11 @@ TEST(SessionsGrid, AReplicaKilledInTheMiddleOfAnAnswerCostsTheAnswerNothing) {
   ASSERT_TRUE(wire.ok());
   auto remote = RemoteLayers::connect(*model, {"0-2=" + a1.url() + "|" + a2.url() + ",3-5=" + b.url(), *wire}, nullptr);
   ASSERT_TRUE(remote.ok()) << remote.error().message;
-  ThreadPool pool(1);
-  LocalFfn ffn(*model, pool);
-  Transformer local(*model, ffn, pool), client(*model, ffn, pool);
-  ASSERT_TRUE(client.set_layer_ranges((*remote)->ranges()).ok());
-  std::vector<int> ids{1, 15, 27, 300, 41, 9};
-  std::vector<float> expected, got;
-  ASSERT_TRUE(local.forward(ids, 0, expected).ok());
-  ASSERT_TRUE(client.forward(ids, 0, got).ok());
-  ASSERT_EQ(got, expected);
-  for (size_t step = 0; step < 40; ++step) {
-    if (step == 20) {  // the replica of layers 0-2 holding the session dies
-      ChildProcess& holder = open_sessions(a1) == 1 ? a1 : a2;
-      ASSERT_EQ(open_sessions(holder), 1u);
-      holder.kill_now();
-    }
-    ids.push_back(argmax(expected));
-    const size_t pos = ids.size() - 1;
-    ASSERT_TRUE(local.forward({&ids.back(), 1}, pos, expected).ok());
-    auto s = client.forward({&ids.back(), 1}, pos, got);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    ASSERT_EQ(got, expected) << "step " << step;
-  }
+  expect_every_logit_through_a_kill(*model, **remote, [&] {  // the replica of layers 0-2 holding the session
+    ChildProcess& holder = open_sessions(a1) == 1 ? a1 : a2;
+    ASSERT_EQ(open_sessions(holder), 1u);
+    holder.kill_now();
+  });
   EXPECT_EQ((*remote)->stats().replays, 1u);
 }
 
@@ -284,28 +291,11 @@ TEST(SessionsGrid, ThroughARouterOneRoundTripATokenAndAKilledReplicaIsReplayed) 
   auto wire = wire::client_wire("f32", wire::process_env());
   auto remote = RemoteLayers::connect(*model, {router.url(), *wire}, nullptr);
   ASSERT_TRUE(remote.ok()) << remote.error().message;
-  ThreadPool pool(1);
-  LocalFfn ffn(*model, pool);
-  Transformer reference(*model, ffn, pool), client(*model, ffn, pool);
-  ASSERT_TRUE(client.set_layer_ranges((*remote)->ranges()).ok());
-  std::vector<int> ids{1, 15, 27, 300, 41, 9};
-  std::vector<float> expected, got;
-  ASSERT_TRUE(reference.forward(ids, 0, expected).ok());
-  ASSERT_TRUE(client.forward(ids, 0, got).ok());
-  ASSERT_EQ(got, expected);
-  for (size_t step = 0; step < 40; ++step) {
-    if (step == 20) {  // the replica of layers 3-5 holding the session's part dies
-      ChildProcess& holder = open_sessions(b1) == 1 ? b1 : b2;
-      ASSERT_EQ(open_sessions(holder), 1u);
-      holder.kill_now();
-    }
-    ids.push_back(argmax(expected));
-    const size_t pos = ids.size() - 1;
-    ASSERT_TRUE(reference.forward({&ids.back(), 1}, pos, expected).ok());
-    auto s = client.forward({&ids.back(), 1}, pos, got);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    ASSERT_EQ(got, expected) << "step " << step;
-  }
+  expect_every_logit_through_a_kill(*model, **remote, [&] {  // the replica of layers 3-5 holding the session's part
+    ChildProcess& holder = open_sessions(b1) == 1 ? b1 : b2;
+    ASSERT_EQ(open_sessions(holder), 1u);
+    holder.kill_now();
+  });
   EXPECT_EQ((*remote)->stats().replays, 1u);
   EXPECT_EQ((*remote)->stats().round_trips, 41u + 1u + 1u);  // one a pass, and the replay's one
 }

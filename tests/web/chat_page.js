@@ -4,22 +4,15 @@
 // same conversation. Any console error or page exception fails the run.
 //   node chat_page.js BASE_URL API_KEY SCREENSHOT.png
 // Prints JSON: {"model", "answer", "expected", "stats", "errors"}.
-const puppeteer = require("puppeteer-core");
+const { launch, watchedPage, run } = require("./page_support");
 const [base, key, screenshot] = process.argv.slice(2);
 const timeout = 60000;
 
 async function main() {
-  const browser = await puppeteer.launch({
-    executablePath: process.env.LARQL_CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless=new", "--no-sandbox", "--remote-debugging-port=0"],
-  });
+  const browser = await launch();
   const errors = [];
   try {
-    const page = await browser.newPage();
-    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-    page.on("pageerror", (e) => errors.push(String(e)));
-    await page.setViewport({ width: 390, height: 844 });
+    const page = await watchedPage(browser, 390, 844, errors);
     await page.goto(base + "/", { waitUntil: "load", timeout });
     await page.waitForSelector("#key-form.shown", { timeout });
     await page.type("#key", key);
@@ -48,7 +41,4 @@ async function main() {
   }
 }
 
-main().catch((e) => {
-  console.error(String(e));
-  process.exit(1);
-});
+run(main);

@@ -5,49 +5,18 @@
 // up. Any console error or page exception fails the run; every process started is killed.
 //   node grid_page.js LARQL_BINARY MODEL_DIR SCREENSHOT.png
 // Prints JSON: {"states": [...], "summary", "rows", "errors"}.
-const { spawn } = require("child_process");
-const puppeteer = require("puppeteer-core");
+const { timeout, serve: larqlServe, stopped, stopAll, launch, watchedPage, run } = require("./page_support");
 const [larql, model, screenshot] = process.argv.slice(2);
-const timeout = 20000;
-const children = [];
-
-// A larql server; resolves with its URL once it prints "listening on".
-function serve(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(larql, args, { stdio: ["ignore", "pipe", "pipe"] });
-    children.push(p);
-    let out = "";
-    const timer = setTimeout(() => reject(new Error("no 'listening on' from larql " + args.join(" "))), timeout);
-    const read = (d) => {
-      out += d;
-      const m = /listening on (http:\/\/[0-9.]+:[0-9]+)/.exec(out);
-      if (m) { clearTimeout(timer); resolve({ proc: p, url: m[1] }); }
-    };
-    p.stdout.on("data", read);
-    p.stderr.on("data", read);
-    p.on("exit", (code) => { clearTimeout(timer); if (!/listening on/.test(out)) reject(new Error("larql " + args.join(" ") + " exited " + code + ": " + out)); });
-  });
-}
-
-function stopped(p) {
-  return new Promise((resolve) => { if (p.exitCode !== null || p.signalCode) resolve(); else { p.on("exit", resolve); p.kill("SIGTERM"); } });
-}
+const serve = (args) => larqlServe(larql, args);
 
 async function main() {
   const low = await serve(["serve", model, "--port", "0", "--layers", "0-2", "--threads", "1"]);
   let high = await serve(["serve", model, "--port", "0", "--layers", "3-5", "--threads", "1"]);
   const router = await serve(["router", "--port", "0", "--shards", `0-2=${low.url},3-5=${high.url}`, "--health-interval-ms", "200"]);
-  const browser = await puppeteer.launch({
-    executablePath: process.env.LARQL_CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless=new", "--no-sandbox", "--remote-debugging-port=0"],
-  });
+  const browser = await launch();
   const errors = [], states = [];
   try {
-    const page = await browser.newPage();
-    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-    page.on("pageerror", (e) => errors.push(String(e)));
-    await page.setViewport({ width: 1000, height: 800 });
+    const page = await watchedPage(browser, 1000, 800, errors);
     await page.goto(router.url + "/?refresh=200", { waitUntil: "load", timeout });
     const rangeIs = (range, state) => page.waitForFunction(
       (r, s) => { const e = document.querySelector(`.range[data-range="${r}"]`); return e && e.dataset.state === s; },
@@ -69,12 +38,8 @@ async function main() {
     console.log(JSON.stringify({ states, summary, rows, errors }));
   } finally {
     await browser.close();
-    await Promise.all(children.map(stopped));
+    await stopAll();
   }
 }
 
-main().catch(async (e) => {
-  console.error(String(e));
-  await Promise.all(children.map(stopped));
-  process.exit(1);
-});
+run(main);
