@@ -198,6 +198,35 @@ struct RemoteLayers::Impl {
     return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": cannot open a session (" + last_error + ")");
   }
 
+  // Range r's session of `seq` as a fork of `source`'s first `positions` (PROTOCOL §13: made
+  // on the shard, no values on the wire), on the source's replica.
+  Status fork_part(size_t r, Sequence& seq, const Sequence& source, size_t positions) {
+    Range& range = *ranges[r];
+    Sequence::Part& part = seq.parts[r];
+    if (part.open) {
+      std::lock_guard lock(closer->mutex);
+      closer->pending.push_back({r, part.replica, part.id});
+      part.open = false;
+    }
+    const Sequence::Part& from = source.parts[r];
+    Replica& replica = range.replicas[from.replica];
+    const size_t max_positions = std::min(this->max_positions ? this->max_positions : model.config.context, range.max_positions);
+    auto res = replica.client->post("/v1/sessions",
+                                    json{{"max_positions", max_positions}, {"fork", session_id_hex(from.id)}, {"positions", positions}}.dump(),
+                                    "application/json", headers());
+    if (!res || res->status != 201)
+      return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": forking a session on " + replica.url + " failed: " + describe(res));
+    const auto j = json::parse(res->body, nullptr, false);
+    const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
+                        ? parse_session_id(j["session"].get<std::string>())
+                        : std::nullopt;
+    if (!id) return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": " + replica.url + " answered a fork without an id");
+    part = {true, from.replica, *id, 0};
+    ++replica.open;
+    ++stats.sessions_opened;
+    return Ok{};
+  }
+
   // One walk-layers request of `items` (all with open parts on `replica` of range r). On a
   // lost session (session_unknown, or the replica refusing connections) the items lost are
   // listed in `lost` and the error's code is session_unknown.
@@ -367,11 +396,23 @@ struct RemoteLayers::Impl {
     const size_t H = model.config.hidden;
     if (r == 0) flush_closes();
     std::vector<StepItem> items;
+    // A sequence starting with the same rows as an earlier one of this pass (n > 1 answers
+    // to one prompt) forks that one's session once it has run, and takes its rows.
+    struct Twin {
+      size_t source;  // index into items
+      Sequence* seq;
+      size_t rows;
+      float* out;
+      size_t out_rows;
+    };
+    std::vector<Twin> twins;
+    std::vector<size_t> item_of;  // per chunk: its item, or SIZE_MAX for a twin
     size_t in_row = 0, out_rows = 0;
     for (const SequenceChunk& ch : chunks) out_rows += logit_rows_only ? ch.tokens.size() - ch.first_logit : ch.tokens.size();
     std::vector<float> out(out_rows * H);
     size_t out_row = 0;
-    for (const SequenceChunk& ch : chunks) {
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const SequenceChunk& ch = chunks[c];
       for (size_t t = 1; t < ch.parents.size(); ++t)
         if (ch.parents[t] != int(t) - 1)
           return make_error(ErrorCode::invalid_argument, "layer-range sessions verify chains of drafts, not trees (PROTOCOL §13)");
@@ -380,21 +421,36 @@ struct RemoteLayers::Impl {
         seq.history.resize(std::min(seq.history.size(), ch.pos));
         seq.history.insert(seq.history.end(), ch.tokens.begin(), ch.tokens.end());
       }
-      Sequence::Part& part = seq.parts[r];
-      if (!part.open || ranges[r]->replicas[part.replica].down) {
-        if (ch.pos == 0) {
-          if (auto s = open_part(r, seq); !s) return s;
-        } else if (auto s = replay(seq, r, ch.pos, part.open ? "its replica is down" : "no session"); !s) {
-          return s;
-        }
-      }
       const size_t n = ch.tokens.size(), out_from = logit_rows_only ? ch.first_logit : 0;
-      std::span<const int> tokens(ch.tokens.data(), n);
-      items.push_back({&seq, uint32_t(ch.pos), tokens, x.data() + in_row * H, uint32_t(out_from), out.data() + out_row * H});
+      std::optional<size_t> twin_of;  // the earlier chunk's item this one repeats
+      for (size_t k = 0; k < c && ch.pos == 0 && !twin_of; ++k)
+        if (item_of[k] != SIZE_MAX && chunks[k].pos == 0 && chunks[k].first_logit == ch.first_logit &&
+            std::equal(chunks[k].tokens.begin(), chunks[k].tokens.end(), ch.tokens.begin(), ch.tokens.end()))
+          twin_of = item_of[k];
+      item_of.push_back(twin_of ? SIZE_MAX : items.size());
+      if (twin_of) {
+        twins.push_back({*twin_of, &seq, n, out.data() + out_row * H, n - out_from});
+      } else {
+        Sequence::Part& part = seq.parts[r];
+        if (!part.open || ranges[r]->replicas[part.replica].down) {
+          if (ch.pos == 0) {
+            if (auto s = open_part(r, seq); !s) return s;
+          } else if (auto s = replay(seq, r, ch.pos, part.open ? "its replica is down" : "no session"); !s) {
+            return s;
+          }
+        }
+        std::span<const int> tokens(ch.tokens.data(), n);
+        items.push_back({&seq, uint32_t(ch.pos), tokens, x.data() + in_row * H, uint32_t(out_from), out.data() + out_row * H});
+      }
       in_row += n;
       out_row += n - out_from;
     }
     if (auto s = step(r, items); !s) return s;
+    for (const Twin& t : twins) {
+      const StepItem& source = items[t.source];
+      if (auto s = fork_part(r, *t.seq, *source.seq, t.rows); !s) return s;
+      std::copy_n(source.out, t.out_rows * H, t.out);
+    }
     x.swap(out);
     return Ok{};
   }

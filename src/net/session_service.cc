@@ -435,6 +435,7 @@ HttpReply SessionService::run_step(const wire::WalkLayersRequestView& view, Enco
     s.last_step = steps[i].step, s.last_start = steps[i].start, s.last_rows = steps[i].rows;
   }
   ++steps_;
+  rows_ += view.total_rows;
   HttpReply reply;
   const Encoding chosen = wire::negotiate_response_encoding(accept, options_.encodings);
   auto enc = wire::encode_walk_layers_response(chosen, uint32_t(steps.size()), float(ms), hidden, out, reply.body);
@@ -506,6 +507,7 @@ std::string SessionService::render_metrics() {
   line("expired_total", "counter", "Sessions closed after their idle timeout.", expiries_);
   line("steps_total", "counter", "walk-layers steps run.", steps_);
   line("stale_steps_total", "counter", "Sessions named with a stale step number.", stale_steps_);
+  line("rows_total", "counter", "Rows (positions) the steps ran through the layers.", rows_);
   line("open", "gauge", "Sessions open.", open_sessions());
   line("kv_bytes", "gauge", "KV cache bytes allocated by open sessions.", kv_bytes());
   line("kv_reserved_bytes", "gauge", "KV cache bytes reserved by open sessions.", reserved_bytes());

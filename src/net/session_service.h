@@ -97,7 +97,7 @@ class SessionService {
   std::map<wire::SessionId, SessionPtr> sessions_;
   size_t reserved_ = 0;
   std::atomic<size_t> waiting_{0};
-  std::atomic<uint64_t> opens_{0}, closes_{0}, expiries_{0}, steps_{0}, stale_steps_{0};
+  std::atomic<uint64_t> opens_{0}, closes_{0}, expiries_{0}, steps_{0}, stale_steps_{0}, rows_{0};
   std::atomic<bool> freed_{false};  // a cache was freed since the reaper last trimmed the heap
   std::mutex reaper_mutex_;
   std::condition_variable reaper_wake_;

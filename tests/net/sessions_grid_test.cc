@@ -272,6 +272,52 @@ TEST(SessionsGrid, TheApisBatchOverSessionsGivesEachAnswerItsLocalText) {
   }
 }
 
+// A shard's counter from its /metrics.
+double shard_metric(const ChildProcess& shard, const std::string& name) {
+  httplib::Client c("127.0.0.1", shard.port());
+  const std::string text = c.Get("/metrics")->body;
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
+// n > 1 answers to one prompt fork the first one's sessions after its prefill (no values on
+// the wire): three greedy choices run the prompt's rows once, open one session and fork two,
+// and each equals the local text.
+TEST(SessionsGrid, SeveralChoicesOfOnePromptForkOneSession) {
+  ChildProcess a = session_shard("0-2"), b = session_shard("3-5");
+  ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers",
+                    "0-2=" + a.url() + ",3-5=" + b.url()});
+  httplib::Client c("127.0.0.1", api.port());
+  c.set_read_timeout(60);
+  json usage;
+  auto ask = [&](int n) {
+    auto r = c.Post("/v1/completions", json{{"prompt", "And God said,"}, {"max_tokens", 16}, {"temperature", 0}, {"n", n}}.dump(),
+                    "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    if (!r || r->status != 200) return json::array();
+    usage = json::parse(r->body)["usage"];
+    return json::parse(r->body)["choices"];
+  };
+  auto rows = [&] { return shard_metric(a, "larql_shard_sessions_rows_total"); };
+  auto opened = [&] { return shard_metric(a, "larql_shard_sessions_opened_total"); };
+  const double rows0 = rows(), opened0 = opened();
+  const json one = ask(1);
+  const double rows1 = rows(), opened1 = opened();
+  const json three = ask(3);
+  const double rows3 = rows(), opened3 = opened();
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(three.size(), 3u);
+  for (const auto& choice : three) EXPECT_EQ(choice["text"], one[0]["text"]);
+  const auto local = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt 'And God said,' --steps 16 --json --threads 1");
+  EXPECT_EQ(one[0]["text"], json::parse(local.output)["text"]);
+  EXPECT_EQ(opened1 - opened0, 1);
+  EXPECT_EQ(opened3 - opened1, 3);  // one opened, two forked
+  // The prompt's rows run once for the three; each choice's decode rows its own.
+  const double prompt = usage["prompt_tokens"].get<double>(), decode = usage["completion_tokens"].get<double>() / 3 - 1;
+  EXPECT_EQ(rows1 - rows0, prompt + decode);
+  EXPECT_EQ(rows3 - rows1, prompt + 3 * decode);
+}
+
 // Through a router beside the shards: one round trip a token, the local ids over f32; the
 // replica holding a running answer's part killed in the middle of it: the router answers
 // 410 session_lost, the client replays on the live replica, and every logit is the local one.
