@@ -305,7 +305,7 @@ TEST_F(SessionServiceTest, RandomTrafficAgreesWithAnOracleThatRecomputesEachHist
       o.step = st.step, o.last_body = request, o.last_reply = r;
       const std::vector<float> want = expected_rows(o, start + out_from);
       ASSERT_EQ(r.body.size(), 8 + want.size() * 4);
-      EXPECT_EQ(std::memcmp(r.body.data() + 8, want.data(), want.size() * 4), 0) << "op " << op;
+      if (!want.empty()) EXPECT_EQ(std::memcmp(r.body.data() + 8, want.data(), want.size() * 4), 0) << "op " << op;
       ++checked;
     }
   }
