@@ -13,6 +13,7 @@
 #include <functional>
 #include <atomic>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "infer/local_ffn.h"
@@ -428,6 +429,55 @@ TEST(SessionsGrid, TheApisAnswersSurviveAReplicaKilledUnderThem) {
   const size_t at = metrics.find(name);
   ASSERT_NE(at, std::string::npos) << metrics;
   EXPECT_GE(std::stoul(metrics.substr(at + name.size())), 1u);
+}
+
+// The API's answers through a router while replicas die and come back: four times a replica
+// (never the last live one of its range) is killed and restarted on its own port under four
+// clients' running answers; every answer completes and equals its local text.
+TEST(SessionsGrid, AnswersSurviveReplicasKilledAndRestartedUnderThem) {
+  const std::vector<std::string> ranges{"0-2", "0-2", "3-5", "3-5"};
+  auto start = [](const std::string& range, const std::string& port) {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{"serve", kDemo, "--port", port, "--layers", range, "--threads", "1", "--sessions"});
+  };
+  std::vector<std::unique_ptr<ChildProcess>> shards;
+  for (const auto& range : ranges) shards.push_back(start(range, "0"));
+  std::vector<int> ports;
+  for (const auto& s : shards) ports.push_back(s->port());
+  ChildProcess router({"router", "--port", "0", "--shards",
+                       "0-2=" + shards[0]->url() + "|" + shards[1]->url() + ",3-5=" + shards[2]->url() + "|" + shards[3]->url()});
+  ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers", router.url()});
+  const std::vector<std::string> prompts{"In the beginning", "And God said,", "Once upon a time", "The LORD is my"};
+  std::map<std::string, std::string> local;
+  for (const auto& p : prompts) {
+    const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + p + "' --steps 48 --json --threads 1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    local[p] = json::parse(r.output)["text"].get<std::string>();
+  }
+  std::atomic<size_t> answered{0}, wrong{0};
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", api.port());
+      c.set_read_timeout(120);
+      for (int round = 0; round < 4; ++round) {
+        auto r = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 48}, {"temperature", 0}}.dump(), "application/json");
+        const bool same = r && r->status == 200 && json::parse(r->body)["choices"][0]["text"] == local[prompts[i]];
+        ++(same ? answered : wrong);
+      }
+    });
+  // Kill and restart: replicas 0, 2, 1, 3 in turn, each once some answers have moved on.
+  for (size_t k : {0, 2, 1, 3}) {
+    const size_t before = answered + wrong;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (answered + wrong < std::min<size_t>(before + 2, 16) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the clients' progress, bounded by the deadline
+    shards[k]->kill_now();
+    shards[k] = start(ranges[k], std::to_string(ports[k]));  // on its own port again
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(answered, 16u);
 }
 
 }  // namespace
