@@ -217,23 +217,21 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
   // With tools offered, generation also ends where the model waits for their results.
   std::vector<int> ends = end_of_turn_;
   if (p.tool_call) ends.insert(ends.end(), tool_wait_.begin(), tool_wait_.end());
-  std::vector<std::shared_ptr<Job>> jobs;
-  for (size_t i = 0; i < p.request.n; ++i) {
-    jobs.push_back(scheduler_.submit({p.prompt, p.max_tokens,
-                                      {.temperature = p.request.temperature, .top_p = p.request.top_p, .seed = seed + i,
-                                       .top_k = p.request.top_k, .min_p = p.request.min_p,
-                                       .repetition_penalty = p.request.repetition_penalty,
-                                       .presence_penalty = p.request.presence_penalty,
-                                       .frequency_penalty = p.request.frequency_penalty, .logit_bias = p.request.logit_bias},
-                                      ends, p.request.top_logprobs, p.request.echo, p.request.grammar,
-                                      p.request.grammar ? token_trie(p.grammar_is_call) : nullptr}));
-    if (!jobs.back()) {
-      for (auto& job : jobs)
-        if (job) job->cancel();
-      return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
-                                          "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
-    }
-  }
+  std::vector<JobRequest> choices;
+  for (size_t i = 0; i < p.request.n; ++i)
+    choices.push_back({p.prompt, p.max_tokens,
+                       {.temperature = p.request.temperature, .top_p = p.request.top_p, .seed = seed + i,
+                        .top_k = p.request.top_k, .min_p = p.request.min_p,
+                        .repetition_penalty = p.request.repetition_penalty,
+                        .presence_penalty = p.request.presence_penalty,
+                        .frequency_penalty = p.request.frequency_penalty, .logit_bias = p.request.logit_bias},
+                       ends, p.request.top_logprobs, p.request.echo, p.request.grammar,
+                       p.request.grammar ? token_trie(p.grammar_is_call) : nullptr});
+  // The choices join the batch together (over session shards they then share one prefill).
+  const std::vector<std::shared_ptr<Job>> jobs = scheduler_.submit_together(std::move(choices));
+  if (jobs.empty())
+    return openai_error_reply({429, "too many requests waiting (--max-queue " + std::to_string(options_.max_queue) +
+                                        "); retry after the Retry-After seconds", "rate_limit_exceeded", "", "queue_full"});
   auto cancel_all = [jobs] {
     for (const auto& job : jobs) job->cancel();
   };

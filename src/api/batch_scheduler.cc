@@ -33,7 +33,7 @@ BatchScheduler::~BatchScheduler() {
   engine_.join();
 }
 
-std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
+std::shared_ptr<Job> BatchScheduler::make_job(JobRequest request) const {
   auto job = std::make_shared<Job>();
   job->request_ = std::move(request);
   job->arrived_ = std::chrono::steady_clock::now();
@@ -48,12 +48,23 @@ std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
       if (draft) job->model_draft_ = std::move(*draft);  // (its vocabulary was checked at start-up)
     }
   }
+  return job;
+}
+
+std::shared_ptr<Job> BatchScheduler::submit(JobRequest request) {
+  auto jobs = submit_together({std::move(request)});
+  return jobs.empty() ? nullptr : jobs.front();
+}
+
+std::vector<std::shared_ptr<Job>> BatchScheduler::submit_together(std::vector<JobRequest> requests) {
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (JobRequest& r : requests) jobs.push_back(make_job(std::move(r)));
   std::lock_guard lock(mutex_);
   std::erase_if(waiting_, [](const auto& j) { return j->cancelled(); });  // a client that left frees its place at once
-  if (active_count_ >= options_.parallel && waiting_.size() >= options_.max_waiting) return nullptr;
-  waiting_.push_back(job);
+  if (active_count_ >= options_.parallel && waiting_.size() + jobs.size() > options_.max_waiting) return {};
+  waiting_.insert(waiting_.end(), jobs.begin(), jobs.end());
   work_.notify_all();
-  return job;
+  return jobs;
 }
 
 BatchScheduler::Stats BatchScheduler::stats() const {

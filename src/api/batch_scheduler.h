@@ -127,9 +127,14 @@ class BatchScheduler {
 
   // Queues a request; nullptr when max_waiting requests are already waiting.
   std::shared_ptr<Job> submit(JobRequest request);
+  // Queues several at once (the choices of one request): they join the same step when the
+  // batch has room, so that over session shards the later ones fork the first's prefill.
+  // Empty when they do not all fit the queue.
+  std::vector<std::shared_ptr<Job>> submit_together(std::vector<JobRequest> requests);
   Stats stats() const;
 
  private:
+  std::shared_ptr<Job> make_job(JobRequest request) const;
   void run();
   // One step over the active jobs; false when there were none.
   void step(std::vector<std::shared_ptr<Job>>& active);

@@ -45,11 +45,16 @@ std::string error_code_of(const HttpResponse& res) {
   return !j.is_discarded() && j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : "";
 }
 
+// How long a replica that refused connections is passed over for new sessions before it is
+// tried again (a restarted shard is back, without the sessions it had).
+constexpr auto kDownFor = std::chrono::seconds(2);
+
 struct Replica {
   std::string url;
   std::unique_ptr<HttpClient> client;
-  size_t open = 0;    // our sessions on it
-  bool down = false;  // refused connections: no new sessions there
+  size_t open = 0;  // our sessions on it
+  Clock::time_point down_until{};  // refused connections: new sessions go elsewhere until then
+  bool live() const { return Clock::now() >= down_until; }
 };
 
 struct PartRef {
@@ -150,8 +155,19 @@ struct RemoteLayers::Impl {
     for (const PartRef& p : pending) {
       Replica& replica = ranges[p.range]->replicas[p.replica];
       if (replica.open) --replica.open;
-      if (!replica.down) (void)replica.client->send_delete("/v1/sessions/" + session_id_hex(p.id), headers());
+      if (replica.live()) (void)replica.client->send_delete("/v1/sessions/" + session_id_hex(p.id), headers());
     }
+  }
+
+  // Replica i of range r refused connections: new sessions go elsewhere for a while, and
+  // every session there is lost (the next pass replays those sequences).
+  void mark_down(size_t r, size_t i) {
+    ranges[r]->replicas[i].down_until = Clock::now() + kDownFor;
+    for (const auto& weak : live)
+      if (auto seq = weak.lock(); seq && seq->parts[r].open && seq->parts[r].replica == i) {
+        seq->parts[r].open = false;
+        if (ranges[r]->replicas[i].open) --ranges[r]->replicas[i].open;
+      }
   }
 
   // Opens range r's session of `seq` on its live replica with the fewest of our sessions.
@@ -164,25 +180,32 @@ struct RemoteLayers::Impl {
       part.open = false;
     }
     const size_t positions = std::min(max_positions ? max_positions : model.config.context, range.max_positions);
-    std::string last_error = "no live replica";
-    for (int attempt = 0; attempt < int(range.replicas.size()) + kMaxBusyRetries; ++attempt) {
-      size_t best = SIZE_MAX;
-      for (size_t i = 0; i < range.replicas.size(); ++i)
-        if (!range.replicas[i].down && (best == SIZE_MAX || range.replicas[i].open < range.replicas[best].open)) best = i;
-      if (best == SIZE_MAX) break;
+    std::string last_error = "no replica answers";
+    // Live replicas first, the fewest of our sessions first; then those passed over lately
+    // (a restarted shard answers again), the longest passed over first.
+    std::vector<size_t> order(range.replicas.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const Replica &x = range.replicas[a], &y = range.replicas[b];
+      if (x.live() != y.live()) return x.live();
+      return x.live() ? x.open < y.open : x.down_until < y.down_until;
+    });
+    int busy = 0;
+    for (size_t k = 0; k < order.size();) {
+      const size_t best = order[k];
       Replica& replica = range.replicas[best];
       auto res = replica.client->post("/v1/sessions", json{{"max_positions", positions}}.dump(), "application/json", headers());
       if (!res && res.error().code == ErrorCode::shard_unavailable) {
-        replica.down = true;  // refused: the next live replica
+        mark_down(r, best);  // refused: the next replica
         last_error = replica.url + ": " + res.error().message;
+        ++k;
         continue;
       }
-      if (res && res->status == 503) {
+      if (res && res->status == 503 && busy++ < kMaxBusyRetries) {
         std::this_thread::sleep_for(std::chrono::seconds(std::min(res->retry_after_s(), 5)));
         last_error = replica.url + ": " + describe(res);
         continue;
-      }
-      if (!res || res->status != 201)
+      }      if (!res || res->status != 201)
         return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": opening a session on " + replica.url +
                                                             " failed: " + describe(res));
       const auto j = json::parse(res->body, nullptr, false);
@@ -271,7 +294,7 @@ struct RemoteLayers::Impl {
       stats.head_bytes_sent += res->head_bytes_sent, stats.head_bytes_received += res->head_bytes_received;
     }
     if (!res && res.error().code == ErrorCode::shard_unavailable) {
-      replica.down = true;  // refusing connections after a retry: every session there is lost
+      mark_down(r, replica_index);  // refusing connections after a retry: every session there is lost
       for (size_t i = 0; i < items.size(); ++i) lost.push_back(i);
       return make_error(ErrorCode::session_unknown, replica.url + " refuses connections: " + res.error().message);
     }
@@ -432,7 +455,7 @@ struct RemoteLayers::Impl {
         twins.push_back({*twin_of, &seq, n, out.data() + out_row * H, n - out_from});
       } else {
         Sequence::Part& part = seq.parts[r];
-        if (!part.open || ranges[r]->replicas[part.replica].down) {
+        if (!part.open) {  // never opened, or lost with its replica
           if (ch.pos == 0) {
             if (auto s = open_part(r, seq); !s) return s;
           } else if (auto s = replay(seq, r, ch.pos, part.open ? "its replica is down" : "no session"); !s) {
@@ -511,13 +534,14 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
     Range& range = *impl->ranges.back();
     const std::string globals_fp = session_globals_fingerprint(model);
     std::string unreachable;
+    size_t answered = 0;  // replicas whose stats were read
     for (const std::string& url : part.urls) {
       auto client = HttpClient::open(url, {options.timeout_ms, options.ca_cert});
       if (!client) return make_error(ErrorCode::invalid_argument, "--remote-layers " + url + ": " + client.error().message);
       auto res = (*client)->get("/v1/stats", impl->headers());
       if (!res) {
         unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + res.error().message + ")";
-        range.replicas.push_back({url, std::move(*client), 0, true});
+        range.replicas.push_back({url, std::move(*client), 0, Clock::now() + kDownFor});
         continue;
       }
       auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, "--remote-layers " + url + ": " + what); };
@@ -556,7 +580,7 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
       const size_t body_limit = stats->max_body_bytes.value_or(64u << 20);
       const size_t by_body = body_limit > kEntryMargin + 8 ? (body_limit - kEntryMargin - 8) / (4 * c.hidden + 4) : 1;
       const size_t limit = std::max<size_t>(1, std::min(ss.max_rows, by_body));
-      if (range.replicas.empty() || std::all_of(range.replicas.begin(), range.replicas.end(), [](const Replica& r) { return r.down; })) {
+      if (!answered++) {  // the first replica that answers sets the range's limits
         range.request_encoding = chosen, range.row_limit = limit, range.max_positions = ss.max_positions;
         range.rewind_positions = ss.rewind_positions;
       } else {
@@ -564,9 +588,9 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
         range.row_limit = std::min(range.row_limit, limit), range.max_positions = std::min(range.max_positions, ss.max_positions);
         range.rewind_positions = std::min(range.rewind_positions, ss.rewind_positions);
       }
-      range.replicas.push_back({url, std::move(*client), 0, false});
+      range.replicas.push_back({url, std::move(*client), 0});
     }
-    if (std::all_of(range.replicas.begin(), range.replicas.end(), [](const Replica& r) { return r.down; }))
+    if (answered == 0)
       return make_error(ErrorCode::shard_unavailable, "--remote-layers: no replica of layers " + part.range.str() + " answers: " + unreachable);
     if (!unreachable.empty() && warnings) warnings->push_back("skipping unreachable replicas of layers " + part.range.str() + ": " + unreachable);
   }

@@ -270,18 +270,21 @@ HttpReply SessionRouter::open(std::string_view body, std::string_view content_ty
   for (size_t r = 0; r < ranges_.size(); ++r) {
     Range& range = *ranges_[r];
     // A fork goes where the source's part is; a new session to the live replica with the
-    // fewest of ours (ties to the first listed), another live one if it refuses.
+    // fewest of ours (ties to the first listed), the next one if it refuses.
     std::vector<size_t> order;
     if (source) {
       order.push_back(source->parts[r].replica);
       doc["fork"] = wire::session_id_hex(source->parts[r].id);
-    } else {
-      for (size_t i = 0; i < range.replicas.size(); ++i)
-        if (range.replicas[i]->live()) order.push_back(i);
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return range.replicas[a]->open < range.replicas[b]->open; });
+    } else {  // then those passed over lately (a restarted shard answers again), the longest passed over first
+      for (size_t i = 0; i < range.replicas.size(); ++i) order.push_back(i);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const Replica &x = *range.replicas[a], &y = *range.replicas[b];
+        if (x.live() != y.live()) return x.live();
+        return x.live() ? x.open < y.open : x.down_until < y.down_until;
+      });
     }
     std::optional<Session::Part> part;
-    std::string why = "no live replica";
+    std::string why = "no replica answers";
     for (size_t i : order) {
       Replica& replica = *range.replicas[i];
       auto res = replica.call(true, "/v1/sessions", doc.dump(), "application/json", with_authorization(authorization));

@@ -464,18 +464,26 @@ TEST(SessionsGrid, AnswersSurviveReplicasKilledAndRestartedUnderThem) {
         auto r = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 48}, {"temperature", 0}}.dump(), "application/json");
         const bool same = r && r->status == 200 && json::parse(r->body)["choices"][0]["text"] == local[prompts[i]];
         ++(same ? answered : wrong);
+        if (!same) ADD_FAILURE() << prompts[i] << ": " << (r ? std::to_string(r->status) + " " + r->body.substr(0, 400) : "no answer");
       }
     });
   // Kill and restart: replicas 0, 2, 1, 3 in turn, each once some answers have moved on.
-  for (size_t k : {0, 2, 1, 3}) {
-    const size_t before = answered + wrong;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (answered + wrong < std::min<size_t>(before + 2, 16) && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the clients' progress, bounded by the deadline
-    shards[k]->kill_now();
-    shards[k] = start(ranges[k], std::to_string(ports[k]));  // on its own port again
+  std::string restart_failed;
+  try {
+    for (size_t k : {0, 2, 1, 3}) {
+      const size_t before = answered + wrong;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (answered + wrong < std::min<size_t>(before + 2, 16) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the clients' progress, bounded by the deadline
+      shards[k]->kill_now();
+      shards[k]->stop();  // reaped: its port is free again
+      shards[k] = start(ranges[k], std::to_string(ports[k]));  // on its own port again
+    }
+  } catch (const std::exception& e) {
+    restart_failed = e.what();  // the clients are joined first
   }
   for (auto& t : clients) t.join();
+  EXPECT_TRUE(restart_failed.empty()) << restart_failed;
   EXPECT_EQ(wrong, 0u);
   EXPECT_EQ(answered, 16u);
 }
