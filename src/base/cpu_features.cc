@@ -96,4 +96,20 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+bool cpu_prefers_256bit_kquant_decode() {
+  if (const char* choice = std::getenv("LARQL_KQUANT_DECODE"); choice && *choice)
+    return std::string_view(choice) == "256";
+  if (!cpu_has_avx512f_bw()) return false;
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(LARQL_EMULATE_AVX512)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
+  return family == 0x19;  // Zen 3 and Zen 4; of them only Zen 4 has AVX-512
+#else
+  return false;
+#endif
+}
+
 }  // namespace larql

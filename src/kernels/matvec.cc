@@ -82,7 +82,13 @@ struct TilePlan {
   size_t max_rows, max_tokens;
 };
 
-TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
+// K-quant decode on the 256-bit tiles (cpu_prefers_256bit_kquant_decode): where the
+// default dispatch asks for it, one token's product of a q4_k, q5_k or q6_k matrix.
+bool kquant_decode_on_256(const Matrix& w, size_t n) {
+  return n == 1 && (w.dtype == DType::q4_k || w.dtype == DType::q5_k || w.dtype == DType::q6_k);
+}
+
+TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
   const bool blocked = dtype_is_blocked(w.dtype), bf16_dot = w.effective_arithmetic() == Arithmetic::bf16_dot;
   TilePlan plan{blocked ? block_tile_scalar : bf16_dot ? bf16dot_tile_scalar : tile_scalar, 4, 4};
 #if defined(__x86_64__)
@@ -98,14 +104,15 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n) {
       // Six rows by four tokens where 24 accumulators leave registers for the operands:
       // each chunk of a token, read from L2, meets six rows in L1. The block formats'
       // and the emulated bf16-dot tiles need more temporaries and take four.
-      if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
+      if (blocked && tuned && kquant_decode_on_256(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 4, 1};
+      else if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
       else if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
       else if (bf16_dot) plan = {bf16dot_tile_avx512, n == 1 ? 8u : 4u, 4};
       else plan = {tile_avx512, n == 1 ? 8u : 6u, 4};
       break;
   }
 #else
-  (void)isa, (void)n;
+  (void)isa, (void)n, (void)tuned;
 #endif
   return plan;
 }
@@ -152,9 +159,9 @@ struct Schedule {
   size_t first, count;                      // its first piece's number in the job, and its pieces
 };
 
-Schedule schedule(MatmulIsa isa, Product p, size_t n, size_t threads, size_t first) {
+Schedule schedule(MatmulIsa isa, bool tuned, Product p, size_t n, size_t threads, size_t first) {
   const Matrix& w = *p.w;
-  const TilePlan plan = plan_tiles(isa, w, n);
+  const TilePlan plan = plan_tiles(isa, w, n, tuned);
   const size_t block_tokens =
       std::max<size_t>(1, kActivationBlockBytes / activation_bytes(w) / plan.max_tokens) * plan.max_tokens;
   // A piece's rows: whole tiles, and whole cache lines of each token's outputs (16 floats),
@@ -193,9 +200,9 @@ void run_piece(const Schedule& s, size_t piece, size_t n, Tile& t) {
   }
 }
 
-}  // namespace
-
-void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, ThreadPool& pool) {
+// The products, each with its tiles; `tuned`: the default dispatch, which may take another
+// ISA's tile where this CPU runs it faster (the same bits either way).
+void each_with(MatmulIsa isa, bool tuned, std::span<const InputProduct> products, ThreadPool& pool) {
   if (products.empty()) return;
   // Each distinct input in the forms the tiles read, once for all the products that take
   // it: quantised for block formats (block_dot.h), rounded to bf16 for the bf16-dot
@@ -238,7 +245,7 @@ void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, Thr
   schedules.clear();
   size_t total = 0, work = 0;
   for (const InputProduct& p : products) {
-    schedules.push_back(schedule(isa, Product{p.w, p.y}, p.n, pool.size(), total));
+    schedules.push_back(schedule(isa, tuned, Product{p.w, p.y}, p.n, pool.size(), total));
     total += schedules.back().count;
     work += p.w->rows * p.w->cols * p.n;
   }
@@ -276,23 +283,40 @@ void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, Thr
     pool.parallel_for(total, run, 1, (total + pool.size() - 1) / pool.size());
 }
 
-void matmul_each(std::span<const InputProduct> products, ThreadPool& pool) {
-  matmul_each_with(best_matmul_isa(), products, pool);
-}
-
-void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
-  if (products.empty()) return;
+// The products of one input as products each with its input.
+std::span<const InputProduct> of_one_input(std::span<const Product> products, const float* x, size_t n) {
+  thread_local std::vector<InputProduct> each;
+  each.clear();
+  if (products.empty()) return each;
   const size_t cols = products.front().w->cols;
   for (const Product& p : products)
     if (p.w->cols != cols) throw std::invalid_argument("matmul_shared_input: products of one input need one width");
-  thread_local std::vector<InputProduct> each;
-  each.clear();
   for (const Product& p : products) each.push_back({p.w, x, n, p.y});
-  matmul_each_with(isa, each, pool);
+  return each;
+}
+
+// Whether the default dispatch takes the 256-bit K-quant decode tiles (asked once: cpuid is slow).
+bool tuned_for_this_cpu() {
+  static const bool tuned = cpu_prefers_256bit_kquant_decode();
+  return tuned;
+}
+
+}  // namespace
+
+void matmul_each_with(MatmulIsa isa, std::span<const InputProduct> products, ThreadPool& pool) {
+  each_with(isa, false, products, pool);
+}
+
+void matmul_each(std::span<const InputProduct> products, ThreadPool& pool) {
+  each_with(best_matmul_isa(), tuned_for_this_cpu(), products, pool);
+}
+
+void matmul_shared_input_with(MatmulIsa isa, std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
+  each_with(isa, false, of_one_input(products, x, n), pool);
 }
 
 void matmul_shared_input(std::span<const Product> products, const float* x, size_t n, ThreadPool& pool) {
-  matmul_shared_input_with(best_matmul_isa(), products, x, n, pool);
+  each_with(best_matmul_isa(), tuned_for_this_cpu(), of_one_input(products, x, n), pool);
 }
 
 void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
@@ -301,7 +325,8 @@ void matmul_with(MatmulIsa isa, const Matrix& w, const float* x, size_t n, float
 }
 
 void matmul(const Matrix& w, const float* x, size_t n, float* y, ThreadPool& pool) {
-  matmul_with(best_matmul_isa(), w, x, n, y, pool);
+  const Product p{&w, y};
+  matmul_shared_input({&p, 1}, x, n, pool);
 }
 
 }  // namespace larql
