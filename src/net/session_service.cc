@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention.h"
 #include "model/fingerprint.h"
 #include "net/session_ids.h"
 #include "wire/accept.h"
@@ -216,10 +217,21 @@ HttpReply SessionService::open(std::string_view body, std::string_view content_t
       r.body = json_text(b);
       return r;
     }
-    session->cache.layers = source->cache.layers;
-    for (KvCache::Layer& layer : session->cache.layers)
-      for (auto* heads : {&layer.keys, &layer.values})
-        for (std::vector<float>& v : *heads) v.shrink_to_fit();
+    // Only the first p positions: a fork holds no more than its own reservation.
+    session->cache.layers.resize(source->cache.layers.size());
+    for (size_t l = 0; l < source->cache.layers.size(); ++l) {
+      const KvCache::Layer& from = source->cache.layers[l];
+      KvCache::Layer& to = session->cache.layers[l];
+      const size_t hd = model_.config.layer(l).head_dim;
+      const size_t slots = fork_positions > from.first ? fork_positions - from.first : 0;
+      to.first = from.first;
+      for (size_t h = 0; h < from.keys.size(); ++h) {
+        const size_t key_count = std::min(from.keys[h].size(), key_floats(slots, hd));
+        const size_t value_count = std::min(from.values[h].size(), slots * hd);
+        to.keys.emplace_back(from.keys[h].begin(), from.keys[h].begin() + long(key_count));
+        to.values.emplace_back(from.values[h].begin(), from.values[h].begin() + long(value_count));
+      }
+    }
     session->held = fork_positions;
     session->kv_bytes = session->cache.capacity_bytes();
     std::lock_guard lock(mutex_);

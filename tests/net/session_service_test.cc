@@ -167,6 +167,22 @@ TEST_F(SessionServiceTest, AForkContinuesAsItsSourceWould) {
   EXPECT_TRUE(both.body.substr(8, row) == both.body.substr(8 + row, row));
 }
 
+// A fork copies only the positions it keeps: it holds no more than its own reservation,
+// however much its source has grown.
+TEST_F(SessionServiceTest, AForkHoldsNoMoreThanItReserves) {
+  const SessionId src = open_id(256);
+  ASSERT_EQ(step({{src, 1, 0, 200, 200}}).status, 200);
+  const size_t before = service_->kv_bytes();
+  HttpReply forked = open(150, "", R"(, "fork": ")" + wire::session_id_hex(src) + R"(", "positions": 140)");
+  ASSERT_EQ(forked.status, 201) << forked.body;
+  const size_t fork_reserved = json::parse(forked.body)["reserved_bytes"].get<size_t>();
+  EXPECT_LE(service_->kv_bytes() - before, fork_reserved);
+  EXPECT_LE(service_->kv_bytes(), service_->reserved_bytes());
+  const SessionId fork = *wire::parse_session_id(json::parse(forked.body)["session"].get<std::string>());
+  EXPECT_EQ(step({{fork, 1, 140, 0, 0}}).status, 200);  // it holds its 140
+  EXPECT_EQ(code(step({{fork, 2, 141, 1, 0}})), "bad_position");
+}
+
 TEST_F(SessionServiceTest, TheBudgetRefusesTheFirstOpenPastItAndDeletesGiveItBack) {
   const size_t per = kv_capacity_bytes(model_->config, kv_capacity_positions(model_->config, 100, 2048), 0, 2);
   SessionServiceOptions o;
