@@ -388,6 +388,43 @@ TEST(SessionsGrid, RouterSessionIdsAreItsOwnAndBoundToTheCallersKey) {
   EXPECT_EQ(open_sessions(b), 0u);
 }
 
+// Four clients, each `rounds` greedy answers of 48 tokens through `api`, every answer
+// checked against its local text, while `meanwhile(finished)` runs beside them (it may
+// throw: the clients are joined first). Returns the answers that equalled their local text;
+// each that did not is a test failure naming it.
+size_t answers_beside(const ChildProcess& api, int rounds, const std::function<void(const std::atomic<size_t>&)>& meanwhile) {
+  const std::vector<std::string> prompts{"In the beginning", "And God said,", "Once upon a time", "The LORD is my"};
+  std::map<std::string, std::string> local;
+  for (const auto& p : prompts) {
+    const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + p + "' --steps 48 --json --threads 1");
+    EXPECT_EQ(r.status, 0) << r.output;
+    local[p] = r.status == 0 ? json::parse(r.output)["text"].get<std::string>() : "";
+  }
+  std::atomic<size_t> finished{0}, equal{0};
+  std::vector<std::thread> clients;
+  for (const std::string& prompt : prompts)
+    clients.emplace_back([&, prompt] {
+      httplib::Client c("127.0.0.1", api.port());
+      c.set_read_timeout(120);
+      for (int round = 0; round < rounds; ++round) {
+        auto r = c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 48}, {"temperature", 0}}.dump(), "application/json");
+        const bool same = r && r->status == 200 && json::parse(r->body)["choices"][0]["text"] == local[prompt];
+        if (same) ++equal;
+        else ADD_FAILURE() << prompt << ": " << (r ? std::to_string(r->status) + " " + r->body.substr(0, 400) : "no answer");
+        ++finished;
+      }
+    });
+  std::string failed;
+  try {
+    meanwhile(finished);
+  } catch (const std::exception& e) {
+    failed = e.what();
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(failed.empty()) << failed;
+  return equal;
+}
+
 // The API's batch through a router while a replica holding its sessions dies: every answer
 // completes and equals its local text (the lost sequences replayed on the other replica).
 TEST(SessionsGrid, TheApisAnswersSurviveAReplicaKilledUnderThem) {
@@ -395,33 +432,14 @@ TEST(SessionsGrid, TheApisAnswersSurviveAReplicaKilledUnderThem) {
   ChildProcess router({"router", "--port", "0", "--shards",
                        "0-2=" + a1.url() + "|" + a2.url() + ",3-5=" + b1.url() + "|" + b2.url()});
   ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers", router.url()});
-  const std::vector<std::string> prompts{"In the beginning", "And God said,", "Once upon a time", "The LORD is my"};
-  std::map<std::string, std::string> local;
-  for (const auto& p : prompts) {
-    const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + p + "' --steps 48 --json --threads 1");
-    ASSERT_EQ(r.status, 0) << r.output;
-    local[p] = json::parse(r.output)["text"].get<std::string>();
-  }
-  std::atomic<size_t> answered{0}, wrong{0};
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    clients.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", api.port());
-      c.set_read_timeout(120);
-      for (int round = 0; round < 3; ++round) {
-        auto r = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 48}, {"temperature", 0}}.dump(), "application/json");
-        const bool same = r && r->status == 200 && json::parse(r->body)["choices"][0]["text"] == local[prompts[i]];
-        ++(same ? answered : wrong);
-      }
-    });
-  // Once a replica of layers 3-5 holds sessions, it dies.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (open_sessions(b1) + open_sessions(b2) == 0 && std::chrono::steady_clock::now() < until && answered + wrong < 12)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling the shards' stats, bounded by the deadline
-  (open_sessions(b1) > 0 ? b1 : b2).kill_now();
-  for (auto& t : clients) t.join();
-  EXPECT_EQ(wrong, 0u);
-  EXPECT_EQ(answered, 12u);
+  const size_t equal = answers_beside(api, 3, [&](const std::atomic<size_t>& finished) {
+    // Once a replica of layers 3-5 holds sessions, it dies.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (open_sessions(b1) + open_sessions(b2) == 0 && std::chrono::steady_clock::now() < until && finished < 12)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling the shards' stats, bounded by the deadline
+    (open_sessions(b1) > 0 ? b1 : b2).kill_now();
+  });
+  EXPECT_EQ(equal, 12u);
   // The replays are counted.
   httplib::Client c("127.0.0.1", api.port());
   const std::string metrics = c.Get("/metrics")->body;
@@ -447,45 +465,19 @@ TEST(SessionsGrid, AnswersSurviveReplicasKilledAndRestartedUnderThem) {
   ChildProcess router({"router", "--port", "0", "--shards",
                        "0-2=" + shards[0]->url() + "|" + shards[1]->url() + ",3-5=" + shards[2]->url() + "|" + shards[3]->url()});
   ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers", router.url()});
-  const std::vector<std::string> prompts{"In the beginning", "And God said,", "Once upon a time", "The LORD is my"};
-  std::map<std::string, std::string> local;
-  for (const auto& p : prompts) {
-    const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt '" + p + "' --steps 48 --json --threads 1");
-    ASSERT_EQ(r.status, 0) << r.output;
-    local[p] = json::parse(r.output)["text"].get<std::string>();
-  }
-  std::atomic<size_t> answered{0}, wrong{0};
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    clients.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", api.port());
-      c.set_read_timeout(120);
-      for (int round = 0; round < 4; ++round) {
-        auto r = c.Post("/v1/completions", json{{"prompt", prompts[i]}, {"max_tokens", 48}, {"temperature", 0}}.dump(), "application/json");
-        const bool same = r && r->status == 200 && json::parse(r->body)["choices"][0]["text"] == local[prompts[i]];
-        ++(same ? answered : wrong);
-        if (!same) ADD_FAILURE() << prompts[i] << ": " << (r ? std::to_string(r->status) + " " + r->body.substr(0, 400) : "no answer");
-      }
-    });
-  // Kill and restart: replicas 0, 2, 1, 3 in turn, each once some answers have moved on.
-  std::string restart_failed;
-  try {
+  const size_t equal = answers_beside(api, 4, [&](const std::atomic<size_t>& finished) {
+    // Kill and restart: replicas 0, 2, 1, 3 in turn, each once some answers have moved on.
     for (size_t k : {0, 2, 1, 3}) {
-      const size_t before = answered + wrong;
+      const size_t before = finished;
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (answered + wrong < std::min<size_t>(before + 2, 16) && std::chrono::steady_clock::now() < until)
+      while (finished < std::min<size_t>(before + 2, 16) && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the clients' progress, bounded by the deadline
       shards[k]->kill_now();
       shards[k]->stop();  // reaped: its port is free again
       shards[k] = start(ranges[k], std::to_string(ports[k]));  // on its own port again
     }
-  } catch (const std::exception& e) {
-    restart_failed = e.what();  // the clients are joined first
-  }
-  for (auto& t : clients) t.join();
-  EXPECT_TRUE(restart_failed.empty()) << restart_failed;
-  EXPECT_EQ(wrong, 0u);
-  EXPECT_EQ(answered, 16u);
+  });
+  EXPECT_EQ(equal, 16u);
 }
 
 }  // namespace
