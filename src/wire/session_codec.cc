@@ -56,6 +56,21 @@ uint8_t* write_response_head(uint32_t sessions, float latency_ms, size_t value_b
   return p + kWalkLayersHeader;
 }
 
+// `rows` rows of `values` behind the head `write_head(value bytes)` writes, in `encoding`,
+// or in f32 when it cannot carry them; `non_finite` (naming `what`) when f32 cannot either.
+template <typename WriteHead>
+Result<EncodeOutcome> encode_rows(Encoding encoding, size_t rows, size_t hidden, std::span<const float> values, ErrorCode non_finite,
+                                  const char* what, const WriteHead& write_head) {
+  EncodeOutcome outcome{encoding, false};
+  for (;;) {
+    uint8_t* p = write_head(*row_bytes(outcome.encoding, hidden) * rows);
+    if (rows == 0 || write_values(outcome.encoding, values.data(), rows, hidden, p)) return outcome;
+    if (outcome.encoding == Encoding::f32)
+      return make_error(non_finite, std::string(what) + " holds a non-finite value: " + first_non_finite(values, hidden));
+    outcome = {Encoding::f32, true};
+  }
+}
+
 }  // namespace
 
 std::string session_id_hex(const SessionId& id) {
@@ -140,15 +155,8 @@ Result<EncodeOutcome> encode_walk_layers_request(Encoding encoding, std::span<co
   if (values.size() != tokens.size() * hidden)
     return make_error(ErrorCode::bad_length, "a step has " + str(values.size()) + " values for " + str(tokens.size()) +
                                                  " rows of " + str(hidden));
-  const size_t rows = tokens.size();
-  EncodeOutcome outcome{encoding, false};
-  for (;;) {
-    uint8_t* p = write_request_head(steps, tokens, *row_bytes(outcome.encoding, hidden) * rows, out);
-    if (rows == 0 || write_values(outcome.encoding, values.data(), rows, hidden, p)) return outcome;
-    if (outcome.encoding == Encoding::f32)
-      return make_error(ErrorCode::non_finite_input, "a step's residual holds a non-finite value: " + first_non_finite(values, hidden));
-    outcome = {Encoding::f32, true};
-  }
+  return encode_rows(encoding, tokens.size(), hidden, values, ErrorCode::non_finite_input, "a step's residual",
+                     [&](size_t value_bytes) { return write_request_head(steps, tokens, value_bytes, out); });
 }
 
 Result<WalkLayersResponseView> parse_walk_layers_response(Bytes body, Encoding encoding, size_t hidden, uint32_t sessions,
@@ -176,15 +184,8 @@ Result<WalkLayersResponseView> parse_walk_layers_response(Bytes body, Encoding e
 Result<EncodeOutcome> encode_walk_layers_response(Encoding encoding, uint32_t sessions, float latency_ms, size_t hidden,
                                                   std::span<const float> values, std::string& out) {
   if (!row_bytes(encoding, hidden)) return cannot_carry(encoding, hidden);
-  const size_t rows = values.size() / hidden;
-  EncodeOutcome outcome{encoding, false};
-  for (;;) {
-    uint8_t* p = write_response_head(sessions, latency_ms, *row_bytes(outcome.encoding, hidden) * rows, out);
-    if (rows == 0 || write_values(outcome.encoding, values.data(), rows, hidden, p)) return outcome;
-    if (outcome.encoding == Encoding::f32)
-      return make_error(ErrorCode::non_finite_output, "a range's output holds a non-finite value: " + first_non_finite(values, hidden));
-    outcome = {Encoding::f32, true};
-  }
+  return encode_rows(encoding, values.size() / hidden, hidden, values, ErrorCode::non_finite_output, "a range's output",
+                     [&](size_t value_bytes) { return write_response_head(sessions, latency_ms, value_bytes, out); });
 }
 
 void write_walk_layers_response(uint32_t sessions, float latency_ms, Bytes values, std::string& out) {
