@@ -436,11 +436,13 @@ HttpReply SessionService::run_step(const wire::WalkLayersRequestView& view, Enco
     if (!s) return fail(s.error().code == ErrorCode::invalid_argument ? make_error(ErrorCode::internal, s.error().message) : s.error());
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
-  for (size_t i = 0; i < out.size(); i += hidden)
-    for (size_t j = 0; j < hidden; ++j)
-      if (!std::isfinite(out[i + j]))
-        return fail(make_error(ErrorCode::non_finite_output, "layers " + options_.layers.str() + " gave a non-finite value (row " +
-                                                                 str(i / hidden) + ", index " + str(j) + ")"));
+  // Encoded before the sessions move on: an output that is not finite (non_finite_output)
+  // leaves them as a failed step does, accepting its retry.
+  HttpReply reply;
+  const Encoding chosen = wire::negotiate_response_encoding(accept, options_.encodings);
+  auto enc = wire::encode_walk_layers_response(chosen, uint32_t(steps.size()), float(ms), hidden, out, reply.body);
+  if (!enc) return fail(make_error(enc.error().code, "layers " + options_.layers.str() + ": " + enc.error().message));
+  reply.content_type = std::string(wire::content_type(enc->encoding));
   for (size_t i = 0; i < steps.size(); ++i) {
     Session& s = *sessions[i];
     s.held = size_t(steps[i].start) + steps[i].rows;
@@ -448,11 +450,6 @@ HttpReply SessionService::run_step(const wire::WalkLayersRequestView& view, Enco
   }
   ++steps_;
   rows_ += view.total_rows;
-  HttpReply reply;
-  const Encoding chosen = wire::negotiate_response_encoding(accept, options_.encodings);
-  auto enc = wire::encode_walk_layers_response(chosen, uint32_t(steps.size()), float(ms), hidden, out, reply.body);
-  if (!enc) return fail(enc.error());
-  reply.content_type = std::string(wire::content_type(enc->encoding));
   return reply;
 }
 
