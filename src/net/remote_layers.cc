@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>

@@ -21,8 +21,8 @@ namespace larql {
 struct RemoteLayersOptions {
   std::string spec;                    // "0-2=URL|URL,3-5=URL": ranges covering every layer
   wire::ClientWire wire;               // the residuals' encoding (i8 only when asked for and listed)
-  std::optional<std::string> api_key;  // sent as Authorization: Bearer
-  std::optional<std::string> ca_cert;
+  std::optional<std::string> api_key = {};  // sent as Authorization: Bearer
+  std::optional<std::string> ca_cert = {};
   int timeout_ms = 30000;
   size_t max_positions = 0;            // each session's; 0: the model's context (within the shards' bound)
 };

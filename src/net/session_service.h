@@ -90,7 +90,6 @@ class SessionService {
   FifoMutex& compute_turns_;
   FifoMutex passes_;  // steps' passes, one at a time (the layers' transformer has one scratch)
   SessionServiceOptions options_;
-  std::vector<size_t> kv_capacity_;  // per layer, for max_positions (a session's scale by its own)
   std::vector<std::string> fingerprints_;  // per owned layer
   std::string config_fingerprint_, globals_fingerprint_;
   std::mutex mutex_;  // sessions_, reserved_
