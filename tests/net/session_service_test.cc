@@ -247,11 +247,11 @@ TEST_F(SessionServiceTest, ALateDuplicateChangesNothingAndAFailedStepAcceptsItsR
 TEST_F(SessionServiceTest, RandomTrafficAgreesWithAnOracleThatRecomputesEachHistory) {
   struct Oracle {
     SessionId id;
-    std::vector<uint32_t> tokens;  // every position held, in order
-    std::vector<float> x;          // their input rows
+    std::vector<uint32_t> tokens = {};  // every position held, in order
+    std::vector<float> x = {};          // their input rows
     uint32_t step = 0;
-    std::string last_body;         // the last step's request, for a retry
-    HttpReply last_reply;
+    std::string last_body = {};         // the last step's request, for a retry
+    HttpReply last_reply = {};
   };
   std::vector<Oracle> live;
   std::mt19937_64 rng(11);
@@ -311,8 +311,9 @@ TEST_F(SessionServiceTest, RandomTrafficAgreesWithAnOracleThatRecomputesEachHist
       const SessionStep st{o.id, o.step + 1, uint32_t(start), rows, out_from};
       std::string request;
       ASSERT_TRUE(wire::encode_walk_layers_request(Encoding::f32, {&st, 1}, tokens, H, x, request).ok());
-      if (rng() % 6 == 0)  // a deadline passed: refused, the session accepts the retry
+      if (rng() % 6 == 0) {  // a deadline passed: refused, the session accepts the retry
         EXPECT_EQ(service_->walk_layers(request, kF32, kF32, "", {}, std::chrono::steady_clock::now() - std::chrono::seconds(1)).status, 504);
+      }
       const HttpReply r = service_->walk_layers(request, kF32, kF32, "");
       ASSERT_EQ(r.status, 200) << r.body;
       o.tokens.resize(start), o.x.resize(start * H);
@@ -321,7 +322,9 @@ TEST_F(SessionServiceTest, RandomTrafficAgreesWithAnOracleThatRecomputesEachHist
       o.step = st.step, o.last_body = request, o.last_reply = r;
       const std::vector<float> want = expected_rows(o, start + out_from);
       ASSERT_EQ(r.body.size(), 8 + want.size() * 4);
-      if (!want.empty()) EXPECT_EQ(std::memcmp(r.body.data() + 8, want.data(), want.size() * 4), 0) << "op " << op;
+      if (!want.empty()) {
+        EXPECT_EQ(std::memcmp(r.body.data() + 8, want.data(), want.size() * 4), 0) << "op " << op;
+      }
       ++checked;
     }
   }
