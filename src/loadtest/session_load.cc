@@ -10,6 +10,7 @@
 
 #include "base/byte_io.h"
 #include "net/http_client.h"
+#include "net/range_attempts.h"
 #include "wire/session_codec.h"
 
 namespace larql::loadtest {
@@ -27,10 +28,6 @@ HttpHeaders headers(const LoadOptions& o) {
   return {{"Authorization", "Bearer " + *o.api_key}};
 }
 
-std::string code_of(const HttpResponse& r) {
-  const json j = json::parse(r.body, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : "";
-}
 
 struct Owned {
   SessionId id{};
@@ -73,7 +70,7 @@ class SessionClient {
   }
   void count(const Result<HttpResponse>& r, bool (*fine)(int)) {
     if (!r) return count("transport " + std::string(error_code_name(r.error().code)), false);
-    const std::string code = code_of(*r);
+    const std::string code = error_code_of(r->body);
     count(std::to_string(r->status) + (code.empty() ? "" : " " + code), fine(r->status));
   }
   static bool success(int status) { return status / 100 == 2; }
@@ -162,7 +159,7 @@ class SessionClient {
     auto r = http_->post("/v1/walk-layers", body, wire::content_type(wire::Encoding::f32), headers(o_));
     ++tally_.part.malformed;
     if (!r) return count("transport " + std::string(error_code_name(r.error().code)), false);
-    const std::string code = code_of(*r);
+    const std::string code = error_code_of(r->body);
     // A stale step of a session the idle timeout closed meanwhile is session_unknown.
     const bool expired = expected == "stale_step" && code == "session_unknown";
     const bool fine = r->status / 100 == 4 && (expected.empty() || code == expected || expired);

@@ -12,6 +12,15 @@ std::string error_code_of(const std::string& body) {
   return j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : std::string();
 }
 
+std::string describe_call(const Result<HttpResponse>& res) {
+  if (!res) return res.error().message;
+  std::string detail = res->body;
+  const auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("error"))
+    detail = j["error"].dump() + " (" + (j.contains("code") ? j["code"].dump() : std::string("no code")) + ")";
+  return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
+}
+
 CallResult classify_call(const Result<HttpResponse>& response, bool own_shortage) {
   using Kind = CallResult::Kind;
   CallResult r;

@@ -23,6 +23,10 @@ namespace larql {
 // The `code` of a PROTOCOL §7 error body, or "".
 std::string error_code_of(const std::string& body);
 
+// What a call came to, for an error message: the transport error, or the status with the
+// body's error and code (its first 300 characters).
+std::string describe_call(const Result<HttpResponse>& response);
+
 // What one call to one replica came to.
 struct CallResult {
   enum class Kind { answer, busy, failed } kind = Kind::failed;

@@ -10,6 +10,7 @@
 #include "model/fingerprint.h"
 #include "net/http_client.h"
 #include "net/http_reply.h"
+#include "net/range_attempts.h"
 #include "net/shard_spec.h"
 #include "net/shard_stats.h"
 #include "wire/codec.h"
@@ -124,14 +125,6 @@ HttpHeaders auth_headers(const RemoteFfnOptions& o) {
   return h;
 }
 
-std::string describe_error(const Result<HttpResponse>& res) {
-  if (!res) return res.error().message;
-  std::string detail = res->body;
-  auto j = json::parse(res->body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error"))
-    detail = j["error"].dump() + " (" + (j.contains("code") ? j["code"].dump() : std::string("no code")) + ")";
-  return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
-}
 
 // Calls that ran side by side counted as the client waited for them: remote_ms as the wall
 // time since they started, server_ms as the slowest one's (the stats would otherwise add
@@ -205,11 +198,11 @@ Result<std::unique_ptr<RemoteFfn>> RemoteFfn::connect(const Model& model, const 
       shard->client_options = {options.timeout_ms, options.ca_cert};
       auto res = shard->client->get("/v1/stats", auth_headers(options));
       if (!res || res->status >= 500) {  // a replica that is down now: the others may serve
-        unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + describe_error(res) + ")";
+        unreachable += (unreachable.empty() ? "" : "; ") + url + " (" + describe_call(res) + ")";
         continue;
       }
       if (res->status != 200)
-        return shard_error(ErrorCode::invalid_argument, url, "GET /v1/stats failed: " + describe_error(res));
+        return shard_error(ErrorCode::invalid_argument, url, "GET /v1/stats failed: " + describe_call(res));
       if (auto s = remote->check_shard(*shard, res->body, warnings); !s) return s.error();
       ++reachable;
       for (uint32_t l = part.range.first; l <= part.range.last; ++l) {
@@ -382,10 +375,10 @@ Status RemoteFfn::accept(Shard& shard, const Request& req, const Result<HttpResp
   stats_.head_bytes_received += res->head_bytes_received;
   if (res->status == 503) {  // busy, not broken (PROTOCOL §9): the caller backs off
     shard.retry_after_s = res->retry_after_s();
-    return fail(ErrorCode::overloaded, describe_error(res));
+    return fail(ErrorCode::overloaded, describe_call(res));
   }
   if (res->status != 200)
-    return fail(res->status >= 500 ? ErrorCode::shard_unavailable : ErrorCode::invalid_argument, describe_error(res));
+    return fail(res->status >= 500 ? ErrorCode::shard_unavailable : ErrorCode::invalid_argument, describe_call(res));
   const auto response_encoding = body_type_from_content_type(res->header("Content-Type")).binary;
   if (!response_encoding)
     return fail(ErrorCode::shard_unavailable, "answered with Content-Type '" + res->header("Content-Type") +

@@ -11,6 +11,7 @@
 #include "infer/transformer.h"
 #include "model/fingerprint.h"
 #include "net/http_client.h"
+#include "net/range_attempts.h"
 #include "net/shard_spec.h"
 #include "net/shard_stats.h"
 #include "wire/codec.h"
@@ -30,19 +31,6 @@ constexpr size_t kEntryMargin = 28 * 256;  // a request's session entries, kept 
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-std::string describe(const Result<HttpResponse>& res) {
-  if (!res) return res.error().message;
-  std::string detail = res->body;
-  const auto j = json::parse(res->body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error"))
-    detail = j["error"].dump() + " (" + (j.contains("code") ? j["code"].dump() : std::string("no code")) + ")";
-  return "HTTP " + std::to_string(res->status) + ": " + detail.substr(0, 300);
-}
-
-std::string error_code_of(const HttpResponse& res) {
-  const auto j = json::parse(res.body, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : "";
-}
 
 // How long a replica that refused connections is passed over for new sessions before it is
 // tried again (a restarted shard is back, without the sessions it had).
@@ -202,11 +190,11 @@ struct RemoteLayers::Impl {
       }
       if (res && res->status == 503 && busy++ < kMaxBusyRetries) {
         std::this_thread::sleep_for(std::chrono::seconds(std::min(res->retry_after_s(), 5)));
-        last_error = replica.url + ": " + describe(res);
+        last_error = replica.url + ": " + describe_call(res);
         continue;
       }      if (!res || res->status != 201)
         return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": opening a session on " + replica.url +
-                                                            " failed: " + describe(res));
+                                                            " failed: " + describe_call(res));
       const auto j = json::parse(res->body, nullptr, false);
       const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
                           ? parse_session_id(j["session"].get<std::string>())
@@ -237,7 +225,7 @@ struct RemoteLayers::Impl {
                                     json{{"max_positions", max_positions}, {"fork", session_id_hex(from.id)}, {"positions", positions}}.dump(),
                                     "application/json", headers());
     if (!res || res->status != 201)
-      return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": forking a session on " + replica.url + " failed: " + describe(res));
+      return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": forking a session on " + replica.url + " failed: " + describe_call(res));
     const auto j = json::parse(res->body, nullptr, false);
     const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
                         ? parse_session_id(j["session"].get<std::string>())
@@ -305,13 +293,13 @@ struct RemoteLayers::Impl {
       }
       if (lost.empty())
         for (size_t i = 0; i < items.size(); ++i) lost.push_back(i);
-      return make_error(ErrorCode::session_unknown, replica.url + ": " + describe(res));
+      return make_error(ErrorCode::session_unknown, replica.url + ": " + describe_call(res));
     }
     if (!res || res->status != 200) {
-      const ErrorCode code = res && (error_code_of(*res) == "bad_position" || error_code_of(*res) == "stale_step")
+      const ErrorCode code = res && (error_code_of(res->body) == "bad_position" || error_code_of(res->body) == "stale_step")
                                  ? ErrorCode::internal  // our own bug: never retried
                                  : ErrorCode::shard_unavailable;
-      return make_error(code, "layers " + range.name() + " on " + replica.url + ": " + describe(res));
+      return make_error(code, "layers " + range.name() + " on " + replica.url + ": " + describe_call(res));
     }
     const auto response_encoding = body_type_from_content_type(res->header("Content-Type")).binary;
     if (!response_encoding)
@@ -544,7 +532,7 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
         continue;
       }
       auto fail = [&](const std::string& what) { return make_error(ErrorCode::invalid_argument, "--remote-layers " + url + ": " + what); };
-      if (res->status != 200) return fail("GET /v1/stats failed: " + describe(res));
+      if (res->status != 200) return fail("GET /v1/stats failed: " + describe_call(res));
       auto stats = parse_shard_stats(res->body);
       if (!stats) return fail(stats.error().message);
       if (!stats->sessions) return fail("it does not serve layer-range sessions (start it with larql serve --sessions)");

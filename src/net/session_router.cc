@@ -5,6 +5,7 @@
 
 #include "net/fifo_mutex.h"
 #include "net/http_client.h"
+#include "net/range_attempts.h"
 #include "net/session_ids.h"
 #include "net/shard_spec.h"
 #include "net/shard_stats.h"
@@ -30,10 +31,6 @@ HttpReply passed_on(const HttpResponse& r) {
   return reply;
 }
 
-std::string code_of(const HttpResponse& r) {
-  const json j = json::parse(r.body, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.contains("code") && j["code"].is_string() ? j["code"].get<std::string>() : "";
-}
 
 HttpHeaders with_authorization(std::string_view authorization, HttpHeaders h = {}) {
   if (!authorization.empty()) h.emplace_back("Authorization", std::string(authorization));
@@ -458,7 +455,7 @@ HttpReply SessionRouter::walk_layers(std::string_view body, std::string_view con
           ++lost_;
         }
         HttpReply reply = error_reply(make_error(ErrorCode::session_lost, "layers " + ranges_[r]->layers.str() + " on " + replica.url + ": " +
-                                                                            (dead ? res.error().message : code_of(*res))));
+                                                                            (dead ? res.error().message : error_code_of(res->body))));
         json b = json::parse(reply.body);
         b["range"] = ranges_[r]->layers.str();
         b["replica"] = replica.url;
