@@ -75,7 +75,8 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
       scheduler_(transformer_, {.parallel = std::max<size_t>(1, options_.parallel), .max_waiting = options_.max_queue,
                                 .prefill_chunk = std::max<size_t>(1, options_.prefill_chunk),
                                 .ctx = std::min(options_.ctx, model.config.context),
-                                .speculative = options_.speculative, .draft_model = options_.draft_model, .draft_pool = &pool}),
+                                .speculative = options_.speculative, .draft_model = options_.draft_model, .draft_pool = &pool,
+                                .cache_bytes = options_.cache_bytes}),
       created_(int64_t(std::time(nullptr))),
       first_token_seconds_(kFirstTokenBuckets),
       token_gap_seconds_(kTokenGapBuckets) {
@@ -375,9 +376,13 @@ HttpReply ApiServer::complete(const HttpRequest& request, bool chat) {
     completion_tokens_ += out.completion_tokens;
     return out;
   };
-  // (The prompt is counted once, as OpenAI counts it for n choices.)
-  auto usage = [prompt_tokens = p.prompt.size()](size_t completion) {
-    return json{{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens + completion}};
+  // (The prompt is counted once, as OpenAI counts it for n choices; its cached tokens are
+  // the first choice's, known once its events have come.)
+  auto usage = [prompt_tokens = p.prompt.size(), first = jobs.front()](size_t completion) {
+    return json{{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion},
+                {"total_tokens", prompt_tokens + completion},
+                {"prompt_tokens_details", {{"cached_tokens", first->cached_tokens()}}}};
   };
 
   const bool want_logprobs = p.request.top_logprobs.has_value();
@@ -546,6 +551,18 @@ std::string ApiServer::metrics() const {
   o << "# HELP larql_api_time_per_output_token_seconds Time between a sequence's tokens after the first.\n"
     << "# TYPE larql_api_time_per_output_token_seconds histogram\n";
   token_gap_seconds_.render(o, "larql_api_time_per_output_token_seconds");
+  const PrefixCache::Stats& pc = st.prefix_cache;
+  o << "# HELP larql_api_prefix_cache_bytes What the prompt prefix cache holds (allocated), and its bound (--cache-bytes).\n"
+    << "# TYPE larql_api_prefix_cache_bytes gauge\nlarql_api_prefix_cache_bytes " << pc.bytes << "\n"
+    << "# TYPE larql_api_prefix_cache_limit_bytes gauge\nlarql_api_prefix_cache_limit_bytes " << options_.cache_bytes << "\n"
+    << "# HELP larql_api_prefix_cache_sequences Sequences the prefix cache keeps.\n"
+    << "# TYPE larql_api_prefix_cache_sequences gauge\nlarql_api_prefix_cache_sequences " << pc.sequences << "\n"
+    << "# HELP larql_api_prefix_cache_lookups_total Prompts looked up, those that found a prefix, and the prompt tokens it gave.\n"
+    << "# TYPE larql_api_prefix_cache_lookups_total counter\nlarql_api_prefix_cache_lookups_total " << pc.lookups << "\n"
+    << "# TYPE larql_api_prefix_cache_hits_total counter\nlarql_api_prefix_cache_hits_total " << pc.hits << "\n"
+    << "# TYPE larql_api_prefix_cache_tokens_total counter\nlarql_api_prefix_cache_tokens_total " << pc.tokens_reused << "\n"
+    << "# HELP larql_api_prefix_cache_evictions_total Sequences dropped to stay within the bound.\n"
+    << "# TYPE larql_api_prefix_cache_evictions_total counter\nlarql_api_prefix_cache_evictions_total " << pc.evicted << "\n";
   if (options_.session_replays)
     o << "# HELP larql_api_session_replays_total Sequences rebuilt on new sessions after theirs were lost (--remote-layers).\n"
       << "# TYPE larql_api_session_replays_total counter\nlarql_api_session_replays_total " << options_.session_replays() << "\n";

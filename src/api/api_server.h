@@ -35,6 +35,7 @@ struct ApiOptions {
   const Model* draft_model = nullptr;                  // --draft MODEL (else prompt lookup)
   bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
   size_t prefill_chunk = 64;  // a sequence's prompt tokens per step
+  size_t cache_bytes = 0;     // the prompt prefix cache's bound (BatchScheduler::Options); 0: off
   // Whole layers on session shards (--remote-layers): the ranges every step runs through,
   // and how many sequences they have replayed so far (for /metrics).
   std::vector<LayerRangeBackend*> layer_ranges = {};

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <limits>
 
+#include "kernels/attention.h"
+
 namespace larql {
 
 std::optional<Job::Event> Job::next(std::chrono::milliseconds wait) {
@@ -22,7 +24,10 @@ void Job::push(Event e) {
 }
 
 BatchScheduler::BatchScheduler(Transformer& transformer, Options options)
-    : transformer_(transformer), options_(options), engine_([this] { run(); }) {}
+    : transformer_(transformer),
+      options_(options),
+      prefix_cache_(transformer.config(), options.cache_bytes),
+      engine_([this] { run(); }) {}
 
 BatchScheduler::~BatchScheduler() {
   {
@@ -40,9 +45,9 @@ std::shared_ptr<Job> BatchScheduler::make_job(JobRequest request) const {
   job->sampler_.emplace(job->request_.sampler);
   job->sampler_->remember_prompt(job->request_.prompt);  // for a repetition penalty
   if (job->request_.grammar) job->matcher_.emplace(*job->request_.grammar);
+  job->context_ = job->request_.prompt;
   if (options_.speculative && !job->matcher_) {
     job->draft_length_.emplace(*options_.speculative);
-    job->context_ = job->request_.prompt;
     if (options_.draft_model) {
       auto draft = ModelDraft::create(*options_.draft_model, transformer_.config(), *options_.draft_pool);
       if (draft) job->model_draft_ = std::move(*draft);  // (its vocabulary was checked at start-up)
@@ -71,7 +76,7 @@ BatchScheduler::Stats BatchScheduler::stats() const {
   std::lock_guard lock(mutex_);
   // Cancelled waiters are not waiting any more, though the engine has not dropped them yet.
   const size_t waiting = size_t(std::count_if(waiting_.begin(), waiting_.end(), [](const auto& j) { return !j->cancelled(); }));
-  return {waiting, active_count_, steps_, drafted_.load(), accepted_.load(), kv_cache_bytes_.load()};
+  return {waiting, active_count_, steps_, drafted_.load(), accepted_.load(), kv_cache_bytes_.load(), prefix_cache_stats_};
 }
 
 void BatchScheduler::run() {
@@ -154,7 +159,7 @@ void BatchScheduler::emit(Job& job, int next, size_t ctx) {
   }
   ++job.generated_;
   job.last_token_ = next;
-  if (job.draft_length_) job.context_.push_back(next);
+  job.context_.push_back(next);
   std::optional<TokenLogprobs> logprobs;  // (its filters as they were when `next` was drawn)
   if (job.request_.top_logprobs) logprobs = job.sampler_->logprobs(job.raw_, next, *job.request_.top_logprobs, job.allowed_);
   job.sampler_->remember(next);
@@ -171,12 +176,58 @@ void BatchScheduler::emit(Job& job, int next, size_t ctx) {
   }
 }
 
-void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
+std::span<const int> BatchScheduler::held(const Job& job) {
+  const size_t prompt = job.request_.prompt.size();
+  // Decoding, the last token chosen is not in yet (fed at the next step).
+  const size_t n = job.prefilled_ < prompt ? job.prefilled_ : prompt + std::max<size_t>(job.generated_, 1) - 1;
+  return {job.context_.data(), std::min(n, job.context_.size())};
+}
+
+bool BatchScheduler::start(Job& job, std::span<const std::shared_ptr<Job>> active) {
+  const auto& prompt = job.request_.prompt;
+  // A scored prompt runs from its first row; the last prompt row always runs, for its logits.
+  if (!prefix_cache_.enabled() || wants_prompt(job) || prompt.size() < 2) return job.started_ = true;
+  const size_t limit = prompt.size() - 1;
+  std::vector<PrefixCache::Source> running;
+  for (const auto& other : active)
+    if (other.get() != &job && other->started_) running.push_back({held(*other), &other->cache_});
+  const PrefixCache::Match match = prefix_cache_.find(prompt, limit, running);
+  // Worth waiting for: a key block more than is held now.
+  for (const auto& other : active)
+    if (other.get() != &job && other->started_ && other->prefilled_ < other->request_.prompt.size()) {
+      const size_t shared = std::min(common_prefix(other->request_.prompt, prompt), limit);
+      if (shared >= match.positions + kKeyBlock && other->prefilled_ < shared) return false;
+    }
+  if (match.positions) job.cache_ = copy_kv_prefix(transformer_.config(), *match.cache, match.positions);
+  job.prefilled_ = match.positions;
+  job.cached_tokens_ = match.positions;
+  prefix_cache_.count_lookup(match.positions);
+  return job.started_ = true;
+}
+
+void BatchScheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
+  for (auto& job : active)
+    if (job->cancelled() && job->started_ && prefix_cache_.enabled()) {
+      const std::span<const int> tokens = held(*job);
+      prefix_cache_.keep({tokens.begin(), tokens.end()}, std::move(job->cache_));
+    }
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
-  if (active.empty()) {
+  std::lock_guard lock(mutex_);
+  prefix_cache_stats_ = prefix_cache_.stats();
+}
+
+void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& all) {
+  retire(all);
+  if (all.empty()) {
     kv_cache_bytes_ = 0;
     return;
   }
+  // The jobs in this step: those whose prompt's cached prefix is in (the others wait for a
+  // sequence still prefilling theirs).
+  std::vector<std::shared_ptr<Job>> active;
+  for (auto& job : all)
+    if (job->started_ || start(*job, all)) active.push_back(job);
+  if (active.empty()) return;  // (none waits for a job that is not running)
   const ModelConfig& c = transformer_.config();
   const size_t ctx = std::min(options_.ctx, c.context);
   // Each job's chunk: its next prompt piece, or its last token (and its drafts). A tree of
@@ -213,8 +264,8 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
   }
   std::vector<float> logits;
   if (auto s = transformer_.forward_batch(chunks, logits); !s) {
-    for (auto& job : active) job->push({std::nullopt, Job::End::error, s.error()});
-    active.clear();
+    for (auto& job : all) job->push({std::nullopt, Job::End::error, s.error()});
+    all.clear();  // (their caches are not kept: the failed pass may have left some half written)
     return;
   }
   // Sample where a sequence's prompt is all in (its logits are those of its last position).
@@ -269,9 +320,9 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& active) {
       accepted_ += path.size() - 1;
     }
   }
-  std::erase_if(active, [](const auto& j) { return j->cancelled(); });
+  retire(all);
   size_t kv_bytes = 0;
-  for (const auto& job : active) kv_bytes += job->cache_.bytes();
+  for (const auto& job : all) kv_bytes += job->cache_.bytes();
   kv_cache_bytes_ = kv_bytes;
 }
 

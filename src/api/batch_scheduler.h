@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/prefix_cache.h"
 #include "base/errors.h"
 #include "constrain/token_mask.h"
 #include "infer/draft_tree.h"
@@ -62,6 +63,8 @@ class Job {
   // The client left, or a stop string ended it: the engine drops it at the next step.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
+  // How many of the prompt's first tokens the prefix cache gave (final before the first event).
+  size_t cached_tokens() const { return cached_tokens_; }
 
  private:
   friend class BatchScheduler;
@@ -73,7 +76,9 @@ class Job {
   std::condition_variable ready_;
   std::deque<Event> events_;
   std::atomic<bool> cancelled_ = false;
+  std::atomic<size_t> cached_tokens_ = 0;
   // Engine-side state (the engine thread only).
+  bool started_ = false;  // its prompt's cached prefix is looked up and in its cache
   KvCache cache_;
   std::optional<Sampler> sampler_;
   size_t prefilled_ = 0;    // prompt tokens in the cache
@@ -82,9 +87,9 @@ class Job {
   int last_token_ = -1;     // fed at the next decode step
   std::optional<JsonMatcher> matcher_;  // structured output: the text so far
   std::vector<uint8_t> allowed_;        // structured output: this step's tokens
-  // Speculative decoding: the tokens so far (what prompt lookup matches), this step's
-  // last token with its drafts under it (a chain, or a tree of lookup's continuations) and
-  // how many drafts the next step asks for.
+  // The tokens so far, prompt and generated (what prompt lookup matches, what the prefix
+  // cache keeps). Speculative decoding: this step's last token with its drafts under it (a
+  // chain, or a tree of lookup's continuations) and how many drafts the next step asks for.
   std::vector<int> context_;
   DraftTree fed_;
   std::optional<DraftLength> draft_length_;
@@ -115,11 +120,15 @@ class BatchScheduler {
     // its own KV cache, run by the engine thread on `draft_pool` between steps.
     const Model* draft_model = nullptr;
     ThreadPool* draft_pool = nullptr;
+    // The prefix cache's bound in bytes (PrefixCache): finished sequences' keys and values,
+    // from which a prompt that starts the same way continues. 0: none kept or looked up.
+    size_t cache_bytes = 0;
   };
   struct Stats {
     size_t waiting = 0, active = 0, steps = 0;
     size_t drafted = 0, accepted = 0;  // speculative tokens proposed and kept
     size_t kv_cache_bytes = 0;         // what the active sequences' caches hold, after the last step
+    PrefixCache::Stats prefix_cache;   // after the last step
   };
 
   BatchScheduler(Transformer& transformer, Options options);
@@ -138,6 +147,15 @@ class BatchScheduler {
   void run();
   // One step over the active jobs; false when there were none.
   void step(std::vector<std::shared_ptr<Job>>& active);
+  // Puts the longest cached prefix of a new job's prompt in its cache, or the prefix another
+  // running sequence holds. False: it waits, because one still prefilling will soon hold
+  // more of its prompt than any has now (requests that arrive together prefill a shared
+  // prefix once).
+  bool start(Job& job, std::span<const std::shared_ptr<Job>> active);
+  // Drops the ended jobs, keeping what their caches hold in the prefix cache.
+  void retire(std::vector<std::shared_ptr<Job>>& active);
+  // The tokens whose keys and values a job's cache holds, from position 0.
+  static std::span<const int> held(const Job& job);
   // Whether a job scores its prompt: every prefill row's logits, not only the last one's.
   static bool wants_prompt(const Job& job);
   // The token a row gives a job (−1: the job ended, its grammar stuck), and which of
@@ -159,6 +177,8 @@ class BatchScheduler {
   size_t steps_ = 0;
   std::atomic<size_t> drafted_ = 0, accepted_ = 0;  // (the engine thread counts, stats() reads)
   std::atomic<size_t> kv_cache_bytes_ = 0;
+  PrefixCache prefix_cache_;              // (the engine thread's)
+  PrefixCache::Stats prefix_cache_stats_;  // its stats after the last step (under mutex_)
   bool stopping_ = false;
   std::thread engine_;
 };

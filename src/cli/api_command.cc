@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "api/api_server.h"
+#include "base/memory_size.h"
 #include "cli/ffn_options.h"
 #include "cli/http_options.h"
 #include "model/gguf.h"
@@ -26,7 +27,8 @@ struct ApiCommandOptions {
   std::optional<std::string> tokenizer;
   FfnOptions remote;
   std::optional<std::string> chat_template;
-  size_t ctx = 2048;
+  std::optional<size_t> ctx;          // default: the model's (over session shards, 2048)
+  std::optional<size_t> cache_bytes;  // default: parallel × ctx positions' KV, at most a quarter of memory
   size_t threads = 0;
   size_t max_queue = 64;
   size_t parallel = 8;
@@ -83,7 +85,17 @@ int api(ApiCommandOptions o) {
   if (!tokenizer) return fail(tokenizer.error().message);
   if (!*tokenizer) return fail("the model has no tokenizer; pass --tokenizer FILE (the API speaks text)");
 
-  ApiOptions options{std::filesystem::path(o.model).filename().string(), o.ctx, o.max_queue, o.parallel, std::nullopt};
+  // Locally the KV cache grows with the positions used, so the model's whole context costs
+  // nothing up front; a session shard reserves a sequence's at open.
+  const size_t ctx = std::min(o.ctx.value_or(o.remote.remote_layers ? 2048 : model->config.context), model->config.context);
+  const size_t kv_per_sequence = ctx * model->config.kv_bytes_per_position();  // (KV-shared layers hold none)
+  if (o.remote.remote_layers && o.cache_bytes.value_or(0) > 0)
+    return fail("--cache-bytes: the prefix cache keeps keys and values here, and with --remote-layers they live on the "
+                "shards; leave it out (or 0)");
+  const size_t cache_bytes =
+      o.remote.remote_layers ? 0 : o.cache_bytes.value_or(std::min(o.parallel * kv_per_sequence, quarter_of_memory()));
+  ApiOptions options{std::filesystem::path(o.model).filename().string(), ctx, o.max_queue, o.parallel, std::nullopt};
+  options.cache_bytes = cache_bytes;
   options.key_required = o.http.api_key.has_value();
   options.prefill_chunk = o.prefill_chunk;
   // A draft model runs here (its FFN too), one KV cache per sequence.
@@ -121,7 +133,7 @@ int api(ApiCommandOptions o) {
   std::unique_ptr<RemoteLayers> sessions;
   if (o.remote.remote_layers) {
     if (auto s = check_draft_for_sessions(o.remote, o.draft ? o.draft_shape.branches : 1); !s) return fail(s.error().message);
-    auto connected = connect_remote_layers(*model, o.remote, std::min(o.ctx, model->config.context), "larql api");
+    auto connected = connect_remote_layers(*model, o.remote, ctx, "larql api");
     if (!connected) return fail(connected.error().message);
     sessions = std::move(*connected);
     options.layer_ranges = sessions->ranges();
@@ -130,12 +142,10 @@ int api(ApiCommandOptions o) {
   ApiServer server(*model, tokenizer->get(), **backend, pool, options);
   o.http.render_error = openai_error_for;
   o.http.max_body_bytes = o.max_body_mb << 20;
-  const size_t ctx = std::min(o.ctx, model->config.context);
-  // What a full sequence's KV cache holds (KV-shared layers hold none).
-  const size_t kv_mib = (ctx * model->config.kv_bytes_per_position() + (1 << 20) - 1) >> 20;
+  auto mib = [](size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; };
   const std::string describe =
-      "larql api: model " + options.model_id + ", ctx " + std::to_string(ctx) + " (KV cache up to " + std::to_string(kv_mib) +
-      " MiB a sequence), chat " +
+      "larql api: model " + options.model_id + ", ctx " + std::to_string(ctx) + " (KV cache up to " + mib(kv_per_sequence) +
+      " a sequence), prefix cache " + (cache_bytes ? mib(cache_bytes) : std::string("off")) + ", chat " +
       (options.chat_format ? std::string(chat_format_info(*options.chat_format).name) : std::string("none")) + ", " +
       (remote     ? "FFN remote (" + wire::describe(remote->request_encodings()) + ")"
        : sessions ? "layers on session shards (" + o.remote.wire.value_or("f16") + ")"
@@ -165,9 +175,15 @@ void add_api_command(CLI::App& app) {
   add_remote_layers_option(cmd, o->remote);
   cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "port (0: any free port, printed at start-up)")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--ctx", o->ctx, "positions per sequence, prompt and completion (at most the model's)")
-      ->capture_default_str()
+  cmd->add_option("--ctx", o->ctx,
+                  "positions per sequence, prompt and completion (default: the model's context, allocated as used; "
+                  "with --remote-layers 2048, reserved on the shards)")
       ->check(CLI::Range(size_t{2}, size_t{1} << 24));
+  cmd->add_option("--cache-bytes", o->cache_bytes,
+                  "prompt prefix cache: keys and values of finished sequences kept for prompts that start the same way "
+                  "(default: --parallel x --ctx positions' worth, at most a quarter of memory; 0: off; not with "
+                  "--remote-layers)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 50));
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY everywhere but /health (also LARQL_API_KEY)");
   cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma, gemma4 or harmony (default: recognised from the model)");
   cmd->add_option("--threads", o->threads, "compute threads (default: all cores)");

@@ -89,6 +89,53 @@ Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t po
   return Ok{};
 }
 
+bool kv_serves_pass(std::span<const size_t> windows, const KvCache& cache, size_t pos) {
+  if (pos == 0) return true;
+  if (cache.layers.size() < windows.size()) return false;  // (a cache that ran a pass has every layer's)
+  for (size_t l = 0; l < windows.size(); ++l)
+    if (first_read(windows[l], pos) < cache.layers[l].first) return false;
+  return true;
+}
+
+namespace {
+
+// Layer l's slots of positions before `positions`, in floats: keys (whole key blocks), values.
+std::pair<size_t, size_t> prefix_floats(const ModelConfig& config, const KvCache::Layer& layer, size_t l, size_t positions) {
+  const size_t hd = config.layer(l).head_dim, slots = positions > layer.first ? positions - layer.first : 0;
+  return {key_floats(slots, hd), slots * hd};
+}
+
+}  // namespace
+
+KvCache copy_kv_prefix(const ModelConfig& config, const KvCache& from, size_t positions) {
+  KvCache out;
+  out.rewind = from.rewind;
+  out.layers.resize(from.layers.size());
+  for (size_t l = 0; l < from.layers.size(); ++l) {
+    const KvCache::Layer& in = from.layers[l];
+    KvCache::Layer& layer = out.layers[l];
+    layer.first = in.first;
+    const auto [key_n, value_n] = prefix_floats(config, in, l, positions);
+    for (size_t h = 0; h < in.keys.size(); ++h) {
+      layer.keys.emplace_back(in.keys[h].begin(), in.keys[h].begin() + std::ptrdiff_t(std::min(key_n, in.keys[h].size())));
+      layer.values.emplace_back(in.values[h].begin(), in.values[h].begin() + std::ptrdiff_t(std::min(value_n, in.values[h].size())));
+    }
+  }
+  return out;
+}
+
+void trim_kv(const ModelConfig& config, KvCache& cache, size_t positions) {
+  for (size_t l = 0; l < cache.layers.size(); ++l) {
+    KvCache::Layer& layer = cache.layers[l];
+    const auto [key_n, value_n] = prefix_floats(config, layer, l, positions);
+    for (size_t h = 0; h < layer.keys.size(); ++h)
+      for (auto [v, n] : {std::pair{&layer.keys[h], key_n}, std::pair{&layer.values[h], value_n}}) {
+        if (v->size() > n) v->resize(n);
+        if (v->capacity() > v->size() + v->size() / 8) v->shrink_to_fit();  // (a vector grown by doubling)
+      }
+  }
+}
+
 void reserve_kv(const ModelConfig& config, KvCache& cache, size_t l, size_t window, size_t pos, size_t end) {
   KvCache::Layer& layer = cache.layers[l];
   const LayerConfig& lc = config.layer(l);

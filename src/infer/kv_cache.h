@@ -63,6 +63,17 @@ size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows);
 // the model's.
 Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t pos);
 
+// Whether `cache`, holding a sequence's positions [0, pos) at least, can serve a pass at
+// `pos` (`windows`: kv_windows'): every layer still keeps what that pass reads.
+bool kv_serves_pass(std::span<const size_t> windows, const KvCache& cache, size_t pos);
+
+// A cache of the first `positions` of `from` (which holds them), sized to them: where a
+// new sequence that starts the same way continues.
+KvCache copy_kv_prefix(const ModelConfig& config, const KvCache& from, size_t positions);
+
+// Drops what `cache` holds past its first `positions`, and memory it holds beyond them.
+void trim_kv(const ModelConfig& config, KvCache& cache, size_t positions);
+
 // Makes layer l's cache, whose readers see `window` keys (0: all), hold the slots of
 // positions [pos, end) for a pass at `pos`, after dropping the positions before its window
 // that no later pass can read.

@@ -1,12 +1,12 @@
 #include "net/session_service.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "base/memory_size.h"
 #include "kernels/attention.h"
 #include "model/fingerprint.h"
 #include "net/session_ids.h"
@@ -23,11 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string str(uint64_t v) { return std::to_string(v); }
-
-size_t quarter_of_memory() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) / 4 : size_t(1) << 30;
-}
 
 Error session_unknown(const std::string& what) {
   return make_error(ErrorCode::session_unknown, what + ": no such session here (never opened, closed, expired, or opened with another key)");

@@ -102,7 +102,10 @@ TEST(ApiServer, OpenAiNodeClientStreamsThroughTwoShardsAndARouter) {
   EXPECT_EQ(got["usage"]["prompt_tokens"], prompt_ids.size());
   EXPECT_EQ(got["usage"]["completion_tokens"], chat_expected["generated_ids"].size());
   EXPECT_EQ(got["usage"]["total_tokens"], prompt_ids.size() + chat_expected["generated_ids"].size());
-  EXPECT_EQ(got["stream_usage"], got["usage"]) << "stream_options.include_usage";
+  for (const char* field : {"prompt_tokens", "completion_tokens", "total_tokens"})
+    EXPECT_EQ(got["stream_usage"][field], got["usage"][field]) << "stream_options.include_usage: " << field;
+  // The streamed chat ran first: the whole one, the same prompt, continues from its cache.
+  EXPECT_EQ(got["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_ids.size() - 1) << got["usage"].dump();
   std::printf("through the router: completion %s\n", got["completion"].dump().c_str());
 }
 
@@ -208,6 +211,34 @@ TEST(ApiServer, SamplingParametersReachTheEngine) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(json::parse(res->body)["error"]["param"], "logit_bias");
+}
+
+// The prompt prefix cache as a client sees it: a second turn that resends the first
+// (prompt and answer) reports the tokens it reused in usage.prompt_tokens_details, gives the
+// text a server without the cache gives, and /metrics counts the hit; --cache-bytes 0 keeps
+// nothing and says so at start-up.
+TEST(ApiServer, ASecondTurnReusesTheFirstsKeysAndValues) {
+  ChildProcess cached({"api", test::kDemo, "--port", "0", "--threads", "1"});
+  ChildProcess plain({"api", test::kDemo, "--port", "0", "--threads", "1", "--cache-bytes", "0"});
+  EXPECT_NE(cached.startup_line().find("prefix cache "), std::string::npos) << cached.startup_line();
+  EXPECT_NE(plain.startup_line().find("prefix cache off"), std::string::npos) << plain.startup_line();
+  std::string prompt = "And God said, Let there be light: and there was light.";
+  for (int turn = 0; turn < 2; ++turn) {
+    const json body{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2}};
+    auto a = post(cached.url(), "/v1/completions", body, nullptr), b = post(plain.url(), "/v1/completions", body, nullptr);
+    ASSERT_TRUE(a && b && a->status == 200 && b->status == 200) << (a ? a->body : "");
+    const json with = json::parse(a->body), without = json::parse(b->body);
+    EXPECT_EQ(with["choices"], without["choices"]) << "turn " << turn << ": text and log-probabilities as without the cache";
+    EXPECT_EQ(without["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    if (turn == 1) {
+      EXPECT_GT(with["usage"]["prompt_tokens_details"]["cached_tokens"].get<size_t>(), 12u) << with["usage"].dump();
+    }
+    prompt += with["choices"][0]["text"].get<std::string>() + " And the evening and the morning were the first day.";
+  }
+  EXPECT_EQ(test::server_metric(cached.url(), "larql_api_prefix_cache_hits_total"), 1);
+  EXPECT_GT(test::server_metric(cached.url(), "larql_api_prefix_cache_bytes"), 0);
+  EXPECT_EQ(test::server_metric(plain.url(), "larql_api_prefix_cache_lookups_total"), 0);
+  EXPECT_EQ(test::server_metric(plain.url(), "larql_api_prefix_cache_bytes"), 0);
 }
 
 TEST(ApiServer, SeveralChoicesAreSequencesOfTheBatchSeededInTurn) {
