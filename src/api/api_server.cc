@@ -76,7 +76,7 @@ ApiServer::ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend&
                                 .prefill_chunk = std::max<size_t>(1, options_.prefill_chunk),
                                 .ctx = std::min(options_.ctx, model.config.context),
                                 .speculative = options_.speculative, .draft_model = options_.draft_model, .draft_pool = &pool,
-                                .cache_bytes = options_.cache_bytes}),
+                                .cache_bytes = options_.cache_bytes, .fork_reach = options_.fork_reach}),
       created_(int64_t(std::time(nullptr))),
       first_token_seconds_(kFirstTokenBuckets),
       token_gap_seconds_(kTokenGapBuckets) {

@@ -36,6 +36,7 @@ struct ApiOptions {
   bool key_required = false;  // --api-key is set (GET /health says so, for the chat page to ask for it)
   size_t prefill_chunk = 64;  // a sequence's prompt tokens per step
   size_t cache_bytes = 0;     // the prompt prefix cache's bound (BatchScheduler::Options); 0: off
+  size_t fork_reach = SIZE_MAX;  // with layer_ranges: the shards' rewind_positions
   // Whole layers on session shards (--remote-layers): the ranges every step runs through,
   // and how many sequences they have replayed so far (for /metrics).
   std::vector<LayerRangeBackend*> layer_ranges = {};
@@ -51,6 +52,8 @@ class ApiServer {
  public:
   ApiServer(const Model& model, const Tokenizer* tokenizer, FfnBackend& ffn, ThreadPool& pool, ApiOptions options);
   std::vector<Route> routes();
+  // The prefix cache's least recently used sequence goes (BatchScheduler::drop_cached_prefix).
+  bool drop_cached_prefix() { return scheduler_.drop_cached_prefix(); }
 
  private:
   struct Prepared;  // a checked request, tokenized

@@ -26,7 +26,7 @@ void Job::push(Event e) {
 BatchScheduler::BatchScheduler(Transformer& transformer, Options options)
     : transformer_(transformer),
       options_(options),
-      prefix_cache_(transformer.config(), options.cache_bytes),
+      prefix_cache_(transformer.config(), options.cache_bytes, options.fork_reach),
       engine_([this] { run(); }) {}
 
 BatchScheduler::~BatchScheduler() {
@@ -198,10 +198,12 @@ bool BatchScheduler::start(Job& job, std::span<const std::shared_ptr<Job>> activ
       const size_t shared = std::min(common_prefix(other->request_.prompt, prompt), limit);
       if (shared >= match.positions + kKeyBlock && other->prefilled_ < shared) return false;
     }
-  if (match.positions) job.cache_ = copy_kv_prefix(transformer_.config(), *match.cache, match.positions);
-  job.prefilled_ = match.positions;
-  job.cached_tokens_ = match.positions;
-  prefix_cache_.count_lookup(match.positions);
+  std::optional<KvCache> continued = match.positions ? transformer_.continue_from(*match.cache, match.positions) : std::nullopt;
+  const size_t reused = continued ? match.positions : 0;  // (none: the shards could not continue it)
+  if (continued) job.cache_ = std::move(*continued);
+  job.prefilled_ = reused;
+  job.cached_tokens_ = reused;
+  prefix_cache_.count_lookup(reused);
   return job.started_ = true;
 }
 
@@ -232,7 +234,7 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& all) {
   const size_t ctx = std::min(options_.ctx, c.context);
   // Each job's chunk: its next prompt piece, or its last token (and its drafts). A tree of
   // drafts (--draft-branches) is for a sequence alone in its step: beside others its extra
-  // rows cost more than its fewer steps save (docs/benchmarks.md), so then a chain.
+  // rows cost more than its fewer steps save (docs/benchmarks/history.md), so then a chain.
   std::vector<SequenceChunk> chunks;
   std::optional<SpeculativeOptions> spec = options_.speculative;
   if (spec && active.size() > 1) spec->branches = 1;

@@ -123,6 +123,9 @@ class BatchScheduler {
     // The prefix cache's bound in bytes (PrefixCache): finished sequences' keys and values,
     // from which a prompt that starts the same way continues. 0: none kept or looked up.
     size_t cache_bytes = 0;
+    // Where the layers run on session shards: how far back of a kept sequence's end a
+    // prompt may continue it (the shards' rewind_positions).
+    size_t fork_reach = SIZE_MAX;
   };
   struct Stats {
     size_t waiting = 0, active = 0, steps = 0;
@@ -141,6 +144,9 @@ class BatchScheduler {
   // Empty when they do not all fit the queue.
   std::vector<std::shared_ptr<Job>> submit_together(std::vector<JobRequest> requests);
   Stats stats() const;
+  // Lets the least recently used kept prefix go (its sessions, where the layers run on
+  // shards). On the engine thread only: for a shard that answers 503 during a step.
+  bool drop_cached_prefix() { return prefix_cache_.drop_least_recent(); }
 
  private:
   std::shared_ptr<Job> make_job(JobRequest request) const;

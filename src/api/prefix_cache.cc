@@ -9,15 +9,24 @@ size_t common_prefix(std::span<const int> a, std::span<const int> b) {
   return size_t(std::mismatch(a.begin(), a.begin() + std::ptrdiff_t(n), b.begin()).first - a.begin());
 }
 
-PrefixCache::PrefixCache(const ModelConfig& config, size_t max_bytes)
-    : config_(config), windows_(kv_windows(config)), max_bytes_(max_bytes) {}
+PrefixCache::PrefixCache(const ModelConfig& config, size_t max_bytes, size_t fork_reach)
+    : config_(config), windows_(kv_windows(config)), max_bytes_(max_bytes), fork_reach_(fork_reach) {}
+
+namespace {
+
+// Whether a sequence of `held` positions can serve the first `n` of a prompt.
+bool serves(std::span<const size_t> windows, size_t fork_reach, const KvCache& cache, size_t held, size_t n) {
+  return cache.remote ? held - n <= fork_reach : kv_serves_pass(windows, cache, n);
+}
+
+}  // namespace
 
 PrefixCache::Match PrefixCache::find(std::span<const int> prompt, size_t limit, std::span<const Source> running) {
   Match best;
   if (!enabled()) return best;
   auto consider = [&](std::span<const int> tokens, const KvCache& cache) {
     const size_t n = std::min(common_prefix(tokens, prompt), limit);
-    if (n > best.positions && kv_serves_pass(windows_, cache, n)) best = {n, &cache};
+    if (n > best.positions && serves(windows_, fork_reach_, cache, tokens.size(), n)) best = {n, &cache};
     return best.cache == &cache;
   };
   auto best_entry = entries_.end();
@@ -34,6 +43,13 @@ void PrefixCache::count_lookup(size_t reused) {
   stats_.tokens_reused += reused;
 }
 
+bool PrefixCache::drop_least_recent() {
+  if (entries_.empty()) return false;
+  forget(std::prev(entries_.end()));
+  ++stats_.evicted;
+  return true;
+}
+
 void PrefixCache::forget(std::list<Entry>::iterator it) {
   stats_.bytes -= it->bytes;
   --stats_.sequences;
@@ -44,15 +60,15 @@ void PrefixCache::keep(std::vector<int> tokens, KvCache cache) {
   if (!enabled() || tokens.empty()) return;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const size_t shared = common_prefix(it->tokens, tokens);
-    if (shared == tokens.size() && kv_serves_pass(windows_, it->cache, shared)) {  // already held by a longer one
+    if (shared == tokens.size() && serves(windows_, fork_reach_, it->cache, it->tokens.size(), shared)) {  // held by a longer one
       entries_.splice(entries_.begin(), entries_, it);
       return;
     }
-    if (shared == it->tokens.size() && kv_serves_pass(windows_, cache, shared)) forget(it++);  // it serves this one's prefix
+    if (shared == it->tokens.size() && serves(windows_, fork_reach_, cache, tokens.size(), shared)) forget(it++);  // serves its prefix
     else ++it;
   }
   trim_kv(config_, cache, tokens.size());
-  const size_t bytes = cache.capacity_bytes();
+  const size_t bytes = cache.remote ? tokens.size() * config_.kv_bytes_per_position() : cache.capacity_bytes();
   if (bytes > max_bytes_) return;  // alone beyond the bound: not kept
   while (stats_.bytes + bytes > max_bytes_) {
     forget(std::prev(entries_.end()));

@@ -18,8 +18,11 @@ namespace larql {
 
 class PrefixCache {
  public:
-  // max_bytes 0: nothing is kept or looked up.
-  PrefixCache(const ModelConfig& config, size_t max_bytes);
+  // max_bytes 0: nothing is kept or looked up. Where the layers run elsewhere (a cache's
+  // KvCache::remote: sessions on shards), a kept sequence serves a prefix only within
+  // `fork_reach` positions of its end (the shards fork there, PROTOCOL §13), and counts the
+  // bytes its positions take there.
+  PrefixCache(const ModelConfig& config, size_t max_bytes, size_t fork_reach = SIZE_MAX);
   bool enabled() const { return max_bytes_ > 0; }
 
   // A sequence's keys and values of `tokens`, from position 0 (one still running).
@@ -48,6 +51,8 @@ class PrefixCache {
   Stats stats() const { return stats_; }
   // A lookup's outcome, counted by the caller once it uses the match.
   void count_lookup(size_t reused);
+  // Drops the least recently used kept sequence (a shard wants its room); false when none is kept.
+  bool drop_least_recent();
 
  private:
   struct Entry {
@@ -60,6 +65,7 @@ class PrefixCache {
   const ModelConfig& config_;
   const std::vector<size_t> windows_;
   const size_t max_bytes_;
+  const size_t fork_reach_;
   std::list<Entry> entries_;  // most recently used first
   Stats stats_;
 };

@@ -89,11 +89,8 @@ int api(ApiCommandOptions o) {
   // nothing up front; a session shard reserves a sequence's at open.
   const size_t ctx = std::min(o.ctx.value_or(o.remote.remote_layers ? 2048 : model->config.context), model->config.context);
   const size_t kv_per_sequence = ctx * model->config.kv_bytes_per_position();  // (KV-shared layers hold none)
-  if (o.remote.remote_layers && o.cache_bytes.value_or(0) > 0)
-    return fail("--cache-bytes: the prefix cache keeps keys and values here, and with --remote-layers they live on the "
-                "shards; leave it out (or 0)");
-  const size_t cache_bytes =
-      o.remote.remote_layers ? 0 : o.cache_bytes.value_or(std::min(o.parallel * kv_per_sequence, quarter_of_memory()));
+  // (With --remote-layers the kept sequences are sessions on the shards, their bytes there.)
+  const size_t cache_bytes = o.cache_bytes.value_or(std::min(o.parallel * kv_per_sequence, quarter_of_memory()));
   ApiOptions options{std::filesystem::path(o.model).filename().string(), ctx, o.max_queue, o.parallel, std::nullopt};
   options.cache_bytes = cache_bytes;
   options.key_required = o.http.api_key.has_value();
@@ -137,9 +134,12 @@ int api(ApiCommandOptions o) {
     if (!connected) return fail(connected.error().message);
     sessions = std::move(*connected);
     options.layer_ranges = sessions->ranges();
+    options.fork_reach = sessions->rewind_positions();
     options.session_replays = [s = sessions.get()] { return s->replays(); };
   }
   ApiServer server(*model, tokenizer->get(), **backend, pool, options);
+  // A shard with no room for a new session: kept prefixes' sessions go first.
+  if (sessions) sessions->set_overload_relief([&server] { return server.drop_cached_prefix(); });
   o.http.render_error = openai_error_for;
   o.http.max_body_bytes = o.max_body_mb << 20;
   auto mib = [](size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; };
@@ -181,8 +181,8 @@ void add_api_command(CLI::App& app) {
       ->check(CLI::Range(size_t{2}, size_t{1} << 24));
   cmd->add_option("--cache-bytes", o->cache_bytes,
                   "prompt prefix cache: keys and values of finished sequences kept for prompts that start the same way "
-                  "(default: --parallel x --ctx positions' worth, at most a quarter of memory; 0: off; not with "
-                  "--remote-layers)")
+                  "(default: --parallel x --ctx positions' worth, at most a quarter of memory; 0: off; with "
+                  "--remote-layers the kept sequences are sessions on the shards)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 50));
   cmd->add_option("--api-key", o->http.api_key, "require Authorization: Bearer KEY everywhere but /health (also LARQL_API_KEY)");
   cmd->add_option("--chat-template", o->chat_template, "llama3, llama2, chatml, gemma, gemma4 or harmony (default: recognised from the model)");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,13 @@ class LayerRangeBackend {
   // when `logit_rows_only`, only each chunk's rows from its first_logit on (the last range
   // of a pass, whose other rows the head does not read). A failure is an error, never zeros.
   virtual Status run(std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) = 0;
+  // A new sequence's state (KvCache::remote) continuing the first `positions` of the
+  // sequence whose state is `from` (every range's), made where the layers run at the new
+  // sequence's first pass, which starts at `positions`. Null: this backend cannot.
+  virtual std::shared_ptr<void> continue_from(const std::shared_ptr<void>& from, size_t positions) {
+    (void)from, (void)positions;
+    return nullptr;
+  }
 };
 
 }  // namespace larql

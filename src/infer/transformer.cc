@@ -371,6 +371,14 @@ Status Transformer::set_layer_ranges(std::vector<LayerRangeBackend*> ranges) {
   return Ok{};
 }
 
+std::optional<KvCache> Transformer::continue_from(const KvCache& from, size_t positions) const {
+  if (ranges_.empty()) return copy_kv_prefix(model_.config, from, positions);
+  KvCache out;
+  out.remote = ranges_.front()->continue_from(from.remote, positions);  // (one state for every range)
+  if (!out.remote) return std::nullopt;
+  return out;
+}
+
 Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
   if (auto s = prepare_rows(chunks, false); !s) return s;
   embed_rows(x_);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -72,6 +73,14 @@ class Transformer {
   // layer, each starting where the previous one ended) in place of the local layer loop.
   // Empty: every layer here. The backends outlive the transformer's passes.
   Status set_layer_ranges(std::vector<LayerRangeBackend*> ranges);
+
+  // A new sequence's cache that continues `from`'s first `positions` (a prompt prefix cache's
+  // hit): a copy of those positions' keys and values here, or, where the layers run
+  // elsewhere, a state that makes them there at the sequence's first pass (at `positions`).
+  // Nullopt when the ranges cannot.
+  std::optional<KvCache> continue_from(const KvCache& from, size_t positions) const;
+  // Whether the layers run elsewhere (set_layer_ranges).
+  bool layers_elsewhere() const { return !ranges_.empty(); }
 
   const ModelConfig& config() const { return model_.config; }
 

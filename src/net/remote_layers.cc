@@ -67,6 +67,10 @@ struct RemoteLayers::Sequence {
   std::vector<Part> parts;   // per range
   std::vector<int> history;  // every token fed so far, the current pass's included
   size_t replays = 0;
+  // Continuing another sequence's first fork_at positions (a prefix cache's hit): each
+  // range's session is a fork of that one's, made at this sequence's first pass.
+  std::shared_ptr<const Sequence> fork_from;
+  size_t fork_at = 0;
   std::shared_ptr<Closer> closer;
   ~Sequence() {
     std::lock_guard lock(closer->mutex);
@@ -81,6 +85,7 @@ class RemoteLayers::Range : public LayerRangeBackend {
   size_t first_layer() const override { return layers_.first; }
   size_t last_layer() const override { return layers_.last; }
   Status run(std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) override;
+  std::shared_ptr<void> continue_from(const std::shared_ptr<void>& from, size_t positions) override;
 
   Impl& impl_;
   size_t index_;
@@ -112,6 +117,7 @@ struct RemoteLayers::Impl {
   size_t max_positions = 0;
   std::vector<std::weak_ptr<Sequence>> live;  // sequences whose caches may still be alive
   std::atomic<size_t> replays{0};             // stats.replays, for other threads
+  std::function<bool()> relieve;              // set_overload_relief's
 
   Impl(const Model& m, RemoteLayersOptions o) : model(m), options(std::move(o)) {}
 
@@ -121,16 +127,45 @@ struct RemoteLayers::Impl {
     return h;
   }
 
+  std::shared_ptr<Sequence> new_sequence() {
+    auto seq = std::make_shared<Sequence>();
+    seq->parts.resize(ranges.size());
+    seq->closer = closer;
+    std::erase_if(live, [](const std::weak_ptr<Sequence>& w) { return w.expired(); });
+    live.push_back(seq);
+    return seq;
+  }
+
   Sequence& sequence(KvCache& cache) {
-    if (!cache.remote) {
-      auto seq = std::make_shared<Sequence>();
-      seq->parts.resize(ranges.size());
-      seq->closer = closer;
-      std::erase_if(live, [](const std::weak_ptr<Sequence>& w) { return w.expired(); });
-      live.push_back(seq);
-      cache.remote = seq;
-    }
+    if (!cache.remote) cache.remote = new_sequence();
     return *static_cast<Sequence*>(cache.remote.get());
+  }
+
+  // A sequence continuing `from`'s first `positions`, forked on the shards at its first
+  // pass; null when a fork there would start too far back (PROTOCOL §13: held −
+  // rewind_positions at least) or `from` never ran.
+  std::shared_ptr<void> continue_from(const std::shared_ptr<void>& from, size_t positions) {
+    auto source = std::static_pointer_cast<const Sequence>(from);
+    if (!source || positions == 0 || positions > source->history.size()) return nullptr;
+    size_t rewind = SIZE_MAX;
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      if (!source->parts[r].open) return nullptr;
+      rewind = std::min(rewind, ranges[r]->rewind_positions);
+    }
+    if (source->history.size() - positions > rewind) return nullptr;
+    auto seq = new_sequence();
+    seq->history.assign(source->history.begin(), source->history.begin() + long(positions));
+    seq->fork_from = std::move(source);
+    seq->fork_at = positions;
+    return seq;
+  }
+
+  // A 503 from a shard with no room for one more session: the prefix cache (if any) lets
+  // a kept sequence's sessions go; true when one went (their DELETEs are sent now).
+  bool relieved() {
+    if (!relieve || !relieve()) return false;
+    flush_closes();
+    return true;
   }
 
   void flush_closes() {
@@ -188,6 +223,7 @@ struct RemoteLayers::Impl {
         ++k;
         continue;
       }
+      if (res && res->status == 503 && relieved()) continue;  // a kept prefix's sessions made room
       if (res && res->status == 503 && busy++ < kMaxBusyRetries) {
         std::this_thread::sleep_for(std::chrono::seconds(std::min(res->retry_after_s(), 5)));
         last_error = replica.url + ": " + describe_call(res);
@@ -221,9 +257,9 @@ struct RemoteLayers::Impl {
     const Sequence::Part& from = source.parts[r];
     Replica& replica = range.replicas[from.replica];
     const size_t max_positions = std::min(this->max_positions ? this->max_positions : model.config.context, range.max_positions);
-    auto res = replica.client->post("/v1/sessions",
-                                    json{{"max_positions", max_positions}, {"fork", session_id_hex(from.id)}, {"positions", positions}}.dump(),
-                                    "application/json", headers());
+    const std::string body = json{{"max_positions", max_positions}, {"fork", session_id_hex(from.id)}, {"positions", positions}}.dump();
+    auto res = replica.client->post("/v1/sessions", body, "application/json", headers());
+    if (res && res->status == 503 && relieved()) res = replica.client->post("/v1/sessions", body, "application/json", headers());
     if (!res || res->status != 201)
       return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": forking a session on " + replica.url + " failed: " + describe_call(res));
     const auto j = json::parse(res->body, nullptr, false);
@@ -442,6 +478,16 @@ struct RemoteLayers::Impl {
         twins.push_back({*twin_of, &seq, n, out.data() + out_row * H, n - out_from});
       } else {
         Sequence::Part& part = seq.parts[r];
+        if (!part.open && seq.fork_from && ch.pos == seq.fork_at) {
+          // A cached prefix: this range's session forks the one that holds it. Its session
+          // gone (expired, its shard restarted), the prefix is rebuilt here as a lost one is.
+          if (auto s = fork_part(r, seq, *seq.fork_from, seq.fork_at); !s) {
+            seq.fork_from.reset();
+            if (auto rs = replay(seq, r, ch.pos, "the cached prefix's session is gone: " + s.error().message); !rs) return rs;
+          } else if (std::all_of(seq.parts.begin(), seq.parts.end(), [](const Sequence::Part& p) { return p.open; })) {
+            seq.fork_from.reset();  // every range forked: the source may go
+          }
+        }
         if (!part.open) {  // never opened, or lost with its replica
           if (ch.pos == 0) {
             if (auto s = open_part(r, seq); !s) return s;
@@ -470,6 +516,10 @@ Status RemoteLayers::Range::run(std::span<const SequenceChunk> chunks, std::vect
   return impl_.run(index_, chunks, x, logit_rows_only);
 }
 
+std::shared_ptr<void> RemoteLayers::Range::continue_from(const std::shared_ptr<void>& from, size_t positions) {
+  return impl_.continue_from(from, positions);
+}
+
 RemoteLayers::RemoteLayers(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 RemoteLayers::~RemoteLayers() {
@@ -494,6 +544,8 @@ const RemoteLayersStats& RemoteLayers::stats() const { return impl_->stats; }
 size_t RemoteLayers::replays() const { return impl_->replays; }
 
 void RemoteLayers::set_max_positions(size_t positions) { impl_->max_positions = positions; }
+
+void RemoteLayers::set_overload_relief(std::function<bool()> relieve) { impl_->relieve = std::move(relieve); }
 
 size_t RemoteLayers::rewind_positions() const {
   size_t rewind = SIZE_MAX;

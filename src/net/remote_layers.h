@@ -7,6 +7,7 @@
 // position 0 (bit-identical over f32), at most twice per sequence.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,10 @@ class RemoteLayers {
   void set_max_positions(size_t positions);
   // The rewind the shards allow (rewind_positions; drafts are taken back within it).
   size_t rewind_positions() const;
+  // Called (on the thread that runs the passes) when a shard answers 503 for want of room
+  // for a new session: true when it let sessions go (a prefix cache dropping a kept
+  // sequence), and the open is tried again at once.
+  void set_overload_relief(std::function<bool()> relieve);
 
   class Range;
   struct Sequence;

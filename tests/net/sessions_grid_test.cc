@@ -24,6 +24,7 @@
 #include "net/remote_layers.h"
 #include "support/command.h"
 #include "support/demo_model.h"
+#include "support/eventually.h"
 #include "support/process.h"
 #include "wire/session_codec.h"
 #include "wire/wire_config.h"
@@ -286,8 +287,9 @@ double shard_metric(const ChildProcess& shard, const std::string& name) {
 // and each equals the local text.
 TEST(SessionsGrid, SeveralChoicesOfOnePromptForkOneSession) {
   ChildProcess a = session_shard("0-2"), b = session_shard("3-5");
+  // (Without the prefix cache, which would continue the second request from the first's.)
   ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--remote-layers",
-                    "0-2=" + a.url() + ",3-5=" + b.url()});
+                    "0-2=" + a.url() + ",3-5=" + b.url(), "--cache-bytes", "0"});
   httplib::Client c("127.0.0.1", api.port());
   c.set_read_timeout(60);
   json usage;
@@ -317,6 +319,43 @@ TEST(SessionsGrid, SeveralChoicesOfOnePromptForkOneSession) {
   const double prompt = usage["prompt_tokens"].get<double>(), decode = usage["completion_tokens"].get<double>() / 3 - 1;
   EXPECT_EQ(rows1 - rows0, prompt + decode);
   EXPECT_EQ(rows3 - rows1, prompt + 3 * decode);
+}
+
+// The prompt prefix cache over sessions: a turn that resends the last one continues it on
+// the shards by forking the kept sessions (only its new rows go over the wire), with the
+// text and log-probabilities of a local server without the cache; once the shards have let
+// the kept sessions expire, the next turn is rebuilt there and still the same.
+TEST(SessionsGrid, ACachedPrefixIsForkedOnTheShardsAndAnExpiredOneRebuilt) {
+  ChildProcess a({"serve", kDemo, "--port", "0", "--layers", "0-2", "--threads", "1", "--sessions", "--session-idle-s", "2"});
+  ChildProcess b({"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1", "--sessions", "--session-idle-s", "2"});
+  ChildProcess api({"api", kDemo, "--port", "0", "--threads", "1", "--wire", "f32", "--remote-layers", "0-2=" + a.url() + ",3-5=" + b.url()});
+  ChildProcess local({"api", kDemo, "--port", "0", "--threads", "1", "--cache-bytes", "0"});
+  auto ask = [](const ChildProcess& server, const std::string& prompt) {
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(60);
+    auto r = c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2}}.dump(),
+                    "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r && r->status == 200 ? json::parse(r->body) : json::object();
+  };
+  auto rows = [&] { return shard_metric(a, "larql_shard_sessions_rows_total"); };
+  std::string prompt = "And God said, Let there be light: and there was light.";
+  for (int turn = 0; turn < 4; ++turn) {
+    if (turn == 3) {  // the kept sessions expire on the shards
+      ASSERT_TRUE(test::eventually([&] { return open_sessions(a) == 0 && open_sessions(b) == 0; })) << open_sessions(a);
+    }
+    const double rows_before = rows();
+    const json remote = ask(api, prompt), plain = ask(local, prompt);
+    ASSERT_TRUE(remote.contains("choices") && plain.contains("choices"));
+    EXPECT_EQ(remote["choices"], plain["choices"]) << "turn " << turn << ": text and log-probabilities as a local run's";
+    const size_t cached = remote["usage"]["prompt_tokens_details"]["cached_tokens"].get<size_t>();
+    const double prompt_tokens = remote["usage"]["prompt_tokens"].get<double>();
+    if (turn == 1 || turn == 2) {
+      EXPECT_GT(cached, 12u) << "turn " << turn;
+      EXPECT_LT(rows() - rows_before, prompt_tokens) << "turn " << turn << ": only the new rows were sent";
+    }
+    prompt += remote["choices"][0]["text"].get<std::string>() + " And the evening and the morning were the first day.";
+  }
 }
 
 // Through a router beside the shards: one round trip a token, the local ids over f32; the
