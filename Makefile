@@ -11,7 +11,7 @@ SYNTH_G3_27B := build/models/synth-gemma3-27b-width-4l
 SYNTH_G4_31B := build/models/synth-gemma4-31b-width-4l
 SYNTH_QWEN3_MOE := build/models/synth-qwen3-30b-a3b-width-12l
 
-.PHONY: all deps build package test test-unit test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model train-demo-draft-model clean
+.PHONY: all deps build package test test-unit docs-check test-asan fuzz bench bench-engine bench-gguf bench-moe bench-remote bench-gemma bench-wire synth-085b demo train-demo-model train-demo-moe-model train-demo-draft-model clean
 
 all: build
 
@@ -36,6 +36,7 @@ test:
 	@bash scripts/timed.sh build $(MAKE) --no-print-directory build
 	@bash scripts/install-js-tokenizers.sh
 	@bash scripts/timed.sh tests $(MAKE) --no-print-directory test-unit
+	@bash scripts/timed.sh docs $(MAKE) --no-print-directory docs-check
 	@bash scripts/timed.sh asan $(MAKE) --no-print-directory test-asan
 	@bash scripts/timed.sh fuzz $(MAKE) --no-print-directory fuzz
 	@python3 scripts/test_summary.py build/test-results build-asan/test-results
@@ -43,6 +44,10 @@ test:
 # The release build's tests alone.
 test-unit: build
 	$(call run_tests,build)
+
+# README.md and docs/: runnable examples run, links resolve, no development-process words.
+docs-check: build
+	python3 scripts/check_docs.py
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLARQL_SANITIZE=ON -DLARQL_BENCH=OFF -DLARQL_EMULATED_AVX512=OFF

@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
       // warm-up run): one untimed prefill of the longest prompt sizes the scratch buffers
       // and the KV cache, which each timed prefill then overwrites from position 0. A new
       // engine's first prefill also faults in ~80 MB of fresh buffers at 512 tokens, which
-      // made bf16-dot's up to 17% slower (docs/benchmarks.md, session 24); a new
+      // made bf16-dot's up to 17% slower (docs/benchmarks/history.md, "`engine_bench` times a warm engine"); a new
       // sequence's KV cache alone measured no slower than a reused one.
       std::vector<double> prefill_tps, prefill_share;
       const bench::PeakKind kind = peak_of(m.model).first;

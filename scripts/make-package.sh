@@ -26,7 +26,8 @@ cp -r "$src/models/demo" "$src/models/demo-moe" "$src/models/demo-draft" "$root/
 install -Dm644 -t "$root/usr/lib/systemd/system" "$src"/packaging/systemd/*.service
 install -Dm644 -t "$root/usr/share/doc/larql/examples" "$src"/packaging/examples/*.env
 install -Dm644 "$src/README.md" "$root/usr/share/doc/larql/README.md"
-[ -f "$src/docs/deploy.md" ] && install -Dm644 "$src/docs/deploy.md" "$root/usr/share/doc/larql/deploy.md"
+# The guides beside the README, where its links point (the benchmarks' history stays in the repository).
+install -Dm644 -t "$root/usr/share/doc/larql/docs" "$src"/docs/*.md "$src"/docs/*.png
 
 # The man page: the top-level help, then each subcommand's whole help. The version without
 # the CPU's kernel list, which differs between machines.

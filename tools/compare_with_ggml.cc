@@ -1,6 +1,6 @@
 // By hand, not part of the build or the tests: larql's block quantisers and dequantisers
 // against llama.cpp's own (libggml-base), on random rows of three distributions and on
-// random bytes. docs/benchmarks.md quotes its result. With a llama.cpp build in $LLAMA:
+// random bytes. docs/benchmarks/history.md quotes its result. With a llama.cpp build in $LLAMA:
 //
 //   cmake --build build --target larql_engine
 //   g++ -std=c++20 -O2 -Isrc tools/compare_with_ggml.cc build/liblarql_engine.a build/liblarql_wire.a \

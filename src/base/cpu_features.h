@@ -26,7 +26,7 @@ bool cpu_has_avx512_vnni();
 // Whether K-quant decode products (one token) run faster on the 256-bit tiles than on the
 // AVX-512 ones: on AMD's Zen 4 (family 19h with AVX-512), whose 512-bit units are
 // double-pumped, the 256-bit tiles, one row at a time, read a K-quant matrix from memory
-// 1.3-1.8x faster (docs/benchmarks.md, "K-quant decode on Zen 4"). LARQL_KQUANT_DECODE=256
+// 1.3-1.8x faster (docs/benchmarks/history.md, "K-quant decode on Zen 4"). LARQL_KQUANT_DECODE=256
 // or 512 chooses on any CPU. Both give the same bits.
 bool cpu_prefers_256bit_kquant_decode();
 

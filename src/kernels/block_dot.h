@@ -24,7 +24,7 @@
 // The result depends only on the row and the token's activations, never on the ISA,
 // the thread count or the tile: prefill equals token by token, and remote equals local.
 // It approximates the float product by the activations' 8-bit rounding on top of the
-// format's own (docs/benchmarks.md measures both).
+// format's own (docs/benchmarks/history.md measures both).
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,7 @@ namespace larql {
 // per lane, eight lanes per block, as the AVX-512 tiles load them two blocks at a time
 // (lanes 0-7 the even block, 8-15 the odd one). A block's dx is kept once: the tiles
 // spread a pair's two over the lanes in registers (a lane copy of each read from L2 cost
-// the Q8_0 prefill tile a sixth of its time, docs/benchmarks.md).
+// the Q8_0 prefill tile a sixth of its time, docs/benchmarks/history.md).
 struct QuantizedActivations {
   size_t rows = 0, cols = 0, blocks = 0;  // blocks per row = cols / 32
   size_t lane_stride = 0;                 // floats per row of lane_group_sum: 8 per block, blocks rounded up to pairs

@@ -233,7 +233,7 @@ LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
 // Decode of the K-quants: rows of one token, both halves of each output. The tile's rows
 // go one after another, each read start to end: one stream per thread, which the
 // hardware prefetcher follows. Four rows a chunk at a time, with the next tile's rows
-// prefetched by hand, read 0.55-0.75x as fast on the Zen 5 of docs/benchmarks.md (the
+// prefetched by hand, read 0.55-0.75x as fast on the Zen 5 of docs/benchmarks/history.md (the
 // AVX-512 tiles, whose wider steps leave memory the bound, keep that scheme).
 template <DType T>
 LARQL_AVX2 void kquant_row_tile(const Tile& t) {
@@ -256,7 +256,7 @@ LARQL_AVX2 void kquant_row_tile(const Tile& t) {
       acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
     };
     // Each chunk's scales are unpacked as it comes: q6_k's read one chunk ahead, as the
-    // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks.md).
+    // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks/history.md).
     for (size_t c = 0; c < chunks; ++c) {
       load_chunk<T>(chunk, weights, c);
       scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
@@ -275,7 +275,7 @@ LARQL_AVX2 void kquant_row_tile(const Tile& t) {
 // of each output. Each block's bytes in the next tile's rows are prefetched as its own
 // are read: the hardware prefetcher alone leaves NR interleaved streams of short rows
 // waiting. Q8_0, whose steps are fewer, decoded 10-20% slower one row at a time as the
-// K-quants go (docs/benchmarks.md, session 42).
+// K-quants go (docs/benchmarks/history.md, "AVX2 decode one row at a time").
 template <DType T, int NR>
 LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
   static_assert(!blocks::is_kquant(T));
@@ -555,7 +555,7 @@ const std::array<TileFn, 4> kInterleavedRowTiles{&interleaved_row_tile<T, 1>, &i
 
 // The fewest tokens over a group of rows for which unpacking them into QuadRows pays: below
 // it the stored rows' tile (grid_tile) is faster. Measured crossings (5632 × 2048, Zen 5,
-// docs/benchmarks.md): q8_0 at 5-6 tokens, the K-quants at 6 (q6_k) to 8 (q4_k).
+// docs/benchmarks/history.md): q8_0 at 5-6 tokens, the K-quants at 6 (q6_k) to 8 (q4_k).
 template <DType T>
 constexpr size_t quad_min_tokens() {
   return blocks::is_kquant(T) ? 8 : 6;

@@ -32,7 +32,7 @@ constexpr double kTaylor[14] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29, 0x
                                 0x1.0000000000000p+0,  0x1.0000000000000p+0};
 
 // Vectors computed side by side (exp4_avx2, exp8_avx512), the fastest counts measured on
-// the Zen 5 (docs/benchmarks.md); more would not fit the registers.
+// the Zen 5 (docs/benchmarks/history.md); more would not fit the registers.
 constexpr int kAvx2Chains = 4, kAvx512Chains = 8;
 
 int64_t bits_of(double d) {

@@ -132,7 +132,7 @@ constexpr size_t kActivationBlockBytes = 512 << 10;
 // thread, claimed in order as threads come free: a thread that finishes a block goes on to
 // the next one's pieces, and only the last block's last pieces can leave a thread waiting.
 // In a VM one core can also run slower for a while; small pieces let the other take over
-// its share (docs/benchmarks.md). A decode step keeps one piece per thread, one weight
+// its share (docs/benchmarks/history.md). A decode step keeps one piece per thread, one weight
 // stream each (four measured slower).
 constexpr size_t kPrefillPiecesPerThread = 16;
 
@@ -140,7 +140,7 @@ constexpr size_t kPrefillPiecesPerThread = 16;
 // group's rows, a part each (Tile::prefetch). With fewer, the prefetches queue on DRAM as
 // the next group's first tile would; spread over every tile, the lines leave L1 before
 // they are used. Two, four and eight measured 1.02-1.13, 1.08-1.22 and 1.07-1.20x faster
-// products from DRAM than before (docs/benchmarks.md, session 22).
+// products from DRAM than before (docs/benchmarks/history.md, "Prefill tiles prefetch the next row group").
 constexpr size_t kPrefetchingTiles = 4;
 
 // Part `part` of `parts` of the cache lines of rows [begin, end) of w.

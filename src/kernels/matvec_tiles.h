@@ -87,13 +87,13 @@ struct QuadRows {
 
 // Whether a product of several tokens keeps rows of t unpacked. Not q8_0's, whose integers
 // are stored as they are multiplied: its rows kept unpacked (3 bytes per value) left L1
-// for L2 and made the down product slower (docs/benchmarks.md).
+// for L2 and made the down product slower (docs/benchmarks/history.md).
 inline bool keeps_unpacked_rows(DType t) { return dtype_is_blocked(t) && t != DType::q8_0; }
 
 #if defined(__x86_64__)
 // A tile's Tile::prefetch lines, evenly over its `steps` calls of step() (a tile calls it
 // once per step of its loop over k): into L1 (T0), as the T1 and T2 hints brought nothing
-// nearer than DRAM on the Zen 5 (docs/benchmarks.md).
+// nearer than DRAM on the Zen 5 (docs/benchmarks/history.md).
 class SpreadPrefetch {
  public:
   SpreadPrefetch(const Tile& t, size_t steps)

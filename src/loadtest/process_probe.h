@@ -20,7 +20,7 @@ ProcessSample sample_process(pid_t pid);
 
 // Whether `now` is back near `baseline`, a sample taken after a warm-up load (allocators
 // keep what the first requests' threads freed: the router went from 8 to 16 MB in its
-// first seconds and stayed there for 2 minutes, docs/benchmarks.md): resident memory within
+// first seconds and stayed there for 2 minutes, docs/benchmarks/history.md): resident memory within
 // 20% + 4 MiB of it (unless `judge_memory` is off: AddressSanitizer keeps freed memory),
 // descriptors within 10 (the load harness's recovery rule).
 bool recovered(const ProcessSample& baseline, const ProcessSample& now, bool judge_memory = true);

@@ -11,7 +11,7 @@
 //                 (viewed in place).
 //
 // The converted bytes are the model's (Model::converted): the experts' size in memory
-// rather than in the page cache (docs/benchmarks.md measures the load).
+// rather than in the page cache (docs/benchmarks/history.md measures the load).
 #pragma once
 
 #include <cstdint>

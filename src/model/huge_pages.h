@@ -2,7 +2,7 @@
 // whose 4 KiB pages cost a TLB miss (a two-level page walk in a VM) per page streamed
 // through: a step of decode reads every weight once. Copying the weights a process computes
 // with into one anonymous region of 2 MiB pages removes most of those walks (measured in
-// docs/benchmarks.md). The file is then only read once, with pread: the mapping's pages
+// docs/benchmarks/history.md). The file is then only read once, with pread: the mapping's pages
 // of the copied weights are never touched.
 #pragma once
 

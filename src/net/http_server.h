@@ -1,6 +1,6 @@
 // The HTTP glue shared by the shard server and the router: Boost.Beast, one thread per
 // kept-alive connection reading and writing with one system call each way (cpp-httplib
-// cost 4.5x a raw TCP round trip on one core; see docs/benchmarks.md), TCP_NODELAY,
+// cost 4.5x a raw TCP round trip on one core; see docs/benchmarks/history.md), TCP_NODELAY,
 // optional TLS and bearer-key auth, JSON errors on every path (404, 405, 413 and
 // malformed HTTP included), the real port in the start-up line, and graceful shutdown on
 // SIGINT/SIGTERM.

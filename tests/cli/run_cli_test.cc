@@ -41,16 +41,32 @@ std::string oracle_text(const nlohmann::json& seq, size_t n) {
   return printed.substr(prompt.size(), end - prompt.size());
 }
 
-// Every numeric option of every command, given -1, answers with one short line that names
-// the option; every unsigned or bounded one refuses it, saying the bound (not CLI11's bound
-// written out in 309 digits, nor -1 read as 2^64 − 1).
-TEST(Cli, EveryNumericOptionRefusesAnOutOfRangeValueInOneShortLine) {
+// The subcommands `larql --help` lists.
+std::vector<std::string> larql_commands() {
   const std::string help = larql("--help").out;
   std::vector<std::string> commands;
   std::istringstream list(help.substr(help.find("Subcommands:")));
   for (std::string line; std::getline(list, line);)
     if (line.starts_with("  ") && line.size() > 2 && line[2] != ' ') commands.push_back(line.substr(2, line.find(' ', 2) - 2));
-  ASSERT_GE(commands.size(), 10u) << help;
+  EXPECT_GE(commands.size(), 10u) << help;
+  return commands;
+}
+
+// Every command's --help (and so the man page, made from it) ends with an example of it.
+TEST(Cli, EveryCommandsHelpEndsWithAnExample) {
+  for (const std::string& command : larql_commands()) {
+    const std::string help = larql(command + " --help").out;
+    const size_t at = help.rfind("Example:\n  larql " + command + " ");
+    EXPECT_NE(at, std::string::npos) << command << ":\n" << help;
+  }
+}
+
+// Every numeric option of every command, given -1, answers with one short line that names
+// the option; every unsigned or bounded one refuses it, saying the bound (not CLI11's bound
+// written out in 309 digits, nor -1 read as 2^64 − 1).
+TEST(Cli, EveryNumericOptionRefusesAnOutOfRangeValueInOneShortLine) {
+  const std::vector<std::string> commands = larql_commands();
+  ASSERT_GE(commands.size(), 10u);
   const std::regex numeric(R"(^\s+(?:-[a-z], )?(--[a-z0-9-]+) ((?:UINT|INT|FLOAT)\S*))");
   size_t checked = 0, bounded = 0;
   for (const std::string& command : commands) {

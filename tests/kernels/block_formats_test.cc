@@ -2,7 +2,7 @@
 // each part (scale, minimum, high bits, nibbles) and the value formula, and the
 // reference quantisers' choices of scale and rounding. (By hand, against llama.cpp's
 // libggml-base: quantize_row_q{4,5,6}_K_ref and dequantize_row_q{4,5,6}_K give the same
-// bytes and floats as these on 12,000 super-blocks; docs/benchmarks.md.)
+// bytes and floats as these on 12,000 super-blocks; docs/benchmarks/history.md.)
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -191,7 +191,7 @@ std::vector<uint8_t> one_array_header(GgufValueType element, uint64_t n) {
 }
 
 // Metadata arrays cost their stored bytes (a u8 array took 16 bytes an element, and a
-// 100 MB file 1.7 GB, before: docs/benchmarks.md), and what a header would take in memory
+// 100 MB file 1.7 GB, before: docs/benchmarks/history.md), and what a header would take in memory
 // is bounded by the file's size: an array of empty strings (32 bytes each in memory, 8 in
 // the file) beyond the budget is refused naming its key, before it is allocated.
 TEST_F(Gguf, MetadataArraysTakeTheirStoredBytesAndABudgetBoundsTheRest) {

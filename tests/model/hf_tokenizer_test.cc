@@ -79,7 +79,7 @@ TEST(HfTokenizer, SpecialTokensTemplateAndByteFallback) {
 
 // Added tokens are looked for at every byte of the text: six thousand of them (Gemma's
 // files list thousands) must cost about what six do. The scan that tried each one took 61
-// times as long (docs/benchmarks.md). Best of five, same run.
+// times as long (docs/benchmarks/history.md). Best of five, same run.
 TEST(HfTokenizer, ThousandsOfAddedTokensCostAboutWhatAFewDo) {
   auto with_added = [](int count) {
     json doc = sentencepiece_style({"a b", "\u2581 ab"});
