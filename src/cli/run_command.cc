@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 
 #include "cli/ffn_options.h"
 #include "infer/generate.h"
+#include "infer/prompt_cache_file.h"
 #include "model/loader.h"
 #include "net/remote_ffn.h"
 #include "wire/wire_config.h"
@@ -44,6 +46,7 @@ struct RunOptions {
   FfnOptions remote;
   std::optional<std::string> arithmetic;
   bool no_huge_pages = false;
+  std::optional<std::string> prompt_cache;  // --prompt-cache FILE
 };
 
 int fail(const std::string& message) {
@@ -118,6 +121,23 @@ int run(const RunOptions& o) {
     }
   }
 
+  // --prompt-cache: where the prompt starts as the file's tokens did, their keys and values
+  // from it (at most the prompt's length − 1: the last row runs for its logits).
+  if (o.prompt_cache) {
+    if (o.remote.remote_layers)
+      return fail("--prompt-cache keeps the prompt's keys and values here; with --remote-layers they live on the shards");
+    if (std::filesystem::exists(*o.prompt_cache)) {
+      auto loaded = load_prompt_cache(*o.prompt_cache, *model);
+      if (!loaded) return fail(loaded.error().message);
+      const size_t n = std::min<size_t>(
+          std::mismatch(prompt.begin(), prompt.end(), loaded->tokens.begin(), loaded->tokens.end()).first - prompt.begin(), prompt.size() - 1);
+      if (n > 0 && kv_serves_pass(kv_windows(model->config), loaded->cache, n)) {
+        transformer.set_cache(copy_kv_prefix(model->config, loaded->cache, n));
+        options.cached = n;
+      }
+    }
+  }
+
   const Tokenizer* tok = tokenizer->get();
   std::optional<TextStream> stream;
   if (tok) stream.emplace(*tok, prompt.back());
@@ -136,6 +156,11 @@ int run(const RunOptions& o) {
   auto result = generate(transformer, prompt, options, on_token);
   if (!result) return fail(result.error().message);
   if (stream) emit(stream->finish());
+  if (o.prompt_cache) {  // what the cache holds now: the prompt and what was generated, but the last token
+    std::vector<int> held = prompt;
+    if (!result->generated.empty()) held.insert(held.end(), result->generated.begin(), result->generated.end() - 1);
+    if (auto s = save_prompt_cache(*o.prompt_cache, *model, held, transformer.cache()); !s) return fail(s.error().message);
+  }
   if (!tok) text.clear();  // without a tokenizer the ids were printed, not text
   if (result->stop == StopReason::context)
     std::cerr << "larql run: stopped at the model's context length (" << model->config.context << " positions)\n";
@@ -154,6 +179,7 @@ int run(const RunOptions& o) {
                        {"load_seconds", load_seconds},
                        {"passes", result->passes},
                        {"threads", pool.size()}};
+    if (o.prompt_cache) out["cached_tokens"] = options.cached;
     if (arrivals.size() > 1) {  // time between consecutive tokens: the tail a user feels
       std::vector<double> gaps;
       for (size_t i = 1; i < arrivals.size(); ++i)
@@ -237,6 +263,9 @@ void add_run_command(CLI::App& app) {
                   "tokenizer, run here) proposes them; verified several per pass (one round trip per layer)");
   add_draft_shape_options(cmd, o->draft_shape);
   cmd->add_flag("--json", o->json, "print one JSON object instead of streaming text");
+  cmd->add_option("--prompt-cache", o->prompt_cache,
+                  "keep the prompt's keys and values in FILE: a later run whose prompt starts the same way continues from "
+                  "them (refused, naming why, if FILE was written for another model, arithmetic or layout)");
   add_ffn_options(cmd, o->remote);
   cmd->callback([o, prompt, ids] {
     if (prompt->count() == 0 && ids->count() == 0) throw CLI::RequiredError("--prompt or --prompt-ids");

@@ -112,8 +112,11 @@ Result<GenerateResult> generate(Transformer& model, const std::vector<int>& prom
   Sampler sampler(options.sampler);
   std::vector<float> logits;
   auto start = Clock::now();
+  if (options.cached >= prompt.size())
+    return make_error(ErrorCode::invalid_argument, "a cached prefix of " + std::to_string(options.cached) + " positions leaves none of the " +
+                                                       std::to_string(prompt.size()) + "-token prompt to run (the last one gives the logits)");
   const size_t chunk = options.prefill_chunk ? options.prefill_chunk : prompt.size();
-  for (size_t pos = 0; pos < prompt.size(); pos += chunk)
+  for (size_t pos = options.cached; pos < prompt.size(); pos += chunk)
     if (auto s = model.forward({prompt.data() + pos, std::min(chunk, prompt.size() - pos)}, pos, logits); !s) return s.error();
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - start).count();
 

@@ -103,6 +103,9 @@ struct GenerateOptions {
   // The prompt's positions per pass: a long prompt runs in pieces (the same logits), so that
   // its pass's buffers and the sliding layers' caches stay bounded; 0: one pass.
   size_t prefill_chunk = kPrefillChunk;
+  // The prompt's first positions already in the transformer's cache (Transformer::set_cache,
+  // a prompt cache): the prefill starts there. At most the prompt's length − 1.
+  size_t cached = 0;
 };
 
 struct GenerateResult {

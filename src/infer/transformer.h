@@ -52,6 +52,8 @@ class Transformer {
   void keep_path(std::span<const size_t> path, size_t pos) { larql::keep_path(model_.config, cache_, path, pos); }
   // forward's sequence's keys and values.
   const KvCache& cache() const { return cache_; }
+  // forward's sequence continues this cache's positions (a prompt cache loaded from a file).
+  void set_cache(KvCache cache) { cache_ = std::move(cache); }
 
   // Several sequences in one pass: every matmul and each layer's one FFN call take all
   // their rows together; attention stays within each sequence's cache. Logits of each

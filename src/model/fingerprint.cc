@@ -144,4 +144,15 @@ std::string session_globals_fingerprint(const Model& model) {
   return fingerprint(model, tensors);
 }
 
+std::string kv_fingerprint(const Model& model) {
+  const ModelConfig& c = model.config;
+  std::string parts = fingerprint(model, {{"embed", &model.embed}}) + session_globals_fingerprint(model) +
+                      (c.layers ? session_config_fingerprint(c, 0, c.layers - 1) : std::string());
+  for (size_t l = 0; l < c.layers; ++l) parts += layer_session_fingerprint(model, l);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(parts.data(), parts.size(), digest, &length, EVP_sha256(), nullptr);
+  return hex16(digest);
+}
+
 }  // namespace larql

@@ -26,4 +26,8 @@ std::string session_config_fingerprint(const ModelConfig& config, size_t first, 
 // per-layer inputs (Gemma 4 E) the embedding and the per-layer tables.
 std::string session_globals_fingerprint(const Model& model);
 
+// What a prompt's keys and values depend on (`larql run --prompt-cache`): the embedding,
+// the globals, every layer's tensors (layer_session_fingerprint) and the configuration.
+std::string kv_fingerprint(const Model& model);
+
 }  // namespace larql

@@ -94,6 +94,29 @@ TEST(Cli, EveryNumericOptionRefusesAnOutOfRangeValueInOneShortLine) {
   EXPECT_EQ(temperature.out.substr(0, temperature.out.find('\n')), "--temperature: must be ≥ 0 (got -1)");
 }
 
+// --prompt-cache: the second run of a prompt continues the first's keys and values (all
+// but its last position) and generates the same ids; a run of another model refuses the
+// file, naming why, and leaves it as it was.
+TEST(RunCli, APromptCacheFileIsContinuedAndRefusedByAnotherModel) {
+  const std::string file = (std::filesystem::temp_directory_path() / ("larql_run_cache_" + std::to_string(::getpid()) + ".kv")).string();
+  std::filesystem::remove(file);
+  const std::string demo = std::string(LARQL_SOURCE_DIR) + "/models/demo";
+  const std::string args = " --prompt 'And God said, Let there be light' --steps 12 --json --threads 1 --prompt-cache " + file;
+  const Output first = larql("run " + demo + args), second = larql("run " + demo + args);
+  ASSERT_EQ(first.status, 0) << first.out;
+  ASSERT_EQ(second.status, 0) << second.out;
+  const auto a = nlohmann::json::parse(first.out), b = nlohmann::json::parse(second.out);
+  EXPECT_EQ(a["cached_tokens"], 0);
+  EXPECT_EQ(b["cached_tokens"], b["prompt_ids"].size() - 1);
+  EXPECT_EQ(b["generated_ids"], a["generated_ids"]);
+  const auto written = std::filesystem::last_write_time(file);
+  const Output other = larql("run " + test::demo_llama2c() + " --prompt-ids 1,2,3 --steps 2 --prompt-cache " + file);
+  EXPECT_NE(other.status, 0);
+  EXPECT_NE(other.out.find("written for another model"), std::string::npos) << other.out;
+  EXPECT_EQ(std::filesystem::last_write_time(file), written) << "a refused file is left as it was";
+  std::filesystem::remove(file);
+}
+
 TEST(RunCli, JsonHasTheContractFields) {
   const auto seq = test::demo_run_c_oracle()["sequences"][1];
   const auto r = larql("run " + test::demo_llama2c() + " --tokenizer " + test::demo_ids_tokenizer() + " --prompt '" +
