@@ -241,6 +241,38 @@ TEST(ApiServer, ASecondTurnReusesTheFirstsKeysAndValues) {
   EXPECT_EQ(test::server_metric(plain.url(), "larql_api_prefix_cache_bytes"), 0);
 }
 
+// Clients at once, their prompts sharing prefixes in every way, against a prefix cache a
+// few sequences big: evictions race new requests, and every answer equals one from a server
+// without the cache.
+TEST(ApiServer, ACacheEvictingUnderConcurrentClientsKeepsEveryAnswer) {
+  ChildProcess cached({"api", test::kDemo, "--port", "0", "--threads", "1", "--parallel", "4", "--cache-bytes", "3000000"});
+  ChildProcess plain({"api", test::kDemo, "--port", "0", "--threads", "1", "--parallel", "4", "--cache-bytes", "0"});
+  const std::vector<std::string> stems{"And God said, Let there be light: and there was light. ",
+                                       "In the beginning God created the heaven and the earth. ",
+                                       "And the LORD said unto Moses, "};
+  auto prompt_of = [&](size_t client, size_t i) {
+    std::string p = stems[(client + i) % stems.size()];
+    for (size_t k = 0; k <= (client * 7 + i) % 4; ++k) p += stems[(i + k) % stems.size()];
+    return p + "And " + std::to_string(i % 3);
+  };
+  std::vector<std::vector<std::string>> got(4), want(4);
+  auto ask = [](const ChildProcess& server, const std::string& prompt) {
+    auto r = post(server.url(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}}, nullptr);
+    return r && r->status == 200 ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : std::string("(failed)");
+  };
+  std::vector<std::thread> clients;
+  for (size_t c = 0; c < 4; ++c)
+    clients.emplace_back([&, c] {
+      for (size_t i = 0; i < 12; ++i) got[c].push_back(ask(cached, prompt_of(c, i)));
+    });
+  for (auto& t : clients) t.join();
+  for (size_t c = 0; c < 4; ++c)
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(got[c][i], ask(plain, prompt_of(c, i))) << "client " << c << ", request " << i;
+  EXPECT_GT(test::server_metric(cached.url(), "larql_api_prefix_cache_evictions_total"), 0);
+  EXPECT_GT(test::server_metric(cached.url(), "larql_api_prefix_cache_hits_total"), 0);
+  EXPECT_LE(test::server_metric(cached.url(), "larql_api_prefix_cache_bytes"), 3000000);
+}
+
 TEST(ApiServer, SeveralChoicesAreSequencesOfTheBatchSeededInTurn) {
   // Choice i is sampled with seed + i, whatever runs beside it: the same texts from a server
   // that decodes 8 sequences together and from one that decodes them one at a time, and
