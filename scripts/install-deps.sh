@@ -14,6 +14,7 @@ packages=(
   openssl python3                      # TLS test certificates; the test summary and bench scripts
   help2man systemd                     # make package: the man page; the units checked by systemd-analyze
   chromium                             # the page tests (tests/web), headless
+  curl git                             # the docs' runnable examples and their check (make docs-check)
 )
 # Node.js and npm run the reference JavaScript tokenizers (and, later, the OpenAI client)
 # in the tests. A machine that already has both (e.g. from NodeSource) keeps them: Debian's
