@@ -70,10 +70,7 @@ void PrefixCache::keep(std::vector<int> tokens, KvCache cache) {
   trim_kv(config_, cache, tokens.size());
   const size_t bytes = cache.remote ? tokens.size() * config_.kv_bytes_per_position() : cache.capacity_bytes();
   if (bytes > max_bytes_) return;  // alone beyond the bound: not kept
-  while (stats_.bytes + bytes > max_bytes_) {
-    forget(std::prev(entries_.end()));
-    ++stats_.evicted;
-  }
+  while (stats_.bytes + bytes > max_bytes_) drop_least_recent();
   entries_.push_front({std::move(tokens), std::move(cache), bytes});
   stats_.bytes += bytes;
   ++stats_.sequences;
