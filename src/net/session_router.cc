@@ -290,6 +290,15 @@ HttpReply SessionRouter::open(std::string_view body, std::string_view content_ty
         why = replica.url + ": " + res.error().message;
         continue;
       }
+      // A fork whose source part died with its replica, or that a restarted replica does not
+      // know: what it would continue is lost (410 session_lost); the source's own next step
+      // finds the same and says so to its owner.
+      const bool dead = !res && res.error().code == ErrorCode::shard_unavailable;
+      if (source && (dead || (res && res->status == 410))) {
+        if (dead) replica.mark_down();
+        return undo(error_reply(make_error(ErrorCode::session_lost, "fork: layers " + range.layers.str() + " of the source session on " +
+                                                                        replica.url + ": " + (dead ? res.error().message : error_code_of(res->body)))));
+      }
       if (!res) return undo(error_reply(make_error(res.error().code, "layers " + range.layers.str() + " on " + replica.url + ": " + res.error().message)));
       if (res->status != 201) return undo(passed_on(*res));
       const json j = json::parse(res->body, nullptr, false);

@@ -427,6 +427,24 @@ TEST(SessionsGrid, RouterSessionIdsAreItsOwnAndBoundToTheCallersKey) {
   EXPECT_EQ(open_sessions(b), 0u);
 }
 
+// A fork through the router of a session whose part died with its replica is that part's
+// loss, 410 session_lost (not a 502): what the fork would continue is gone. The source's own
+// next step finds the same.
+TEST(SessionsGrid, AForkOfASessionWhosePartDiedIsSessionLost) {
+  ChildProcess a = session_shard("0-2"), b = session_shard("3-5");
+  ChildProcess router({"router", "--port", "0", "--shards", "0-2=" + a.url() + ",3-5=" + b.url()});
+  httplib::Client r("127.0.0.1", router.port());
+  auto opened = r.Post("/v1/sessions", json{{"max_positions", 64}}.dump(), "application/json");
+  ASSERT_TRUE(opened && opened->status == 201) << (opened ? opened->body : "");
+  const std::string id = json::parse(opened->body)["session"].get<std::string>();
+  b.kill_now();
+  auto forked = r.Post("/v1/sessions", json{{"max_positions", 64}, {"fork", id}, {"positions", 0}}.dump(), "application/json");
+  ASSERT_TRUE(forked);
+  EXPECT_EQ(forked->status, 410) << forked->body;
+  EXPECT_EQ(json::parse(forked->body, nullptr, false).value("code", ""), "session_lost") << forked->body;
+  EXPECT_EQ(open_sessions(a), 1u) << "the fork's part on the live range was not left open";
+}
+
 // Four clients, each `rounds` greedy answers of 48 tokens through `api`, every answer
 // checked against its local text, while `meanwhile(finished)` runs beside them (it may
 // throw: the clients are joined first). Returns the answers that equalled their local text;
