@@ -101,7 +101,9 @@ def main():
     stop([api, router] + [p for r in ranges for p in replicas[r]])
     try:
         report = json.loads(lt_out[lt_out.index("{"):])
-        verdict = f"exit {loadtest.returncode}, {report.get('requests', '?')} requests, failures {report.get('failures', '?')}"
+        load = next((v for v in report.values() if isinstance(v, dict) and "steps" in v), {})
+        verdict = (f"exit {loadtest.returncode}, {load.get('opens', '?')} opens, {load.get('forks', '?')} forks, "
+                   f"{load.get('steps', '?')} steps, {load.get('unexpected', '?')} unexpected, failures {report.get('failures', '?')}")
     except ValueError:
         verdict = f"exit {loadtest.returncode}: {lt_out[-400:]!r}"
     print(f"{a.seconds:.0f} s, {kills} replicas killed and restarted: {answers} answers, {equal} equal to the local "

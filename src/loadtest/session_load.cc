@@ -86,8 +86,11 @@ class SessionClient {
       body["max_positions"] = std::max(max_positions, s.held);
     }
     auto r = http_->post("/v1/sessions", body.dump(), "application/json", headers(o_));
-    // A full shard answers 503 (with Retry-After): expected under load, not a failure.
-    count(r, [](int status) { return status == 201 || status == 503; });
+    // A full shard answers 503 (with Retry-After): expected under load, not a failure. A
+    // fork's source may be gone (410: expired while idle, or lost with a replica): dropped.
+    if (source) count(r, [](int status) { return status == 201 || status == 503 || status == 410; });
+    else count(r, [](int status) { return status == 201 || status == 503; });
+    if (source && r && r->status == 410) return void(owned_.erase(owned_.begin() + long(*source)));
     if (!r || r->status != 201) return;
     const json j = json::parse(r->body, nullptr, false);
     const auto id = wire::parse_session_id(j.value("session", ""));
