@@ -4,11 +4,6 @@
 
 namespace larql {
 
-size_t common_prefix(std::span<const int> a, std::span<const int> b) {
-  const size_t n = std::min(a.size(), b.size());
-  return size_t(std::mismatch(a.begin(), a.begin() + std::ptrdiff_t(n), b.begin()).first - a.begin());
-}
-
 PrefixCache::PrefixCache(const ModelConfig& config, size_t max_bytes, size_t fork_reach)
     : config_(config), windows_(kv_windows(config)), max_bytes_(max_bytes), fork_reach_(fork_reach) {}
 

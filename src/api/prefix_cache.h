@@ -70,7 +70,4 @@ class PrefixCache {
   Stats stats_;
 };
 
-// How many first tokens a and b share.
-size_t common_prefix(std::span<const int> a, std::span<const int> b);
-
 }  // namespace larql

@@ -129,8 +129,7 @@ int run(const RunOptions& o) {
     if (std::filesystem::exists(*o.prompt_cache)) {
       auto loaded = load_prompt_cache(*o.prompt_cache, *model);
       if (!loaded) return fail(loaded.error().message);
-      const size_t n = std::min<size_t>(
-          std::mismatch(prompt.begin(), prompt.end(), loaded->tokens.begin(), loaded->tokens.end()).first - prompt.begin(), prompt.size() - 1);
+      const size_t n = std::min(common_prefix(prompt, loaded->tokens), prompt.size() - 1);
       if (n > 0 && kv_serves_pass(kv_windows(model->config), loaded->cache, n)) {
         transformer.set_cache(copy_kv_prefix(model->config, loaded->cache, n));
         options.cached = n;

@@ -89,6 +89,11 @@ Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t po
   return Ok{};
 }
 
+size_t common_prefix(std::span<const int> a, std::span<const int> b) {
+  const size_t n = std::min(a.size(), b.size());
+  return size_t(std::mismatch(a.begin(), a.begin() + std::ptrdiff_t(n), b.begin()).first - a.begin());
+}
+
 bool kv_serves_pass(std::span<const size_t> windows, const KvCache& cache, size_t pos) {
   if (pos == 0) return true;
   if (cache.layers.size() < windows.size()) return false;  // (a cache that ran a pass has every layer's)

@@ -63,6 +63,10 @@ size_t kv_positions_held(size_t window, size_t positions, size_t pass_rows);
 // the model's.
 Status check_kv_reach(std::span<const size_t> windows, KvCache& cache, size_t pos);
 
+// How many first tokens a and b share: how much of a prompt a cache of the other's keys and
+// values can give it.
+size_t common_prefix(std::span<const int> a, std::span<const int> b);
+
 // Whether `cache`, holding a sequence's positions [0, pos) at least, can serve a pass at
 // `pos` (`windows`: kv_windows'): every layer still keeps what that pass reads.
 bool kv_serves_pass(std::span<const size_t> windows, const KvCache& cache, size_t pos);

@@ -5,7 +5,7 @@
 // naming what differs, and never loaded in part.
 //
 // Layout: "LARQLKV1", u32 header length, the header (JSON: version, fingerprint,
-// arithmetic, key_block, rewind, tokens, per layer {first, kv_heads, head_dim,
+// arithmetic, key_block, tokens, per layer {first, kv_heads, head_dim,
 // key_floats, value_floats}), then per layer and head its keys, then its values (f32).
 #pragma once
 

@@ -81,8 +81,6 @@ class Transformer {
   // elsewhere, a state that makes them there at the sequence's first pass (at `positions`).
   // Nullopt when the ranges cannot.
   std::optional<KvCache> continue_from(const KvCache& from, size_t positions) const;
-  // Whether the layers run elsewhere (set_layer_ranges).
-  bool layers_elsewhere() const { return !ranges_.empty(); }
 
   const ModelConfig& config() const { return model_.config; }
 
