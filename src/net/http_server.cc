@@ -22,6 +22,7 @@
 #include <mutex>
 #include <openssl/crypto.h>
 #include <thread>
+#include <vector>
 
 #include "net/http_dispatch.h"
 #include "net/systemd_notify.h"
@@ -170,7 +171,9 @@ void answer_and_close(Stream& stream, TimedSocket& socket, HttpReply reply, uint
   if (ec) return;
   ::shutdown(socket.native_handle(), SHUT_WR);
   socket.set_read_deadline(std::chrono::steady_clock::now() + std::chrono::seconds(2));
-  static thread_local char scratch[64 << 10];
+  // On the heap and only here: as a thread_local it was static TLS, which every thread of
+  // the process (a connection's included) zeroes at its start and keeps resident.
+  std::vector<char> scratch(64 << 10);
   for (uint64_t drained = 0; drained < drain_limit;) {
     const size_t n = socket.read_some(asio::buffer(scratch), ec);
     if (ec || n == 0) break;
