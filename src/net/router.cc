@@ -220,7 +220,7 @@ void Router::poll_health() {
         }
       }
       r->healthy = up && !r->refused;
-      r->close_stale(std::chrono::steady_clock::now());
+      r->connections.close_stale(std::chrono::steady_clock::now());
     }
     std::unique_lock lock(poll_mutex_);
     if (poll_wake_.wait_for(lock, std::chrono::milliseconds(options_.health_interval_ms), [this] { return stopping_.load(); }))

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "net/connection_pool.h"
 #include "net/http_client.h"
 #include "net/router.h"
 #include "net/shard_spec.h"
@@ -27,46 +28,14 @@ struct Router::Replica {
   std::atomic<bool> refused{false};    // fingerprints disagree with the other replicas
   std::atomic<bool> needs_key{false};  // its /v1/stats answered 401 to the router's key (or to none)
   std::atomic<double> latency_ms{0};   // recent round trips, exponentially weighted
-  std::mutex mutex;                    // guards stats and idle
+  std::mutex mutex;                    // guards stats and recent_ms
   std::optional<ShardStats> stats;     // none until read
-  // Connections not in use, the most recently returned last. One idle for longer than
-  // kPooledIdleLifetime belonged to a burst that has ended: closing it gives the router's
-  // and the shard's descriptors back.
-  struct Pooled {
-    std::unique_ptr<HttpClient> client;
-    std::chrono::steady_clock::time_point returned;
-  };
-  static constexpr auto kPooledIdleLifetime = std::chrono::seconds(5);
-  static constexpr size_t kMaxIdle = 16;
-  std::vector<Pooled> idle;
+  ConnectionPool connections;
   HttpClientOptions client;  // timeout and CA for connections to this replica
 
   // A pooled connection to this replica (callers in parallel each get their own).
-  std::unique_ptr<HttpClient> take() {
-    {
-      std::lock_guard lock(mutex);
-      if (!idle.empty()) {
-        auto c = std::move(idle.back().client);
-        idle.pop_back();
-        return c;
-      }
-    }
-    auto c = HttpClient::open(url, client);
-    return c ? std::move(*c) : nullptr;  // the URL was checked when the map was made
-  }
-  void give(std::unique_ptr<HttpClient> c) {
-    std::lock_guard lock(mutex);
-    if (idle.size() < kMaxIdle) idle.push_back({std::move(c), std::chrono::steady_clock::now()});
-  }
-  void close_stale(std::chrono::steady_clock::time_point now) {
-    std::vector<Pooled> stale;  // closed outside the lock
-    {
-      std::lock_guard lock(mutex);
-      auto fresh = std::find_if(idle.begin(), idle.end(), [&](const Pooled& p) { return now - p.returned < kPooledIdleLifetime; });
-      stale.assign(std::make_move_iterator(idle.begin()), std::make_move_iterator(fresh));
-      idle.erase(idle.begin(), fresh);
-    }
-  }
+  std::unique_ptr<HttpClient> take() { return connections.take(url, client); }  // the URL was checked when the map was made
+  void give(std::unique_ptr<HttpClient> c) { connections.give(std::move(c)); }
   std::deque<double> recent_ms;  // the last kRecent round trips, for --hedge-after-ms auto (guarded by mutex)
   static constexpr size_t kRecent = 64;
 

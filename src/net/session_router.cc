@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <malloc.h>
 
 #include "net/fifo_mutex.h"
+#include "net/connection_pool.h"
 #include "net/http_client.h"
 #include "net/range_attempts.h"
 #include "net/session_ids.h"
@@ -44,34 +46,17 @@ struct SessionRouter::Replica {
   HttpClientOptions client;
   std::atomic<size_t> open{0};
   std::atomic<int64_t> down_until{0};  // steady-clock ticks
-  std::mutex mutex;
-  std::vector<std::unique_ptr<HttpClient>> idle;
+  ConnectionPool connections;
 
   bool live() const { return Clock::now().time_since_epoch().count() >= down_until.load(); }
   void mark_down() { down_until = (Clock::now() + kDownFor).time_since_epoch().count(); }
-  std::unique_ptr<HttpClient> take() {
-    {
-      std::lock_guard lock(mutex);
-      if (!idle.empty()) {
-        auto c = std::move(idle.back());
-        idle.pop_back();
-        return c;
-      }
-    }
-    auto c = HttpClient::open(url, client);
-    return c ? std::move(*c) : nullptr;
-  }
-  void give(std::unique_ptr<HttpClient> c) {
-    std::lock_guard lock(mutex);
-    if (idle.size() < 16) idle.push_back(std::move(c));
-  }
   // A POST or DELETE on a pooled connection; a connection that failed is dropped.
   Result<HttpResponse> call(bool post, const std::string& path, std::string_view body, std::string_view content_type,
                             const HttpHeaders& headers) {
-    auto c = take();
+    auto c = connections.take(url, client);
     if (!c) return make_error(ErrorCode::shard_unavailable, "cannot connect to " + url);
     auto r = post ? c->post(path, body, content_type, headers) : c->send_delete(path, headers);
-    if (r) give(std::move(c));
+    if (r) connections.give(std::move(c));
     return r;
   }
 };
@@ -204,6 +189,11 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
     while (!r->stop_wake_.wait_for(lock, std::chrono::seconds(1), [r] { return r->stopping_; })) {
       lock.unlock();
       r->forget_idle();
+      r->close_stale_connections();
+      // What closed sessions' steps left in malloc's per-thread arenas goes back to the
+      // system, as a session shard's freed caches do (the router's memory returns to
+      // its start when its sessions end).
+      if (r->freed_.exchange(false)) malloc_trim(0);
       lock.lock();
     }
   });
@@ -227,6 +217,7 @@ void SessionRouter::forget(const std::shared_ptr<Session>& session, size_t excep
     std::lock_guard lock(mutex_);
     sessions_.erase(session->id);
   }
+  freed_ = true;
   session->closed = true;
   for (size_t r = 0; r < session->parts.size(); ++r)
     if (r != except_range) delete_part(r, session->parts[r].replica, session->parts[r].id, session->authorization);
@@ -359,6 +350,12 @@ void SessionRouter::forget_idle(Clock::time_point now) {
     forget(s);
     ++forgotten_;
   }
+}
+
+void SessionRouter::close_stale_connections() {
+  const auto now = Clock::now();
+  for (const auto& range : ranges_)
+    for (const auto& r : range->replicas) r->connections.close_stale(now);
 }
 
 HttpReply SessionRouter::walk_layers(std::string_view body, std::string_view content_type, std::string_view accept,

@@ -55,6 +55,9 @@ class SessionRouter {
   // Forgets router sessions unused for the shards' idle time less a call's timeout, deleting
   // their parts (a background thread calls it every second).
   void forget_idle(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // Closes pooled connections to the shards that no call has used for a while (the same
+  // thread, every second).
+  void close_stale_connections();
   size_t open_sessions();
 
   struct Replica;
@@ -82,6 +85,7 @@ class SessionRouter {
   std::mutex stop_mutex_;
   std::condition_variable stop_wake_;
   bool stopping_ = false;
+  std::atomic<bool> freed_{false};  // a session ended since the forgetter last trimmed the heap
   std::thread forgetter_;
 };
 
