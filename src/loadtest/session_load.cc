@@ -163,8 +163,9 @@ class SessionClient {
     ++tally_.part.malformed;
     if (!r) return count("transport " + std::string(error_code_name(r.error().code)), false);
     const std::string code = error_code_of(r->body);
-    // A stale step of a session the idle timeout closed meanwhile is session_unknown.
-    const bool expired = expected == "stale_step" && code == "session_unknown";
+    // A stale step of a session the idle timeout closed meanwhile is session_unknown; one
+    // whose part died with its replica, through a router, session_lost.
+    const bool expired = expected == "stale_step" && (code == "session_unknown" || code == "session_lost");
     const bool fine = r->status / 100 == 4 && (expected.empty() || code == expected || expired);
     count(std::to_string(r->status) + " " + code + " (asked for)", fine);
     if (expired) owned_.erase(owned_.begin() + long(i));
