@@ -10,7 +10,8 @@ deletes, abandoned sessions, malformed bodies; 410s tolerated). Four clients ask
 greedy completions for --seconds; every --kill-every seconds one replica (never the last
 live one of its range) is SIGKILLed and restarted on its own port. Reported: answers, how
 many equal a local server's (f32: all of them must), the API's replays, the load test's
-verdict, and the router's resident memory at the start and the end."""
+verdict, and the router's resident memory after warm-up, at the end of the load and once
+its sessions have ended."""
 import argparse
 import json
 import os
@@ -98,7 +99,16 @@ def main():
     lt_out, _ = loadtest.communicate(timeout=600)
     replays = metric(api[1], "larql_api_session_replays_total")
     router_end = rss_mb(router[0].pid)
-    stop([api, router] + [p for r in ranges for p in replicas[r]])
+    # Then with no session left: the API's kept prefixes closed with it, the load test's
+    # abandoned ones forgotten after the shards' idle time (polled, with a deadline).
+    stop([api])
+    drained_by = time.monotonic() + 60
+    while metric(router[1], "larql_router_sessions_open") > 0 and time.monotonic() < drained_by:
+        time.sleep(0.5)
+    time.sleep(1.5)  # the router trims its heap on its next second's round after the last session ends
+    left = metric(router[1], "larql_router_sessions_open")
+    router_drained = rss_mb(router[0].pid)
+    stop([router] + [p for r in ranges for p in replicas[r]])
     try:
         report = json.loads(lt_out[lt_out.index("{"):])
         load = next((v for v in report.values() if isinstance(v, dict) and "steps" in v), {})
@@ -108,7 +118,8 @@ def main():
         verdict = f"exit {loadtest.returncode}: {lt_out[-400:]!r}"
     print(f"{a.seconds:.0f} s, {kills} replicas killed and restarted: {answers} answers, {equal} equal to the local "
           f"server's, {len(failures)} failed; replays {replays:.0f}; loadtest --sessions beside: {verdict}; router "
-          f"resident {router_start:.1f} MiB after warm-up, {router_end:.1f} MiB at the end")
+          f"resident {router_start:.1f} MiB after warm-up, {router_end:.1f} MiB at the end of the load, "
+          f"{router_drained:.1f} MiB once its sessions ended ({left:.0f} open)")
     if loadtest.returncode != 0:
         print(lt_out[-3000:])
     for f in failures[:5]:
