@@ -3,7 +3,7 @@
 
   bench/session_modes.py [MODEL] [--larql build/larql] [--proxy build/bench/link_proxy]
       [--link 100Mbit/20ms] [--steps 32] [--wire f32,f16] [--draft models/demo-draft]
-      [--accuracy-prompts 20] [--accuracy-steps 50] [--ranges 2]
+      [--draft-prompts 5] [--draft-steps 128] [--accuracy-prompts 20] [--accuracy-steps 50] [--ranges 2]
 
 Starts the model's layers over `--ranges` session shards (`larql serve --sessions`, i8 on
 both kinds of request), each behind its own bench/link_proxy emulating `--link`, then:
@@ -11,6 +11,10 @@ both kinds of request), each behind its own bench/link_proxy emulating `--link`,
   `larql run --remote-layers MAP` (one per range), greedy, in the same run, with a local run
   for the ids and the local time per token C; the ratio of session to FFN mode, and the
   bound (L·rtt + C)/(R·rtt + C) it is compared with; with --draft, sessions with drafts;
+- drafts over held-out text (with --draft and --draft-prompts > 0): FFN mode, session mode
+  and session mode with the draft over the first words of that many held-out verses,
+  --draft-steps tokens each, summed (what drafts add follows the text: one prompt of 32
+  tokens is a small sample);
 - accuracy (with --accuracy-prompts > 0): `larql bench --local` teacher-forced over
   prompts × steps, in FFN mode and in session mode straight to the shards (no proxy):
   top-1, top-5, mean and max KL per wire format, side by side."""
@@ -40,6 +44,8 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--wire", default="f32,f16")
     ap.add_argument("--draft")
+    ap.add_argument("--draft-prompts", type=int, default=0)
+    ap.add_argument("--draft-steps", type=int, default=128)
     ap.add_argument("--ranges", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="each shard's")
     ap.add_argument("--client-threads", type=int, default=2)
@@ -100,6 +106,34 @@ def main():
                 row += (f" {d['tokens_per_second']:.2f} | {d['tokens_per_second'] / ffn['tokens_per_second']:.2f}× | "
                         f"{d.get('tokens_per_pass', 0):.2f} (ids = local: {d['generated_ids'] == local['generated_ids']}) |")
             print(row, flush=True)
+
+        if a.draft and a.draft_prompts > 0:
+            prompts = heldout_prompts(a.draft_prompts)
+            print(f"\n# drafts over held-out text: {a.draft_prompts} prompts × {a.draft_steps} tokens, summed")
+            print("| wire | FFN mode tok/s | session mode tok/s | sessions + draft tok/s | draft ÷ sessions | draft ÷ FFN mode |"
+                  " tokens a pass | ids = local |")
+            print("|---|---|---|---|---|---|---|---|")
+
+            def over_prompts(extra):
+                tokens = seconds = passes = 0
+                ids = []
+                for p in prompts:
+                    r = run_json(a.larql, a.model, ["--prompt", p, "--steps", str(a.draft_steps), "--ignore-eos", "--threads",
+                                                    str(a.client_threads), *extra])
+                    tokens += len(r["generated_ids"])
+                    seconds += len(r["generated_ids"]) / r["tokens_per_second"]
+                    passes += r.get("passes", 0)
+                    ids.append(r["generated_ids"])
+                return tokens / seconds, (tokens - len(prompts)) / max(passes, 1), ids
+
+            truth = over_prompts([])[2]
+            for w in a.wire.split(","):
+                ffn = over_prompts(["--wire", w, "--ffn", far])
+                ses = over_prompts(["--wire", w, "--remote-layers", far])
+                d = over_prompts(["--wire", w, "--remote-layers", far, "--draft", a.draft])
+                same = ffn[2] == truth and ses[2] == truth and d[2] == truth
+                print(f"| {w} | {ffn[0]:.2f} | {ses[0]:.2f} | {d[0]:.2f} | {d[0] / ses[0]:.2f}× | {d[0] / ffn[0]:.2f}× | "
+                      f"{d[1]:.2f} | {same} |", flush=True)
 
         if a.accuracy_prompts > 0:
             prompts_file = "/tmp/larql_session_modes_prompts.txt"
