@@ -300,7 +300,7 @@ struct RemoteLayers::Impl {
       res = replica.client->post("/v1/walk-layers", body, content_type(encoded->encoding),
                                  [&] {
                                    HttpHeaders h = headers();
-                                   h.emplace_back("Accept", options.wire.accept);
+                                   h.emplace_back("Accept", r + 1 == ranges.size() ? options.wire.accept_for_logits : options.wire.accept);
                                    return h;
                                  }());
       // A timeout may have run the step: the same step again is a retry the shard accepts.

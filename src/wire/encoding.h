@@ -22,13 +22,14 @@ struct EncodingInfo {
   Encoding encoding;
   std::string_view name;          // --wire, /metrics labels, the /v1/stats "wire" lists
   std::string_view content_type;  // the media type of a body in this encoding
+  bool scaled_integers;           // 8-bit integers and a scale: a value's error follows its block's (or row's) largest
 };
 
 inline constexpr std::array<EncodingInfo, 4> kEncodings{{
-    {Encoding::f32, "f32", "application/x-larql-ffn"},
-    {Encoding::f16, "f16", "application/x-larql-ffn-f16"},
-    {Encoding::q8, "q8", "application/x-larql-ffn-q8"},
-    {Encoding::i8, "i8", "application/x-larql-ffn-i8"},
+    {Encoding::f32, "f32", "application/x-larql-ffn", false},
+    {Encoding::f16, "f16", "application/x-larql-ffn-f16", false},
+    {Encoding::q8, "q8", "application/x-larql-ffn-q8", true},
+    {Encoding::i8, "i8", "application/x-larql-ffn-i8", true},
 }};
 inline constexpr size_t kEncodingCount = kEncodings.size();
 

@@ -27,7 +27,10 @@ std::string accept_for(const std::vector<Encoding>& ladder) {
 ClientWire make_client_wire(Encoding preferred, bool f16_allowed) {
   auto ladder = ladder_for(preferred, f16_allowed);
   std::string accept = accept_for(ladder);
-  return {preferred, std::move(ladder), std::move(accept)};
+  std::string for_logits = encoding_info(preferred).scaled_integers
+                               ? accept_for(ladder_for(f16_allowed ? Encoding::f16 : Encoding::f32, true))
+                               : accept;
+  return {preferred, std::move(ladder), std::move(accept), std::move(for_logits)};
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ struct ClientWire {
   Encoding preferred;            // the encoding of requests (when the server accepts it)
   std::vector<Encoding> ladder;  // request encodings best first: preferred, then f16 (unless opted out), then f32
   std::string accept;            // the Accept header to send: the ladder with falling q-values
+  // The Accept for rows the client turns into logits as they come (a session's last range,
+  // PROTOCOL §13: the residual after the last layer): f16 (else f32) when the preferred
+  // encoding is q8 or i8, whose error there reaches the logits undiluted (the final
+  // residual's values are the largest of the stream); else `accept`. One row a token.
+  std::string accept_for_logits;
 
   // The first encoding of the ladder a server lists (f32, which every server takes, when none is).
   Encoding request_encoding(EncodingSet server_accepts) const;

@@ -69,7 +69,14 @@ TEST(SessionsGrid, RunOverTwoRangesGivesTheLocalIdsInTwoRoundTripsAPass) {
   EXPECT_GT(drafted["accepted"].get<size_t>(), 0u);  // drafts kept: several tokens a pass
   EXPECT_LT(drafted["passes"].get<size_t>(), f32["passes"].get<size_t>());
   // f16 runs (its ids may differ from f32's); a session shard still serves FFN mode.
-  EXPECT_EQ(run_json("--remote-layers " + map)["generated_ids"].size(), 48u);
+  const json f16 = run_json("--remote-layers " + map);
+  EXPECT_EQ(f16["generated_ids"].size(), 48u);
+  // Over q8 the last range answers in f16 (its rows go straight into the logits): against
+  // f16 throughout, only the first range's rows are smaller, one a prompt token and one a
+  // token after the first.
+  const json q8 = run_json("--remote-layers " + map + " --wire q8");
+  const size_t H = 384, row_f16 = 2 * H, row_q8 = H / 32 * 34, first_range_rows = q8["prompt_ids"].size() + 47;
+  EXPECT_EQ(f16["bytes_received"].get<size_t>() - q8["bytes_received"].get<size_t>(), first_range_rows * (row_f16 - row_q8));
   EXPECT_EQ(run_json("--ffn " + map + " --wire f32")["generated_ids"], local["generated_ids"]);
   // larql bench over sessions: f32 exact against the local run, two round trips a token.
   const auto bench = test::run_command(std::string(LARQL_BINARY) + " bench " + kDemo + " --remote-layers " + map +

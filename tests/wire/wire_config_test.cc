@@ -28,6 +28,7 @@ TEST(ClientWire, DefaultIsF16WithF32Fallback) {
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->preferred, Encoding::f16);
   EXPECT_EQ(w->accept, "application/x-larql-ffn-f16, application/x-larql-ffn;q=0.5");
+  EXPECT_EQ(w->accept_for_logits, w->accept);
 }
 
 TEST(ClientWire, EnvironmentSwitches) {
@@ -48,6 +49,7 @@ TEST(ClientWire, I8AcceptLadderAndOptOutOfF16) {
   auto w = client_wire(std::nullopt, env_of({{"LARQL_I8_WIRE", "1"}}));
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->accept, "application/x-larql-ffn-i8, application/x-larql-ffn-f16;q=0.5, application/x-larql-ffn;q=0.25");
+  EXPECT_EQ(w->accept_for_logits, "application/x-larql-ffn-f16, application/x-larql-ffn;q=0.5");
   // A server without i8 answers this client in f16, one without f16 or i8 in f32.
   EXPECT_EQ(negotiate_response_encoding(w->accept, {Encoding::f16, Encoding::q8}), Encoding::f16);
   EXPECT_EQ(negotiate_response_encoding(w->accept, {}), Encoding::f32);
@@ -69,9 +71,13 @@ TEST(ClientWire, Q8AcceptLadderAndOptOutOfF16) {
   EXPECT_EQ(w->request_encoding({Encoding::f32}), Encoding::f32);
   EXPECT_EQ(w->request_encoding({}), Encoding::f32);  // a server that lists nothing still takes f32
 
+  // Rows read straight into logits come back in f16 (then f32).
+  EXPECT_EQ(w->accept_for_logits, "application/x-larql-ffn-f16, application/x-larql-ffn;q=0.5");
+
   auto no_f16 = client_wire(std::nullopt, env_of({{"LARQL_Q8_WIRE", "1"}, {"LARQL_F16_WIRE", "0"}}));
   ASSERT_TRUE(no_f16.ok());
   EXPECT_EQ(no_f16->accept, "application/x-larql-ffn-q8, application/x-larql-ffn;q=0.5");
+  EXPECT_EQ(no_f16->accept_for_logits, "application/x-larql-ffn");
   EXPECT_EQ(no_f16->request_encoding({Encoding::f32, Encoding::f16}), Encoding::f32);
 
   EXPECT_EQ(preferred("q8", {}), Encoding::q8);
