@@ -96,8 +96,8 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-bool cpu_prefers_256bit_kquant_decode() {
-  if (const char* choice = std::getenv("LARQL_KQUANT_DECODE"); choice && *choice)
+bool cpu_prefers_256bit_block_decode() {
+  if (const char* choice = std::getenv("LARQL_BLOCK_DECODE"); choice && *choice)
     return std::string_view(choice) == "256";
   if (!cpu_has_avx512f_bw()) return false;
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(LARQL_EMULATE_AVX512)

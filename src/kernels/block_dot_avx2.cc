@@ -275,7 +275,8 @@ LARQL_AVX2 void kquant_row_tile(const Tile& t) {
 // of each output. Each block's bytes in the next tile's rows are prefetched as its own
 // are read: the hardware prefetcher alone leaves NR interleaved streams of short rows
 // waiting. Q8_0, whose steps are fewer, decoded 10-20% slower one row at a time as the
-// K-quants go (docs/benchmarks/history.md, "AVX2 decode one row at a time").
+// K-quants go (docs/benchmarks/history.md, "AVX2 decode one row at a time"), except on
+// Zen 4, where matvec.cc's decode_on_256 gives it one row a tile.
 template <DType T, int NR>
 LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
   static_assert(!blocks::is_kquant(T));

@@ -82,10 +82,11 @@ struct TilePlan {
   size_t max_rows, max_tokens;
 };
 
-// K-quant decode on the 256-bit tiles (cpu_prefers_256bit_kquant_decode): where the
-// default dispatch asks for it, one token's product of a q4_k, q5_k or q6_k matrix.
-bool kquant_decode_on_256(const Matrix& w, size_t n) {
-  return n == 1 && (w.dtype == DType::q4_k || w.dtype == DType::q5_k || w.dtype == DType::q6_k);
+// Decode on the 256-bit tiles (cpu_prefers_256bit_block_decode): where the default
+// dispatch asks for it, one token's product of a q4_k, q5_k, q6_k or q8_0 matrix, its rows
+// read one after another (the K-quants' tile does so whatever its rows; q8_0's takes one).
+bool decode_on_256(const Matrix& w, size_t n) {
+  return n == 1 && (w.dtype == DType::q4_k || w.dtype == DType::q5_k || w.dtype == DType::q6_k || w.dtype == DType::q8_0);
 }
 
 TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
@@ -104,7 +105,8 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
       // Six rows by four tokens where 24 accumulators leave registers for the operands:
       // each chunk of a token, read from L2, meets six rows in L1. The block formats'
       // and the emulated bf16-dot tiles need more temporaries and take four.
-      if (blocked && tuned && kquant_decode_on_256(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 4, 1};
+      if (blocked && tuned && decode_on_256(w, n))
+        plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, w.dtype == DType::q8_0 ? 1u : 4u, 1};
       else if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
       else if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
       else if (bf16_dot) plan = {bf16dot_tile_avx512, n == 1 ? 8u : 4u, 4};
@@ -295,9 +297,9 @@ std::span<const InputProduct> of_one_input(std::span<const Product> products, co
   return each;
 }
 
-// Whether the default dispatch takes the 256-bit K-quant decode tiles (asked once: cpuid is slow).
+// Whether the default dispatch takes the 256-bit decode tiles (asked once: cpuid is slow).
 bool tuned_for_this_cpu() {
-  static const bool tuned = cpu_prefers_256bit_kquant_decode();
+  static const bool tuned = cpu_prefers_256bit_block_decode();
   return tuned;
 }
 
