@@ -4,8 +4,8 @@
 #include <chrono>
 #include <malloc.h>
 
-#include "net/fifo_mutex.h"
 #include "net/connection_pool.h"
+#include "net/fifo_mutex.h"
 #include "net/http_client.h"
 #include "net/range_attempts.h"
 #include "net/session_ids.h"
