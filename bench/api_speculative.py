@@ -19,18 +19,13 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
-import json
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import add_grid_arguments, heldout_prompts, metric, start, start_halves_behind_proxies, stop  # noqa: E402
+from larql_procs import add_grid_arguments, completion, heldout_prompts, metric, start, start_halves_behind_proxies, stop  # noqa: E402
 
 
 def complete(url, prompt, tokens, out, i):
-    body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=900) as r:
-        doc = json.loads(r.read())
+    doc = completion(url, prompt, tokens, timeout=900)
     out[i] = (doc["choices"][0]["text"], doc["usage"]["completion_tokens"])
 
 

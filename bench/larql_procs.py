@@ -98,6 +98,14 @@ def metric(url, name):
     return 0.0
 
 
+def completion(url, prompt, max_tokens, timeout):
+    """POSTs a greedy /v1/completions to `larql api`; returns the answer's JSON."""
+    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
 def stream_completion(url, prompt, max_tokens, timeout, extra=None):
     """POSTs a greedy streamed /v1/completions to `larql api` (with `extra` fields added to
     the body); yields (monotonic time, chunk) for each server-sent event until [DONE], the

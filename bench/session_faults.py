@@ -20,17 +20,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from larql_procs import heldout_prompts, layer_count, metric, rss_mb, start, stop  # noqa: E402
+from larql_procs import completion, heldout_prompts, layer_count, metric, rss_mb, start, stop  # noqa: E402
 
 
 def complete(url, prompt, tokens=24):
-    body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())["choices"][0]["text"]
+    return completion(url, prompt, tokens, timeout=120)["choices"][0]["text"]
 
 
 def main():
