@@ -27,6 +27,7 @@ namespace {
 
 constexpr size_t kMaxReplays = 2;        // per sequence, then the error names the range
 constexpr int kMaxBusyRetries = 3;       // 503s waited out per step
+constexpr auto kOpenBusyWait = std::chrono::seconds(30);  // every replica full: how long an open waits for room
 constexpr size_t kEntryMargin = 28 * 256;  // a request's session entries, kept out of the row budget
 
 std::string str(uint64_t v) { return std::to_string(v); }
@@ -202,44 +203,58 @@ struct RemoteLayers::Impl {
       part.open = false;
     }
     const size_t positions = std::min(max_positions ? max_positions : model.config.context, range.max_positions);
+    const std::string body = json{{"max_positions", positions}}.dump();
     std::string last_error = "no replica answers";
-    // Live replicas first, the fewest of our sessions first; then those passed over lately
-    // (a restarted shard answers again), the longest passed over first.
-    std::vector<size_t> order(range.replicas.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      const Replica &x = range.replicas[a], &y = range.replicas[b];
-      if (x.live() != y.live()) return x.live();
-      return x.live() ? x.open < y.open : x.down_until < y.down_until;
-    });
-    int busy = 0;
-    for (size_t k = 0; k < order.size();) {
-      const size_t best = order[k];
-      Replica& replica = range.replicas[best];
-      auto res = replica.client->post("/v1/sessions", json{{"max_positions", positions}}.dump(), "application/json", headers());
-      if (!res && res.error().code == ErrorCode::shard_unavailable) {
-        mark_down(r, best);  // refused: the next replica
-        last_error = replica.url + ": " + res.error().message;
-        ++k;
-        continue;
+    // Every replica full (503): waited out, each time for the smallest Retry-After, until
+    // kOpenBusyWait has passed; a full shard frees room as idle sessions expire.
+    const auto give_up = Clock::now() + kOpenBusyWait;
+    for (;;) {
+      // Live replicas first, the fewest of our sessions first; then those passed over lately
+      // (a restarted shard answers again), the longest passed over first.
+      std::vector<size_t> order(range.replicas.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const Replica &x = range.replicas[a], &y = range.replicas[b];
+        if (x.live() != y.live()) return x.live();
+        return x.live() ? x.open < y.open : x.down_until < y.down_until;
+      });
+      int wait_s = 0;  // > 0: a replica was full; the smallest Retry-After
+      for (size_t k = 0; k < order.size();) {
+        const size_t best = order[k];
+        Replica& replica = range.replicas[best];
+        auto res = replica.client->post("/v1/sessions", body, "application/json", headers());
+        if (!res && res.error().code == ErrorCode::shard_unavailable) {
+          mark_down(r, best);  // refused: the next replica
+          last_error = replica.url + ": " + res.error().message;
+          ++k;
+          continue;
+        }
+        if (res && res->status == 503 && relieved()) continue;  // a kept prefix's sessions made room
+        if (res && res->status == 503) {  // full: the next replica
+          wait_s = wait_s ? std::min(wait_s, res->retry_after_s()) : res->retry_after_s();
+          last_error = replica.url + ": " + describe_call(res);
+          ++k;
+          continue;
+        }
+        if (!res || res->status != 201)
+          return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": opening a session on " + replica.url +
+                                                              " failed: " + describe_call(res));
+        const auto j = json::parse(res->body, nullptr, false);
+        const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
+                            ? parse_session_id(j["session"].get<std::string>())
+                            : std::nullopt;
+        if (!id) return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": " + replica.url + " answered an open without a session id");
+        part = {true, best, *id, 0};
+        ++replica.open;
+        ++stats.sessions_opened;
+        return Ok{};
       }
-      if (res && res->status == 503 && relieved()) continue;  // a kept prefix's sessions made room
-      if (res && res->status == 503 && busy++ < kMaxBusyRetries) {
-        std::this_thread::sleep_for(std::chrono::seconds(std::min(res->retry_after_s(), 5)));
-        last_error = replica.url + ": " + describe_call(res);
-        continue;
-      }      if (!res || res->status != 201)
-        return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": opening a session on " + replica.url +
-                                                            " failed: " + describe_call(res));
-      const auto j = json::parse(res->body, nullptr, false);
-      const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
-                          ? parse_session_id(j["session"].get<std::string>())
-                          : std::nullopt;
-      if (!id) return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": " + replica.url + " answered an open without a session id");
-      part = {true, best, *id, 0};
-      ++replica.open;
-      ++stats.sessions_opened;
-      return Ok{};
+      const auto now = Clock::now();
+      if (wait_s && now >= give_up)
+        return make_error(ErrorCode::overloaded, "layers " + range.name() + ": every replica was full for " +
+                                                     str(std::chrono::seconds(kOpenBusyWait).count()) + " s (" + last_error + ")");
+      if (!wait_s) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::seconds(wait_s), give_up - now));
     }
     return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": cannot open a session (" + last_error + ")");
   }
@@ -258,8 +273,17 @@ struct RemoteLayers::Impl {
     Replica& replica = range.replicas[from.replica];
     const size_t max_positions = std::min(this->max_positions ? this->max_positions : model.config.context, range.max_positions);
     const std::string body = json{{"max_positions", max_positions}, {"fork", session_id_hex(from.id)}, {"positions", positions}}.dump();
+    // The source's replica full (503): room made from a kept prefix, or waited for as an open waits.
+    const auto give_up = Clock::now() + kOpenBusyWait;
     auto res = replica.client->post("/v1/sessions", body, "application/json", headers());
-    if (res && res->status == 503 && relieved()) res = replica.client->post("/v1/sessions", body, "application/json", headers());
+    while (res && res->status == 503) {
+      if (!relieved()) {
+        const auto now = Clock::now();
+        if (now >= give_up) break;
+        std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::seconds(res->retry_after_s()), give_up - now));
+      }
+      res = replica.client->post("/v1/sessions", body, "application/json", headers());
+    }
     if (!res || res->status != 201)
       return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": forking a session on " + replica.url + " failed: " + describe_call(res));
     const auto j = json::parse(res->body, nullptr, false);

@@ -273,6 +273,7 @@ HttpReply SessionRouter::open(std::string_view body, std::string_view content_ty
     }
     std::optional<Session::Part> part;
     std::string why = "no replica answers";
+    std::optional<HttpReply> busy;  // a full replica's 503, the smallest Retry-After: a new session tries the others
     for (size_t i : order) {
       Replica& replica = *range.replicas[i];
       auto res = replica.call(true, "/v1/sessions", doc.dump(), "application/json", with_authorization(authorization));
@@ -291,6 +292,11 @@ HttpReply SessionRouter::open(std::string_view body, std::string_view content_ty
                                                                         replica.url + ": " + (dead ? res.error().message : error_code_of(res->body)))));
       }
       if (!res) return undo(error_reply(make_error(res.error().code, "layers " + range.layers.str() + " on " + replica.url + ": " + res.error().message)));
+      if (res->status == 503 && !source) {
+        HttpReply reply = passed_on(*res);
+        if (!busy || reply.retry_after_s < busy->retry_after_s) busy = std::move(reply);
+        continue;
+      }
       if (res->status != 201) return undo(passed_on(*res));
       const json j = json::parse(res->body, nullptr, false);
       const auto id = !j.is_discarded() && j.is_object() && j.contains("session") && j["session"].is_string()
@@ -303,6 +309,7 @@ HttpReply SessionRouter::open(std::string_view body, std::string_view content_ty
       ++replica.open;
       break;
     }
+    if (!part && busy) return undo(*busy);
     if (!part) return undo(error_reply(make_error(ErrorCode::shard_unavailable, "layers " + range.layers.str() + ": " + why)));
     session->parts.push_back(*part);
   }

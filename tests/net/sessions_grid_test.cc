@@ -44,7 +44,9 @@ json run_json(const std::string& extra) {
   const auto r = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo +
                                    " --prompt 'Once upon a time' --steps 48 --ignore-eos --json " + extra + " 2>&1");
   EXPECT_EQ(r.status, 0) << r.output;
-  const json j = json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+  const size_t brace = r.output.find('{');
+  if (brace == std::string::npos) return json::object();
+  const json j = json::parse(r.output.substr(brace), nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << r.output;
   return j;
 }
@@ -391,6 +393,68 @@ TEST(SessionsGrid, ThroughARouterOneRoundTripATokenAndAKilledReplicaIsReplayed) 
   });
   EXPECT_EQ((*remote)->stats().replays, 1u);
   EXPECT_EQ((*remote)->stats().round_trips, 41u + 1u + 1u);  // one a pass, and the replay's one
+}
+
+// A full replica (503) is not the range's last word on an open: the router places the
+// session on another replica of the range, and answers 503 with Retry-After only when every
+// replica is full.
+TEST(SessionsGrid, ARouterOpensOnAnotherReplicaWhenOneIsFull) {
+  auto shard = [](const std::string& layers) {
+    return ChildProcess({"serve", kDemo, "--port", "0", "--layers", layers, "--threads", "1", "--sessions", "--max-sessions", "1"});
+  };
+  ChildProcess a1 = shard("0-2"), a2 = shard("0-2"), b1 = shard("3-5"), b2 = shard("3-5");
+  ChildProcess router({"router", "--port", "0", "--shards", "0-2=" + a1.url() + "|" + a2.url() + ",3-5=" + b1.url() + "|" + b2.url()});
+  const std::string open_body = json{{"max_positions", 16}}.dump();
+  httplib::Client direct("127.0.0.1", a1.port()), r("127.0.0.1", router.port());
+  auto held = direct.Post("/v1/sessions", open_body, "application/json");  // a1 full, unknown to the router's count
+  ASSERT_TRUE(held && held->status == 201);
+  auto first = r.Post("/v1/sessions", open_body, "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 201) << first->body;
+  EXPECT_EQ(open_sessions(a2), 1u);
+  auto second = r.Post("/v1/sessions", open_body, "application/json");  // both replicas of 0-2 full now
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 503) << second->body;
+  EXPECT_EQ(json::parse(second->body, nullptr, false).value("code", ""), "overloaded");
+  EXPECT_GE(std::atoi(second->get_header_value("Retry-After").c_str()), 1);
+  EXPECT_EQ(open_sessions(b1) + open_sessions(b2), 1u);  // the refused open's other part closed again
+}
+
+// An open that finds every replica full waits for room (polling at the shard's Retry-After)
+// rather than failing the answer: here the shard's only slot is busy for longer than a few
+// Retry-Afters, then freed.
+TEST(SessionsGrid, AnOpenWaitsForAFullShardToMakeRoom) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--layers", "0-5", "--threads", "1", "--sessions", "--max-sessions", "1",
+                      "--session-idle-s", "1"});
+  httplib::Client c("127.0.0.1", shard.port());
+  auto held = c.Post("/v1/sessions", json{{"max_positions", 64}}.dump(), "application/json");
+  ASSERT_TRUE(held && held->status == 201);
+  const std::string id = json::parse(held->body)["session"].get<std::string>();
+  std::atomic<bool> refused{false};
+  std::thread busy([&] {  // steps every 0.2 s for 4 s: never idle, so every Retry-After is at most 1 s
+    httplib::Client own("127.0.0.1", shard.port());
+    for (uint32_t step = 1; step <= 20; ++step) {
+      const wire::SessionStep st{*wire::parse_session_id(id), step, step - 1, 1, 1};
+      std::vector<uint32_t> tokens{5};
+      std::vector<float> x(test::kDemoHidden, 0.125f);
+      std::string body;
+      EXPECT_TRUE(wire::encode_walk_layers_request(wire::Encoding::f32, {&st, 1}, tokens, test::kDemoHidden, x, body).ok());
+      auto r = own.Post("/v1/walk-layers", body, "application/x-larql-ffn");
+      EXPECT_TRUE(r && r->status == 200);
+      if (!refused) {
+        auto other = own.Post("/v1/sessions", json{{"max_positions", 8}}.dump(), "application/json");
+        refused = other && other->status == 503;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the slot's use, not a synchronisation
+    }
+    auto deleted = own.Delete("/v1/sessions/" + id);
+    EXPECT_TRUE(deleted && deleted->status == 204);
+  });
+  const json through = run_json("--remote-layers 0-5=" + shard.url() + " --wire f32");
+  busy.join();
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(through["generated_ids"], run_json("")["generated_ids"]);
+  EXPECT_EQ(through["replays"], 0);
 }
 
 // What a router's session ids may and may not do: they are its own (unknown to the shards,
