@@ -20,6 +20,7 @@ struct Options {
   std::string hedge_after = "0";
   std::string shard_wire = "f32";
   size_t max_sessions = 4096;
+  double wait_for_shards_s = 60;
 };
 
 int run_router(Options o) {
@@ -44,7 +45,8 @@ int run_router(Options o) {
   }
   Router& r = **router;
   // Layer-range sessions (PROTOCOL §13) when every shard serves them.
-  auto sessions = SessionRouter::create({o.router.spec, o.router.timeout_ms, o.max_sessions, o.router.shard_key, o.router.shard_ca_cert});
+  auto sessions = SessionRouter::create(
+      {o.router.spec, o.router.timeout_ms, o.max_sessions, o.router.shard_key, o.router.shard_ca_cert, o.wait_for_shards_s});
   if (!sessions) {
     std::cerr << "larql router: " << sessions.error().message << "\n";
     return 2;
@@ -120,6 +122,10 @@ void add_router_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-sessions", o->max_sessions,
                   "layer-range sessions (when every shard serves them) the router holds at once")
+      ->capture_default_str();
+  cmd->add_option("--wait-for-shards-s", o->wait_for_shards_s,
+                  "at start, how long to wait for a range none of whose replicas answers yet while the others serve sessions")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--shard-key", o->router.shard_key, "bearer key for the router's own calls to shards (also LARQL_SHARD_KEY)");
   cmd->add_option("--shard-ca-cert", o->router.shard_ca_cert,

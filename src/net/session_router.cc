@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <malloc.h>
+#include <thread>
 
 #include "net/connection_pool.h"
 #include "net/fifo_mutex.h"
@@ -97,6 +98,23 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
   auto spec = parse_shard_spec(options.spec);
   if (!spec) return spec.error();
   std::sort(spec->begin(), spec->end(), [](const ShardRange& a, const ShardRange& b) { return a.range.first < b.range.first; });
+  // Shards started beside the router may still be loading: a range none of whose replicas
+  // answers yet, where others serve sessions, is waited for (polled) up to the deadline.
+  const auto give_up = Clock::now() + std::chrono::milliseconds(int64_t(options.wait_for_shards_s * 1000));
+  for (;;) {
+    std::string unread;
+    auto router = read_grid(options, *spec, unread);
+    if (!router || unread.empty()) return router;
+    if (Clock::now() >= give_up)
+      return make_error(ErrorCode::invalid_argument, "--shards: no replica of " + unread + " answered /v1/stats within " +
+                                                         str(uint64_t(options.wait_for_shards_s)) +
+                                                         " s (--wait-for-shards-s), and the other ranges serve sessions");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the poll's period
+  }
+}
+
+Result<std::unique_ptr<SessionRouter>> SessionRouter::read_grid(const SessionRouterOptions& options, const std::vector<ShardRange>& spec,
+                                                                std::string& unread) {
   auto router = std::unique_ptr<SessionRouter>(new SessionRouter(options));
   HttpHeaders key;
   if (options.shard_key) key.emplace_back("Authorization", "Bearer " + *options.shard_key);
@@ -104,11 +122,12 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
   std::optional<ShardStats::Sessions> first_stats;
   json fingerprints = json::object(), ranges = json::array();
   uint32_t next = 0;
-  for (const ShardRange& part : *spec) {
+  for (const ShardRange& part : spec) {
     auto range = std::make_unique<Range>();
     range->layers = part.range;
     std::optional<ShardStats::Sessions> agreed;
     std::vector<std::string> range_with, range_without;
+    std::string why;  // what the replicas that did not answer said
     for (const std::string& url : part.urls) {
       auto replica = std::make_unique<Replica>();
       replica->url = url;
@@ -117,6 +136,7 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
       if (!client) return make_error(ErrorCode::invalid_argument, "--shards " + url + ": " + client.error().message);
       auto res = (*client)->get("/v1/stats", key);
       if (!res || res->status != 200) {
+        why += (why.empty() ? "" : "; ") + url + ": " + (res ? "HTTP " + std::to_string(res->status) : res.error().message);
         replica->mark_down();  // not answering now: its sessions are placed elsewhere until it does
         range->replicas.push_back(std::move(replica));
         continue;
@@ -146,6 +166,10 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
       return make_error(ErrorCode::invalid_argument, "--shards: layers " + part.range.str() + " mix session replicas with FFN-only ones (" +
                                                          names + "): start every replica of a range with --sessions, or none");
     }
+    if (range_with.empty() && range_without.empty()) {  // none answered: known once one does
+      unread += (unread.empty() ? "layers " : ", layers ") + part.range.str() + " (" + why + ")";
+      next = part.range.last + 1;
+    }
     with.insert(with.end(), range_with.begin(), range_with.end());
     without.insert(without.end(), range_without.begin(), range_without.end());
     if (agreed) {
@@ -171,7 +195,11 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
     }
     router->ranges_.push_back(std::move(range));
   }
-  if (with.empty()) return std::unique_ptr<SessionRouter>();  // an FFN-only grid
+  if (with.empty()) {  // an FFN-only grid, as far as one can tell
+    unread.clear();
+    return std::unique_ptr<SessionRouter>();
+  }
+  if (!unread.empty()) return router;  // the caller waits for them
   if (!without.empty()) {
     std::string names;
     for (const auto& u : without) names += (names.empty() ? "" : ", ") + u;

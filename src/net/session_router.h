@@ -22,6 +22,7 @@
 #include "net/ffn_service.h"
 #include "net/http_reply.h"
 #include "net/layer_range.h"
+#include "net/shard_spec.h"
 #include "wire/session_codec.h"
 
 namespace larql {
@@ -32,6 +33,7 @@ struct SessionRouterOptions {
   size_t max_sessions = 4096;            // router sessions at once
   std::optional<std::string> shard_key;  // for the router's own /v1/stats calls
   std::optional<std::string> ca_cert;
+  double wait_for_shards_s = 60;         // at start, for a range none of whose replicas answers yet
 };
 
 class SessionRouter {
@@ -39,7 +41,9 @@ class SessionRouter {
   // Reads every replica's /v1/stats. None serving sessions: nullptr (the router then has no
   // session routes). All of them: checked (the ranges cover every layer in order, respect
   // each range's KV groups, and replicas of a range agree on the session fingerprints). A
-  // range mixing session and FFN-only replicas is refused, naming them.
+  // range mixing session and FFN-only replicas is refused, naming them. A range none of
+  // whose replicas answers, where the others serve sessions, is waited for up to
+  // `wait_for_shards_s`, then named.
   static Result<std::unique_ptr<SessionRouter>> create(const SessionRouterOptions& options);
   ~SessionRouter();
 
@@ -66,6 +70,10 @@ class SessionRouter {
 
  private:
   explicit SessionRouter(SessionRouterOptions options);
+  // One reading of every replica's /v1/stats; `unread` names the ranges none of whose
+  // replicas answered when others serve sessions (the router returned is then incomplete).
+  static Result<std::unique_ptr<SessionRouter>> read_grid(const SessionRouterOptions& options, const std::vector<ShardRange>& spec,
+                                                          std::string& unread);
   std::shared_ptr<Session> find(const wire::SessionId& id, const std::string& key);
   void forget(const std::shared_ptr<Session>& session, size_t except_range = SIZE_MAX);
   void delete_part(size_t range, size_t replica, const wire::SessionId& id, const std::string& authorization);

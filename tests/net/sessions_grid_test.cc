@@ -457,6 +457,35 @@ TEST(SessionsGrid, AnOpenWaitsForAFullShardToMakeRoom) {
   EXPECT_EQ(through["replays"], 0);
 }
 
+// Shards started beside a router may still be loading: a range none of whose replicas
+// answers yet, where the others serve sessions, is waited for (--wait-for-shards-s), then
+// named; it is not taken for a gap in the map.
+TEST(SessionsGrid, ARouterWaitsForARangeWhoseShardsAreStillStarting) {
+  ChildProcess a = session_shard("0-2");
+  auto b = std::make_unique<ChildProcess>(std::vector<std::string>{"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1", "--sessions"});
+  const std::string b_port = std::to_string(b->port()), shards = "0-2=" + a.url() + ",3-5=" + b->url();
+  b.reset();  // stopped: its port refuses connections
+  const auto refused = test::run_command(std::string(LARQL_BINARY) + " router --port 0 --shards " + shards + " --wait-for-shards-s 0.5 2>&1");
+  EXPECT_EQ(refused.status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("no replica of layers 3-5"), std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find("uncovered"), std::string::npos) << refused.output;
+
+  std::unique_ptr<ChildProcess> router;
+  std::thread starting([&] {
+    try {
+      router = std::make_unique<ChildProcess>(std::vector<std::string>{"router", "--port", "0", "--shards", shards});
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the router did not start: " << e.what();
+    }
+  });
+  b = std::make_unique<ChildProcess>(std::vector<std::string>{"serve", kDemo, "--port", b_port, "--layers", "3-5", "--threads", "1", "--sessions"});
+  starting.join();
+  ASSERT_TRUE(router);
+  const json through = run_json("--remote-layers " + router->url() + " --wire f32");
+  EXPECT_EQ(through["generated_ids"], run_json("")["generated_ids"]);
+  EXPECT_EQ(through["round_trips_per_pass"], 1.0);
+}
+
 // What a router's session ids may and may not do: they are its own (unknown to the shards,
 // which never see them), bound to the caller's Authorization, gone once deleted; a fork
 // stays with its key and continues as its source would.
