@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "loadtest/malformed_http.h"
@@ -158,6 +161,52 @@ TEST(LoadHarness, ARouterServesSessionTrafficAndItsShardsEndWithNoSessionOpen) {
     httplib::Client c("127.0.0.1", shard->port());
     EXPECT_EQ(json::parse(c.Get("/v1/stats")->body)["sessions"]["open"], 0);
   }
+  EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
+}
+
+// Session traffic through a router while a replica holding some of its sessions is
+// SIGKILLed and restarted on its port: the load test's only answers beyond what it asked
+// for are those sessions' 410s, and every session is closed at the end, the parts on the
+// surviving replicas included.
+TEST(LoadHarness, SessionTrafficThroughARouterSurvivesAReplicaKilledAndRestarted) {
+  auto shard = [](const std::string& layers, const std::string& port) {
+    return std::make_unique<ChildProcess>(
+        args({"serve", kDemo, "--port", port, "--layers", layers, "--threads", "1", "--sessions", "--session-idle-s", "2"}));
+  };
+  auto a1 = shard("0-2", "0"), a2 = shard("0-2", "0"), b1 = shard("3-5", "0"), b2 = shard("3-5", "0");
+  ChildProcess router(args({"router", "--port", "0", "--shards",
+                            "0-2=" + a1->url() + "|" + a2->url() + ",3-5=" + b1->url() + "|" + b2->url()}));
+  json doc;
+  std::thread load([&] { doc = loadtest(router.url(), std::to_string(router.pid()), "--sessions --clients 2 --seconds 8"); });
+  auto open_on = [](const ChildProcess& p) {
+    httplib::Client c("127.0.0.1", p.port());
+    auto r = c.Get("/v1/stats");
+    return r && r->status == 200 ? json::parse(r->body)["sessions"]["open"].get<size_t>() : 0;
+  };
+  auto steps_on = [](const ChildProcess& p) {  // walk-layers steps the shard has run
+    httplib::Client c("127.0.0.1", p.port());
+    auto r = c.Get("/metrics");
+    const std::string name = "\nlarql_shard_sessions_steps_total ";
+    const size_t at = r && r->status == 200 ? r->body.find(name) : std::string::npos;
+    return at == std::string::npos ? 0ul : std::stoul(r->body.substr(at + name.size()));
+  };
+  // Killed once the traffic is in full swing (a thousand steps), with seconds of it to come.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((steps_on(*b1) < 1000 || open_on(*b1) < 2) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling the shard's metrics, bounded by the deadline
+  const bool held = open_on(*b1) >= 2;
+  const std::string port = std::to_string(b1->port());
+  b1->kill_now();
+  b1.reset();  // reaped: its port is free
+  b1 = shard("3-5", port);
+  load.join();
+  EXPECT_TRUE(held) << "the replica never held sessions before it was killed";
+  ASSERT_TRUE(doc.is_object());
+  const json& answers = doc["sessions"]["answers"];
+  EXPECT_EQ(doc["sessions"]["unexpected"], 0) << answers;
+  EXPECT_TRUE(answers.contains("410 session_lost")) << "no session was lost with the replica: " << answers;
+  EXPECT_EQ(doc["sessions_left"]["open"], 0);
+  for (const auto* p : {a1.get(), a2.get(), b1.get(), b2.get()}) EXPECT_EQ(open_on(*p), 0u) << p->url();
   EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
 }
 
