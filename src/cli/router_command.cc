@@ -45,13 +45,28 @@ int run_router(Options o) {
   }
   Router& r = **router;
   // Layer-range sessions (PROTOCOL §13) when every shard serves them.
-  auto sessions = SessionRouter::create(
+  auto sessions = SessionRoutes::create(
       {o.router.spec, o.router.timeout_ms, o.max_sessions, o.router.shard_key, o.router.shard_ca_cert, o.wait_for_shards_s});
   if (!sessions) {
     std::cerr << "larql router: " << sessions.error().message << "\n";
     return 2;
   }
-  SessionRouter* s = sessions->get();
+  SessionRoutes& s = **sessions;
+  auto session_router = [&s]() -> SessionRouter* {  // for stats and metrics: nullptr while none
+    auto got = s.get();
+    return got ? *got : nullptr;
+  };
+  // A session route: its router, or why there is none.
+  auto with_sessions = [&s](auto call) {
+    return [&s, call](const HttpRequest& q) -> HttpReply {
+      auto got = s.get();
+      if (!got) return error_reply(got.error());
+      if (!*got && s.undecided())
+        return error_reply(make_error(ErrorCode::shard_unavailable, "no shard of this router's map answers yet; sessions once they do"));
+      if (!*got) return error_reply(make_error(ErrorCode::not_found, "this router's shards do not serve layer-range sessions (PROTOCOL §13)"));
+      return call(**got, q);
+    };
+  };
   using Request = const HttpRequest&;
   std::vector<Route> routes{
       {"POST", "/v1/walk-ffn",
@@ -67,21 +82,29 @@ int run_router(Options o) {
       {"GET", "/v1/stats",
        [&](Request) {
          nlohmann::json stats = r.stats();
-         if (s) stats.update(s->stats());
+         if (auto* sr = session_router()) stats.update(sr->stats());
          return json_reply(stats);
        }},
       {"GET", "/v1/health", [&](Request) { return json_reply(r.health()); }, false},
-      {"GET", "/metrics", [&](Request) { return metrics_reply(r.metrics() + (s ? s->metrics() : "")); }},
+      {"GET", "/metrics",
+       [&](Request) {
+         auto* sr = session_router();
+         return metrics_reply(r.metrics() + (sr ? sr->metrics() : ""));
+       }},
       // The grid at a glance (web/grid.html): open; its polls carry the key the user gives.
       {"GET", "/", [](Request) { return web_page_reply("grid"); }, false},
   };
-  if (s) {
-    routes.push_back({"POST", "/v1/sessions", [s](Request q) { return s->open(q.body, q.content_type, q.authorization); }});
-    routes.push_back({"DELETE", "/v1/sessions/*", [s](Request q) {
-                        return s->close(q.path.substr(std::string_view("/v1/sessions/").size()), q.authorization);
-                      }});
-    routes.push_back({"POST", "/v1/walk-layers",
-                      [s](Request q) { return s->walk_layers(q.body, q.content_type, q.accept, q.authorization, q.deadline); }});
+  const bool sessions_now = session_router() != nullptr;
+  if (sessions_now || s.undecided()) {
+    routes.push_back({"POST", "/v1/sessions", with_sessions([](SessionRouter& sr, Request q) {
+                        return sr.open(q.body, q.content_type, q.authorization);
+                      })});
+    routes.push_back({"DELETE", "/v1/sessions/*", with_sessions([](SessionRouter& sr, Request q) {
+                        return sr.close(q.path.substr(std::string_view("/v1/sessions/").size()), q.authorization);
+                      })});
+    routes.push_back({"POST", "/v1/walk-layers", with_sessions([](SessionRouter& sr, Request q) {
+                        return sr.walk_layers(q.body, q.content_type, q.accept, q.authorization, q.deadline);
+                      })});
   }
   if (r.admin_enabled()) {  // without --admin-key the admin endpoint does not exist; it checks its own key
     for (const char* method : {"GET", "POST"})
@@ -93,7 +116,10 @@ int run_router(Options o) {
                         false});
   }
   const std::string describe = "larql router: " + o.router.spec + ", hidden " + r.stats()["hidden_size"].dump() +
-                               (s ? ", layer-range sessions" : "") + (r.admin_enabled() ? ", admin enabled" : "") +
+                               (sessions_now ? ", layer-range sessions"
+                                : s.undecided() ? ", no shard answering yet (sessions once they do, if they serve them)"
+                                                : "") +
+                               (r.admin_enabled() ? ", admin enabled" : "") +
                                (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);
 }

@@ -94,7 +94,7 @@ SessionRouter::~SessionRouter() {
   forgetter_.join();
 }
 
-Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouterOptions& options) {
+Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouterOptions& options, bool* none_answered) {
   auto spec = parse_shard_spec(options.spec);
   if (!spec) return spec.error();
   std::sort(spec->begin(), spec->end(), [](const ShardRange& a, const ShardRange& b) { return a.range.first < b.range.first; });
@@ -103,7 +103,9 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
   const auto give_up = Clock::now() + std::chrono::milliseconds(int64_t(options.wait_for_shards_s * 1000));
   for (;;) {
     std::string unread;
-    auto router = read_grid(options, *spec, unread);
+    bool none = false;
+    auto router = read_grid(options, *spec, unread, none);
+    if (none_answered) *none_answered = none;
     if (!router || unread.empty()) return router;
     if (Clock::now() >= give_up)
       return make_error(ErrorCode::invalid_argument, "--shards: no replica of " + unread + " answered /v1/stats within " +
@@ -114,7 +116,8 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
 }
 
 Result<std::unique_ptr<SessionRouter>> SessionRouter::read_grid(const SessionRouterOptions& options, const std::vector<ShardRange>& spec,
-                                                                std::string& unread) {
+                                                                std::string& unread, bool& none_answered) {
+  none_answered = true;
   auto router = std::unique_ptr<SessionRouter>(new SessionRouter(options));
   HttpHeaders key;
   if (options.shard_key) key.emplace_back("Authorization", "Bearer " + *options.shard_key);
@@ -141,6 +144,7 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::read_grid(const SessionRou
         range->replicas.push_back(std::move(replica));
         continue;
       }
+      none_answered = false;
       auto stats = parse_shard_stats(res->body);
       if (!stats) {  // the layer-range router keeps it down and names it; so do sessions
         replica->mark_down();
@@ -592,6 +596,34 @@ std::string SessionRouter::metrics() {
   line("hops_total", "counter", "Requests to session shards (one a range a step, or more when split by replica).", double(hop_count_));
   line("hop_ms_total", "counter", "Their wall time, ms (hop latency = hop_ms_total / hops_total).", hop_ms_.load());
   return out;
+}
+
+Result<std::unique_ptr<SessionRoutes>> SessionRoutes::create(const SessionRouterOptions& options) {
+  auto routes = std::make_unique<SessionRoutes>();
+  routes->options_ = options;
+  bool none_answered = false;
+  auto router = SessionRouter::create(options, &none_answered);
+  if (!router) return router.error();
+  routes->router_ = std::move(*router);
+  routes->ready_ = routes->router_.get();
+  routes->decided_ = !none_answered;
+  return routes;
+}
+
+Result<SessionRouter*> SessionRoutes::get() {
+  if (decided_) return ready_.load();
+  std::lock_guard lock(mutex_);
+  if (decided_) return ready_.load();
+  SessionRouterOptions now = options_;
+  now.wait_for_shards_s = 0;  // a request is waiting: what the grid says now
+  bool none_answered = false;
+  auto router = SessionRouter::create(now, &none_answered);
+  if (!router) return make_error(ErrorCode::shard_unavailable, "the router cannot serve sessions yet: " + router.error().message);
+  if (none_answered) return nullptr;
+  router_ = std::move(*router);
+  ready_ = router_.get();
+  decided_ = true;
+  return ready_.load();
 }
 
 }  // namespace larql

@@ -44,7 +44,9 @@ class SessionRouter {
   // range mixing session and FFN-only replicas is refused, naming them. A range none of
   // whose replicas answers, where the others serve sessions, is waited for up to
   // `wait_for_shards_s`, then named.
-  static Result<std::unique_ptr<SessionRouter>> create(const SessionRouterOptions& options);
+  // `none_answered`, when given, is set when no replica at all answered (nothing is known
+  // of the grid yet: nullptr is returned, and the caller may ask again later).
+  static Result<std::unique_ptr<SessionRouter>> create(const SessionRouterOptions& options, bool* none_answered = nullptr);
   ~SessionRouter();
 
   HttpReply open(std::string_view body, std::string_view content_type, std::string_view authorization);
@@ -73,7 +75,7 @@ class SessionRouter {
   // One reading of every replica's /v1/stats; `unread` names the ranges none of whose
   // replicas answered when others serve sessions (the router returned is then incomplete).
   static Result<std::unique_ptr<SessionRouter>> read_grid(const SessionRouterOptions& options, const std::vector<ShardRange>& spec,
-                                                          std::string& unread);
+                                                          std::string& unread, bool& none_answered);
   std::shared_ptr<Session> find(const wire::SessionId& id, const std::string& key);
   void forget(const std::shared_ptr<Session>& session, size_t except_range = SIZE_MAX);
   void delete_part(size_t range, size_t replica, const wire::SessionId& id, const std::string& authorization);
@@ -95,6 +97,25 @@ class SessionRouter {
   bool stopping_ = false;
   std::atomic<bool> freed_{false};  // a session ended since the forgetter last trimmed the heap
   std::thread forgetter_;
+};
+
+// A router's session routes when it started before any shard answered (shards started
+// beside it still loading): whether the grid serves sessions is decided on the first use
+// after one answers. Started with the shards answering, it is decided at once.
+class SessionRoutes {
+ public:
+  static Result<std::unique_ptr<SessionRoutes>> create(const SessionRouterOptions& options);
+  // The session router, or nullptr (an FFN-only grid, or no shard answering yet). An error
+  // (shard_unavailable): the grid, read late, is not one a router can serve sessions over yet.
+  Result<SessionRouter*> get();
+  bool undecided() const { return !decided_.load(); }
+
+ private:
+  SessionRouterOptions options_;
+  std::mutex mutex_;
+  std::unique_ptr<SessionRouter> router_;
+  std::atomic<SessionRouter*> ready_{nullptr};
+  std::atomic<bool> decided_{false};
 };
 
 }  // namespace larql

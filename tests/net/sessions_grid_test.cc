@@ -459,7 +459,8 @@ TEST(SessionsGrid, AnOpenWaitsForAFullShardToMakeRoom) {
 
 // Shards started beside a router may still be loading: a range none of whose replicas
 // answers yet, where the others serve sessions, is waited for (--wait-for-shards-s), then
-// named; it is not taken for a gap in the map.
+// named; it is not taken for a gap in the map. With no shard answering at all, the router
+// starts and decides once they answer.
 TEST(SessionsGrid, ARouterWaitsForARangeWhoseShardsAreStillStarting) {
   ChildProcess a = session_shard("0-2");
   auto b = std::make_unique<ChildProcess>(std::vector<std::string>{"serve", kDemo, "--port", "0", "--layers", "3-5", "--threads", "1", "--sessions"});
@@ -481,9 +482,31 @@ TEST(SessionsGrid, ARouterWaitsForARangeWhoseShardsAreStillStarting) {
   b = std::make_unique<ChildProcess>(std::vector<std::string>{"serve", kDemo, "--port", b_port, "--layers", "3-5", "--threads", "1", "--sessions"});
   starting.join();
   ASSERT_TRUE(router);
+  const json local = run_json("");
   const json through = run_json("--remote-layers " + router->url() + " --wire f32");
-  EXPECT_EQ(through["generated_ids"], run_json("")["generated_ids"]);
+  EXPECT_EQ(through["generated_ids"], local["generated_ids"]);
   EXPECT_EQ(through["round_trips_per_pass"], 1.0);
+
+  // No shard answering at all when the router starts: it listens at once (an FFN grid works
+  // so), and decides on sessions at the first request after they answer.
+  router.reset();
+  b.reset();
+  const std::string a_port = std::to_string(a.port());
+  a.stop();
+  ChildProcess early({"router", "--port", "0", "--shards", shards});
+  EXPECT_NE(early.startup_line().find("no shard answering yet"), std::string::npos) << early.startup_line();
+  httplib::Client c("127.0.0.1", early.port());
+  auto before = c.Post("/v1/sessions", json{{"max_positions", 16}}.dump(), "application/json");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 502) << before->body;
+  ChildProcess a_again({"serve", kDemo, "--port", a_port, "--layers", "0-2", "--threads", "1", "--sessions"});
+  b = std::make_unique<ChildProcess>(std::vector<std::string>{"serve", kDemo, "--port", b_port, "--layers", "3-5", "--threads", "1", "--sessions"});
+  EXPECT_TRUE(test::eventually([&] {  // the router's health poll reads the shards' stats
+    auto r = c.Get("/v1/stats");
+    return r && r->status == 200 && json::parse(r->body).value("hidden_size", 0) > 0 && json::parse(r->body).contains("sessions");
+  }));
+  const json later = run_json("--remote-layers " + early.url() + " --wire f32");
+  EXPECT_EQ(later["generated_ids"], local["generated_ids"]);
 }
 
 // What a router's session ids may and may not do: they are its own (unknown to the shards,
