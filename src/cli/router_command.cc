@@ -151,7 +151,7 @@ void add_router_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--wait-for-shards-s", o->wait_for_shards_s,
                   "at start, how long to wait for a range none of whose replicas answers yet while the others serve sessions")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--shard-key", o->router.shard_key, "bearer key for the router's own calls to shards (also LARQL_SHARD_KEY)");
   cmd->add_option("--shard-ca-cert", o->router.shard_ca_cert,
