@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <malloc.h>
+#include <sstream>
 #include <thread>
 
 #include "net/connection_pool.h"
@@ -24,6 +25,11 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::string str(uint64_t v) { return std::to_string(v); }
+std::string seconds_text(double s) {  // 0.5, 60: as the user wrote it
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
 
 // How long a replica that refused a connection gets no new sessions before it is tried again.
 constexpr auto kDownFor = std::chrono::seconds(2);
@@ -109,7 +115,7 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::create(const SessionRouter
     if (!router || unread.empty()) return router;
     if (Clock::now() >= give_up)
       return make_error(ErrorCode::invalid_argument, "--shards: no replica of " + unread + " answered /v1/stats within " +
-                                                         str(uint64_t(options.wait_for_shards_s)) +
+                                                         seconds_text(options.wait_for_shards_s) +
                                                          " s (--wait-for-shards-s), and the other ranges serve sessions");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the poll's period
   }
