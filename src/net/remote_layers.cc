@@ -32,6 +32,14 @@ constexpr size_t kEntryMargin = 28 * 256;  // a request's session entries, kept 
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+// A full shard's Retry-After waited out, not past `give_up`; false when that has passed.
+bool wait_for_room(Clock::time_point give_up, int retry_after_s) {
+  const auto now = Clock::now();
+  if (now >= give_up) return false;
+  std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::seconds(retry_after_s), give_up - now));
+  return true;
+}
+
 
 // How long a replica that refused connections is passed over for new sessions before it is
 // tried again (a restarted shard is back, without the sessions it had).
@@ -249,12 +257,10 @@ struct RemoteLayers::Impl {
         ++stats.sessions_opened;
         return Ok{};
       }
-      const auto now = Clock::now();
-      if (wait_s && now >= give_up)
+      if (!wait_s) break;
+      if (!wait_for_room(give_up, wait_s))
         return make_error(ErrorCode::overloaded, "layers " + range.name() + ": every replica was full for " +
                                                      str(std::chrono::seconds(kOpenBusyWait).count()) + " s (" + last_error + ")");
-      if (!wait_s) break;
-      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::seconds(wait_s), give_up - now));
     }
     return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": cannot open a session (" + last_error + ")");
   }
@@ -277,11 +283,7 @@ struct RemoteLayers::Impl {
     const auto give_up = Clock::now() + kOpenBusyWait;
     auto res = replica.client->post("/v1/sessions", body, "application/json", headers());
     while (res && res->status == 503) {
-      if (!relieved()) {
-        const auto now = Clock::now();
-        if (now >= give_up) break;
-        std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::seconds(res->retry_after_s()), give_up - now));
-      }
+      if (!relieved() && !wait_for_room(give_up, res->retry_after_s())) break;
       res = replica.client->post("/v1/sessions", body, "application/json", headers());
     }
     if (!res || res->status != 201)

@@ -209,7 +209,7 @@ Result<std::unique_ptr<SessionRouter>> SessionRouter::read_grid(const SessionRou
     unread.clear();
     return std::unique_ptr<SessionRouter>();
   }
-  if (!unread.empty()) return router;  // the caller waits for them
+  if (!unread.empty()) return std::unique_ptr<SessionRouter>();  // the caller waits for them
   if (!without.empty()) {
     std::string names;
     for (const auto& u : without) names += (names.empty() ? "" : ", ") + u;

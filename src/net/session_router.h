@@ -73,7 +73,7 @@ class SessionRouter {
  private:
   explicit SessionRouter(SessionRouterOptions options);
   // One reading of every replica's /v1/stats; `unread` names the ranges none of whose
-  // replicas answered when others serve sessions (the router returned is then incomplete).
+  // replicas answered when others serve sessions (nullptr is returned then).
   static Result<std::unique_ptr<SessionRouter>> read_grid(const SessionRouterOptions& options, const std::vector<ShardRange>& spec,
                                                           std::string& unread, bool& none_answered);
   std::shared_ptr<Session> find(const wire::SessionId& id, const std::string& key);

@@ -21,6 +21,7 @@
 #include "support/command.h"
 #include "support/demo_model.h"
 #include "support/process.h"
+#include "support/prometheus.h"
 
 namespace larql {
 namespace {
@@ -185,18 +186,8 @@ TEST(LoadHarness, SessionTrafficThroughARouterSurvivesAReplicaKilledAndRestarted
     doc = json::parse(r.output, nullptr, false);
     EXPECT_EQ(r.status, 0) << r.output;
   });
-  auto open_on = [](const ChildProcess& p) {
-    httplib::Client c("127.0.0.1", p.port());
-    auto r = c.Get("/v1/stats");
-    return r && r->status == 200 ? json::parse(r->body)["sessions"]["open"].get<size_t>() : 0;
-  };
-  auto steps_on = [](const ChildProcess& p) {  // walk-layers steps the shard has run
-    httplib::Client c("127.0.0.1", p.port());
-    auto r = c.Get("/metrics");
-    const std::string name = "\nlarql_shard_sessions_steps_total ";
-    const size_t at = r && r->status == 200 ? r->body.find(name) : std::string::npos;
-    return at == std::string::npos ? 0ul : std::stoul(r->body.substr(at + name.size()));
-  };
+  auto open_on = [](const ChildProcess& p) { return test::server_metric(p.url(), "larql_shard_sessions_open"); };
+  auto steps_on = [](const ChildProcess& p) { return test::server_metric(p.url(), "larql_shard_sessions_steps_total"); };
   // Killed once its sessions are being stepped, with seconds of the load to come.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   while ((steps_on(*b1) < 50 || open_on(*b1) < 2) && std::chrono::steady_clock::now() < until)
@@ -213,7 +204,7 @@ TEST(LoadHarness, SessionTrafficThroughARouterSurvivesAReplicaKilledAndRestarted
   EXPECT_EQ(doc["sessions"]["unexpected"], 0) << answers;
   EXPECT_TRUE(answers.contains("410 session_lost")) << "no session was lost with the replica: " << answers;
   EXPECT_EQ(doc["sessions_left"]["open"], 0);
-  for (const auto* p : {a1.get(), a2.get(), b1.get(), b2.get()}) EXPECT_EQ(open_on(*p), 0u) << p->url();
+  for (const auto* p : {a1.get(), a2.get(), b1.get(), b2.get()}) EXPECT_EQ(open_on(*p), 0) << p->url();
   EXPECT_TRUE(doc["failures"].empty()) << doc["failures"];
 }
 
