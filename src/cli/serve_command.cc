@@ -139,10 +139,10 @@ int serve(ServeOptions o) {
                                (expert_ids ? ", experts " + experts.str() + " of " + std::to_string(expert_ids) : "") +
                                ", hidden " + std::to_string(model->config.hidden) +
                                ", wire " + wire::describe(*encodings) + ", ffn arithmetic " +
-                               std::string(arithmetic_name(model->ffn_arithmetic(owned.first, owned.last))) + ", " +
+                               model->ffn_arithmetic(owned.first, owned.last).name() + ", " +
                                std::to_string(threads) + " threads" +
                                (o.sessions ? ", sessions (layers arithmetic " +
-                                                 std::string(arithmetic_name(model->layers_arithmetic(owned.first, owned.last))) + ")"
+                                                 model->layers_arithmetic(owned.first, owned.last).name() + ")"
                                            : "") +
                                (o.http.api_key ? ", key required" : "");
   return serve_http(routes, o.http, describe);

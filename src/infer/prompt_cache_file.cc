@@ -21,7 +21,7 @@ constexpr char kMagic[8] = {'L', 'A', 'R', 'Q', 'L', 'K', 'V', '1'};
 constexpr uint32_t kVersion = 1;
 
 std::string arithmetic_of(const Model& model) {
-  return std::string(arithmetic_name(model.layers_arithmetic(0, model.config.layers ? model.config.layers - 1 : 0)));
+  return model.layers_arithmetic(0, model.config.layers ? model.config.layers - 1 : 0).name();
 }
 
 Error refused(const std::string& path, const std::string& why) {

@@ -8,19 +8,6 @@
 #include "kernels/thread_pool.h"
 
 namespace larql {
-namespace {
-
-// Round to nearest even, for |v| ≤ 127 (a little more after the product's rounding):
-// adding and subtracting 1.5 · 2^23 leaves the integer the float unit's rounding chose.
-// Inline arithmetic, unlike nearbyint's library call (this runs for every activation);
-// exact IEEE arithmetic, which the build keeps (no -ffast-math).
-int8_t round_to_int8(float v) {
-  constexpr float kMagic = 12582912.0f;
-  const float r = (std::clamp(v, -127.0f, 127.0f) + kMagic) - kMagic;
-  return int8_t(r);
-}
-
-}  // namespace
 
 void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, size_t r) {
   for (size_t b = 0; b < qa.blocks; ++b) {
@@ -31,9 +18,7 @@ void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, si
       finite = finite && std::isfinite(v[i]);
       amax = std::max(amax, std::fabs(v[i]));
     }
-    const float d = finite ? amax / 127 : std::numeric_limits<float>::quiet_NaN();
-    float inverse = finite && d != 0 ? 1.0f / d : 0.0f;
-    if (std::isinf(inverse)) inverse = 0;  // d subnormal: x · inverse could be 0 · ∞
+    const auto [d, inverse] = activation_scale(amax, finite);
     int8_t* qx = &qa.q[r * qa.cols + b * blocks::kValues];
     for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
     const size_t lanes = r * qa.lane_stride + 8 * b;

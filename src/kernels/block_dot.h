@@ -27,7 +27,10 @@
 // format's own (docs/benchmarks/history.md measures both).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +44,31 @@ namespace larql {
 // (lanes 0-7 the even block, 8-15 the odd one). A block's dx is kept once: the tiles
 // spread a pair's two over the lanes in registers (a lane copy of each read from L2 cost
 // the Q8_0 prefill tile a sixth of its time, docs/benchmarks/history.md).
+struct QuantizedActivations;
+
+// A block's (or super-block's) scale dx from its largest magnitude, and the factor its
+// values are multiplied by before rounding: dx NaN when the values are not all finite;
+// the factor 0 when dx is 0 or so small that 1/dx overflows (x · ∞ could be 0 · ∞).
+struct ActivationScale {
+  float d, inverse;
+};
+inline ActivationScale activation_scale(float amax, bool finite) {
+  if (!finite) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
+  const float d = amax / 127;
+  const float inverse = d != 0 ? 1.0f / d : 0.0f;
+  return {d, std::isinf(inverse) ? 0.0f : inverse};
+}
+
+// Round to nearest even, for |v| ≤ 127 (a little more after the product's rounding):
+// adding and subtracting 1.5 · 2^23 leaves the integer the float unit's rounding chose.
+// Inline arithmetic, unlike nearbyint's library call (this runs for every activation);
+// exact IEEE arithmetic, which the build keeps (no -ffast-math).
+inline int8_t round_to_int8(float v) {
+  constexpr float kMagic = 12582912.0f;
+  const float r = (std::clamp(v, -127.0f, 127.0f) + kMagic) - kMagic;
+  return int8_t(r);
+}
+
 struct QuantizedActivations {
   size_t rows = 0, cols = 0, blocks = 0;  // blocks per row = cols / 32
   size_t lane_stride = 0;                 // floats per row of lane_group_sum: 8 per block, blocks rounded up to pairs

@@ -68,21 +68,6 @@ LARQL_AVX2 inline __m256 widen8(const uint8_t* p, bool is_signed) {
   return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
 }
 
-// block_formats.h's unpack_scales_mins by byte shuffles: s_0..7 then m_0..7 from the
-// twelve packed bytes (16 read: a K-quant super-block goes on past them). s_0..3 and
-// m_0..3 are bytes 0-3 and 4-7 of the packing, low six bits; s_4..7 and m_4..7 take
-// bytes 8-11's low and high nibbles, with bits 6-7 of bytes 0-3 and 4-7 above them.
-LARQL_AVX2 inline __m128i unpack_scales_mins(const uint8_t* packed) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-  const __m128i low = _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  const __m128i top = _mm_shuffle_epi8(bytes, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  // 16-bit shifts: what a byte takes from its neighbour is masked off.
-  const __m128i low_bits = _mm_and_si128(low, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
-  const __m128i high_nibbles = _mm_and_si128(_mm_srli_epi16(low, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
-  const __m128i top_bits = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_setr_epi8(0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48));
-  return _mm_or_si128(_mm_or_si128(low_bits, high_nibbles), top_bits);
-}
-
 // The products below are exact, so the same floats as the scalar unpacking's.
 template <DType T>
 LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
@@ -592,9 +577,7 @@ LARQL_AVX2 void quantize_activation_row_avx2(const float* x, QuantizedActivation
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = finite == 0xff ? _mm_cvtss_f32(m) / 127 : std::numeric_limits<float>::quiet_NaN();
-    float inverse = finite == 0xff && d != 0 ? 1.0f / d : 0.0f;
-    if (std::isinf(inverse)) inverse = 0;
+    const auto [d, inverse] = activation_scale(_mm_cvtss_f32(m), finite == 0xff);
     __m256i q = _mm256_setzero_si256();
     if (finite == 0xff) {
       __m256i n[4];

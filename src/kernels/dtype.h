@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/f16.h"
@@ -134,6 +135,19 @@ struct Matrix {
   size_t bytes() const { return rows * row_bytes(); }
   // Rows [first, first + count) as a matrix of their own, in place.
   Matrix row_range(size_t first, size_t count) const { return {dtype, count, cols, row_ptr(first), arithmetic}; }
+};
+
+// How a range's products are computed, as /v1/stats names it (ffn_arithmetic, PROTOCOL §8;
+// layers_arithmetic, §13): "f32" when every product follows matvec.h's contract or
+// block_dot.h's, else the arithmetics it adds joined by "+": "bf16-dot" (bf16 weights by
+// choice, bf16_dot.h), "q8k" (K-quant weights, kquant_dot.h), "bf16-dot+q8k". Two ranges
+// give the same bits only when their names are equal.
+struct RangeArithmetic {
+  bool bf16_dot = false, q8k = false;
+  void add(const Matrix& m);  // one more product of the range
+  std::string name() const;
+  static std::optional<RangeArithmetic> from_name(std::string_view name);
+  bool operator==(const RangeArithmetic&) const = default;
 };
 
 }  // namespace larql

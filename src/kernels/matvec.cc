@@ -66,6 +66,24 @@ void block_tile_scalar(const Tile& t) {
 
 }  // namespace
 
+void RangeArithmetic::add(const Matrix& m) {
+  if (!m.data) return;
+  bf16_dot = bf16_dot || m.effective_arithmetic() == Arithmetic::bf16_dot;
+  q8k = q8k || blocks::is_kquant(m.dtype);
+}
+
+std::string RangeArithmetic::name() const {
+  if (!bf16_dot && !q8k) return "f32";
+  return bf16_dot && q8k ? "bf16-dot+q8k" : bf16_dot ? "bf16-dot" : "q8k";
+}
+
+std::optional<RangeArithmetic> RangeArithmetic::from_name(std::string_view name) {
+  for (bool bf16 : {false, true})
+    for (bool k : {false, true})
+      if (RangeArithmetic a{bf16, k}; a.name() == name) return a;
+  return std::nullopt;
+}
+
 MatmulIsa best_matmul_isa() {
   static const MatmulIsa isa = !cpu_has_avx2_fma_f16c() ? MatmulIsa::scalar
                                : !cpu_has_avx512f_bw()   ? MatmulIsa::avx2
@@ -85,11 +103,19 @@ struct TilePlan {
 // Decode on the 256-bit tiles (cpu_prefers_256bit_block_decode): where the default
 // dispatch asks for it, one token's product of a q4_k, q5_k, q6_k or q8_0 matrix, its rows
 // read one after another (the K-quants' tile does so whatever its rows; q8_0's takes one).
-bool decode_on_256(const Matrix& w, size_t n) {
-  return n == 1 && (w.dtype == DType::q4_k || w.dtype == DType::q5_k || w.dtype == DType::q6_k || w.dtype == DType::q8_0);
-}
+bool decode_on_256(const Matrix& w, size_t n) { return n == 1 && w.dtype == DType::q8_0; }
 
 TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
+  if (blocks::is_kquant(w.dtype)) {  // kquant_dot.h: one row at a time, its super-blocks unpacked once for the tile's tokens
+#if defined(__x86_64__)
+    static const bool avx_vnni = cpu_has_avx_vnni();
+    static const bool vnni = cpu_has_avx512_vnni();
+    const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
+    if (avx512 && n > 1) return {vnni ? kquant_tile_avx512_vnni : kquant_tile_avx512bw, 4, 4};
+    if (isa != MatmulIsa::scalar) return {avx_vnni ? kquant_tile_avx2_vnni : kquant_tile_avx2, 4, n == 1 ? 1 : kKquantTileTokens};
+#endif
+    return {kquant_tile_scalar, 4, 4};
+  }
   const bool blocked = dtype_is_blocked(w.dtype), bf16_dot = w.effective_arithmetic() == Arithmetic::bf16_dot;
   TilePlan plan{blocked ? block_tile_scalar : bf16_dot ? bf16dot_tile_scalar : tile_scalar, 4, 4};
 #if defined(__x86_64__)
@@ -210,25 +236,32 @@ void each_with(MatmulIsa isa, bool tuned, std::span<const InputProduct> products
   // it: quantised for block formats (block_dot.h), rounded to bf16 for the bf16-dot
   // arithmetic (bf16_dot.h). Kept across calls (their buffers' capacity is reused).
   thread_local std::vector<QuantizedActivations> quantized;
+  thread_local std::vector<SuperBlockActivations> super_blocks;
   thread_local std::vector<bf16dot::RoundedActivations> rounded;
   struct Input {
     const float* x;
     size_t n, cols;
-    int quantized = -1, rounded = -1;  // its forms, by index (the vectors may grow meanwhile)
+    int quantized = -1, super_blocks = -1, rounded = -1;  // its forms, by index (the vectors may grow meanwhile)
     Tile base;
   };
   thread_local std::vector<Input> inputs;
   thread_local std::vector<size_t> input_of;  // per product
   inputs.clear();
   input_of.clear();
-  size_t quantized_used = 0, rounded_used = 0;
+  size_t quantized_used = 0, super_blocks_used = 0, rounded_used = 0;
   for (const InputProduct& p : products) {
     size_t i = 0;
     while (i < inputs.size() && !(inputs[i].x == p.x && inputs[i].n == p.n && inputs[i].cols == p.w->cols)) ++i;
-    if (i == inputs.size()) inputs.push_back({p.x, p.n, p.w->cols, -1, -1, Tile{nullptr, p.x, nullptr, 0, 0, 0, 0}});
+    if (i == inputs.size()) inputs.push_back({p.x, p.n, p.w->cols, -1, -1, -1, Tile{nullptr, p.x, nullptr, 0, 0, 0, 0}});
     input_of.push_back(i);
     Input& in = inputs[i];
-    if (dtype_is_blocked(p.w->dtype) && in.quantized < 0) {
+    if (blocks::is_kquant(p.w->dtype)) {
+      if (in.super_blocks < 0) {
+        if (super_blocks.size() <= super_blocks_used) super_blocks.resize(super_blocks_used + 1);
+        super_blocks[super_blocks_used].quantize(p.x, p.n, p.w->cols, isa != MatmulIsa::scalar, pool);
+        in.super_blocks = int(super_blocks_used++);
+      }
+    } else if (dtype_is_blocked(p.w->dtype) && in.quantized < 0) {
       if (quantized.size() <= quantized_used) quantized.resize(quantized_used + 1);
       quantized[quantized_used].quantize(p.x, p.n, p.w->cols, isa != MatmulIsa::scalar, pool);
       in.quantized = int(quantized_used++);
@@ -240,6 +273,7 @@ void each_with(MatmulIsa isa, bool tuned, std::span<const InputProduct> products
   }
   for (Input& in : inputs) {
     if (in.quantized >= 0) in.base.qa = &quantized[size_t(in.quantized)];
+    if (in.super_blocks >= 0) in.base.qk = &super_blocks[size_t(in.super_blocks)];
     if (in.rounded >= 0) in.base.xb = &rounded[size_t(in.rounded)];
   }
   // The products' pieces, numbered one product after another: one job.
@@ -260,8 +294,9 @@ void each_with(MatmulIsa isa, bool tuned, std::span<const InputProduct> products
     thread_local std::vector<uint8_t> unpacked;
     const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
     auto unpacked_bytes = [&](const Matrix& w, size_t max_rows) -> size_t {
+      if (avx512 && blocks::is_kquant(w.dtype)) return max_rows * KquantRows::bytes(w.cols);
       if (avx512) return keeps_unpacked_rows(w.dtype) ? max_rows * UnpackedRow::bytes(w.cols) : 0;
-      return isa == MatmulIsa::avx2 && dtype_is_blocked(w.dtype) ? QuadRows::bytes(w.cols) : 0;
+      return isa == MatmulIsa::avx2 && dtype_is_blocked(w.dtype) && !blocks::is_kquant(w.dtype) ? QuadRows::bytes(w.cols) : 0;
     };
     size_t s = std::upper_bound(sched.begin(), sched.end(), begin, [](size_t piece, const Schedule& x) { return piece < x.first; }) -
                sched.begin() - 1;

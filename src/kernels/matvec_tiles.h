@@ -13,6 +13,7 @@
 #include "kernels/bf16_dot.h"
 #include "kernels/block_dot.h"
 #include "kernels/dtype.h"
+#include "kernels/kquant_dot.h"
 
 // A tile's loops over rows and tokens are unrolled, so that its accumulators stay in
 // registers (GCC's own limits leave them as loops over arrays on the stack); dot.cc's
@@ -35,7 +36,8 @@ struct Tile {
   const float* x;
   float* y;
   size_t r0, nr, t0, nt;
-  const QuantizedActivations* qa = nullptr;  // x quantised, for block-format weights
+  const QuantizedActivations* qa = nullptr;  // x quantised, for the 32-value block formats
+  const SuperBlockActivations* qk = nullptr;  // x quantised per super-block, for the K-quants (kquant_dot.h)
   const bf16dot::RoundedActivations* xb = nullptr;  // x rounded to bf16 (bf16_dot.h)
   // Prefill: cache lines this tile prefetches while it computes, spread over its steps
   // (SpreadPrefetch). The last few tiles over a row group in a token block each take a
@@ -88,7 +90,8 @@ struct QuadRows {
 // Whether a product of several tokens keeps rows of t unpacked. Not q8_0's, whose integers
 // are stored as they are multiplied: its rows kept unpacked (3 bytes per value) left L1
 // for L2 and made the down product slower (docs/benchmarks/history.md).
-inline bool keeps_unpacked_rows(DType t) { return dtype_is_blocked(t) && t != DType::q8_0; }
+// The K-quants' tile unpacks each super-block once for all its tokens (kquant_dot.h).
+inline bool keeps_unpacked_rows(DType t) { return dtype_is_blocked(t) && t != DType::q8_0 && !blocks::is_kquant(t); }
 
 #if defined(__x86_64__)
 // A tile's Tile::prefetch lines, evenly over its `steps` calls of step() (a tile calls it
@@ -250,6 +253,27 @@ LARQL_AVX512_TARGET("avx512f") __attribute__((always_inline)) inline void store_
     for (int j = 0; j < NT; ++j) y[size_t(j) * stride + size_t(r)] = reduce16(acc[r][j]);
 }
 #endif
+
+// K-quant weights (kquant_dot.h's contract): the scalar oracle; the AVX2 tile (without and
+// with AVX-VNNI), nr ≤ 4, nt ≤ kKquantTileTokens, which every x86 ISA's decode takes; and
+// the AVX-512 prefill tile (with and without VNNI), nr, nt ≤ 4.
+inline constexpr size_t kKquantTileTokens = 8;
+void kquant_tile_scalar(const Tile& t);
+#if defined(__x86_64__)
+void kquant_tile_avx2(const Tile& t);
+void kquant_tile_avx2_vnni(const Tile& t);
+void kquant_tile_avx512_vnni(const Tile& t);
+void kquant_tile_avx512bw(const Tile& t);
+#endif
+
+// A K-quant row as the AVX-512 prefill tile multiplies it: per super-block ten 64-byte
+// slots, its integers by pairs of blocks (block 2p in the low half of slot p, 2p + 1 in
+// the high), each pair's 16-bit pair-lane scales, the fold (q4_k/q5_k: m_0, m_0 .. m_7,
+// m_7; q6_k: sc_0 .. sc_15; the upper half zero) and the floats d, dmin.
+struct KquantRows {
+  static constexpr size_t kIntegers = 0, kScales = 4, kFold = 8, kFloats = 9, kSuperBlockBytes = 640;
+  static size_t bytes(size_t cols) { return cols / 256 * kSuperBlockBytes; }  // one row's
+};
 
 // bf16-dot arithmetic (bf16_dot.h): the scalar oracle; the emulations take the AVX2 f32
 // tiles' limits (AVX2) and the AVX-512 block tiles' (AVX-512), the instruction's own up to

@@ -267,23 +267,23 @@ struct Model {
     for_each_matrix([a](Matrix& m) { m.arithmetic = a; });
   }
 
-  // The arithmetic of the FFN's products in layers [first, last]: the name a shard gives as
+  // How the FFN's products in layers [first, last] are computed: the name a shard gives as
   // ffn_arithmetic (PROTOCOL §8), and what a client compares with its own.
-  Arithmetic ffn_arithmetic(size_t first, size_t last) const {
+  RangeArithmetic ffn_arithmetic(size_t first, size_t last) const {
+    RangeArithmetic a;
     for (size_t l = first; l <= last && l < layers.size(); ++l)
-      for (const Matrix* m : layers[l].ffn())
-        if (m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
-    return Arithmetic::f32;
+      for (const Matrix* m : layers[l].ffn()) a.add(*m);
+    return a;
   }
   // The same over every product of layers [first, last] (attention, per-layer inputs and the
   // FFN): a session shard's layers_arithmetic (PROTOCOL §13).
-  Arithmetic layers_arithmetic(size_t first, size_t last) const {
+  RangeArithmetic layers_arithmetic(size_t first, size_t last) const {
+    RangeArithmetic a = ffn_arithmetic(first, last);
     for (size_t l = first; l <= last && l < layers.size(); ++l) {
       const LayerWeights& w = layers[l];
-      for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ple_gate, &w.ple_proj})
-        if (m->data && m->effective_arithmetic() != Arithmetic::f32) return m->effective_arithmetic();
+      for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ple_gate, &w.ple_proj}) a.add(*m);
     }
-    return ffn_arithmetic(first, last);
+    return a;
   }
 };
 

@@ -371,7 +371,7 @@ json FfnService::stats() const {
     fingerprints[std::to_string(l)] = fingerprints_[l - options_.layers.first];
   std::vector<std::string> formats;
   for (Encoding e : options_.encodings.members()) formats.emplace_back(encoding_name(e));
-  json doc{{"ffn_arithmetic", arithmetic_name(model_.ffn_arithmetic(options_.layers.first, options_.layers.last))},
+  json doc{{"ffn_arithmetic", model_.ffn_arithmetic(options_.layers.first, options_.layers.last).name()},
           {"model", model_.config.name},
           {"family", model_.config.family},
           {"hidden_size", model_.config.hidden},

@@ -270,19 +270,25 @@ Status RemoteFfn::check_shard(Shard& shard, const std::string& body, std::vector
   } else {
     warnings->push_back("shard " + url + " does not list its layers (a reference server?); coverage not checked");
   }
-  // Remote results equal local ones only when both compute the FFN the same way: a client
-  // that computes exactly (f32) refuses a shard that does not; the other way round only
-  // costs the client its own arithmetic's speed, so it is said but allowed.
+  // Remote results equal local ones only when both compute the FFN the same way. The
+  // K-quants' arithmetic is the file's, so a difference there is another build: refused. A
+  // client whose bf16 weights compute exactly refuses a shard that uses bf16-dot; the other
+  // way round only costs the client its own arithmetic's speed, so it is said but allowed.
   {
     const std::string& theirs = stats->ffn_arithmetic;
-    const Arithmetic ours = model_.ffn_arithmetic(range.first, range.last);
-    if (theirs != arithmetic_name(ours)) {
-      const std::string what = "computes the FFN with the " + theirs + " arithmetic, this client with " +
-                               std::string(arithmetic_name(ours));
-      if (ours == Arithmetic::f32)
+    const RangeArithmetic ours = model_.ffn_arithmetic(range.first, range.last);
+    const auto parsed = RangeArithmetic::from_name(theirs);
+    if (theirs != ours.name()) {
+      const std::string what = "computes the FFN with the " + theirs + " arithmetic, this client with " + ours.name();
+      if (!parsed)
+        return shard_error(ErrorCode::invalid_argument, url, what + ", which this build does not know (update it)");
+      if (parsed->q8k != ours.q8k)
+        return shard_error(ErrorCode::invalid_argument, url,
+                           what + ": the two builds compute K-quant weights differently (update the older one)");
+      if (!ours.bf16_dot)
         return shard_error(ErrorCode::invalid_argument, url,
                            what + ": remote results would differ from local ones (start the shard with --arithmetic f32, "
-                                  "or pass --arithmetic " + theirs + " here)");
+                                  "or pass --arithmetic bf16-dot here)");
       warnings->push_back("shard " + url + " " + what);
     }
   }

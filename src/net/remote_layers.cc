@@ -632,7 +632,7 @@ Result<std::unique_ptr<RemoteLayers>> RemoteLayers::connect(const Model& model, 
           return fail("it lists layers " + r.layers.str() + " outside " + part.range.str());
         if (r.config_fingerprint != session_config_fingerprint(c, r.layers.first, r.layers.last))
           return fail("layers " + r.layers.str() + ": their configuration differs from this model's (session_config_fingerprint)");
-        const std::string ours(arithmetic_name(model.layers_arithmetic(r.layers.first, r.layers.last)));
+        const std::string ours = model.layers_arithmetic(r.layers.first, r.layers.last).name();
         if (r.layers_arithmetic != ours)
           return fail("it computes layers " + r.layers.str() + " as '" + r.layers_arithmetic + "', this client as '" + ours +
                       "' (--arithmetic, on both sides the same)");

@@ -489,7 +489,7 @@ nlohmann::json SessionService::stats() {
           {"wire", wire},
           {"kv_dtype", "f32"},
           {"kv_groups", groups},
-          {"layers_arithmetic", arithmetic_name(model_.layers_arithmetic(options_.layers.first, options_.layers.last))}};
+          {"layers_arithmetic", model_.layers_arithmetic(options_.layers.first, options_.layers.last).name()}};
 }
 
 nlohmann::json SessionService::fingerprints() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/block_dot.h"
+#include "kernels/kquant_dot.h"
 #include "kernels/attention.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
@@ -178,13 +179,20 @@ TEST(Matmul, EveryIsaEqualsTheScalarContractBitForBit) {
                                     << " isa " << int(isa);
           }
           // And the contract is a dot product: within float rounding of the exact sum, with
-          // the activations as the block formats read them (block_dot.h: quantised to 8 bits).
+          // the activations as the block formats read them (quantised to 8 bits: per block
+          // of 32 in block_dot.h, per super-block of 256 in kquant_dot.h).
           QuantizedActivations qa;
-          if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols, false, pool);
+          SuperBlockActivations qk;
+          if (blocks::is_kquant(t)) qk.quantize(x.data(), n, cols, false, pool);
+          else if (dtype_is_blocked(t)) qa.quantize(x.data(), n, cols, false, pool);
+          auto activation = [&](size_t k) -> double {
+            if (blocks::is_kquant(t)) return double(qk.scale[k / 256]) * qk.q[k];
+            return dtype_is_blocked(t) ? double(qa.scale(0, k / 32)) * qa.q[k] : x[k];
+          };
           for (size_t r = 0; r < rows; ++r) {
             double exact = 0, magnitude = 0;
             for (size_t k = 0; k < cols; ++k) {
-              const double xk = dtype_is_blocked(t) ? double(qa.scale(0, k / 32)) * qa.q[k] : x[k];
+              const double xk = activation(k);
               const double p = double(load_as_f32(t, w.m.row_ptr(r), k)) * xk;
               exact += p;
               magnitude += std::fabs(p);

@@ -4,11 +4,14 @@
 // 1.5% and Q4_K_M under 5%; a split file is the same model; two shard processes serving a
 // Q8_0 or a Q4_K_M GGUF give, over the f32 wire, exactly the logits of the local model.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "eval/perplexity.h"
 #include "infer/local_ffn.h"
@@ -139,10 +142,16 @@ TEST_F(GgufDemo, ASplitFileIsTheSameModel) {
 }
 
 TEST_F(GgufDemo, TwoGgufShardsOverF32AreBitIdenticalToLocal) {
-  for (const char* name : {"q8_0.gguf", "q4_k_m.gguf"}) {
+  for (auto [name, arithmetic] : {std::pair{"q8_0.gguf", "f32"}, {"q4_k_m.gguf", "q8k"}}) {
     const std::string file = path(name);
     test::ChildProcess low({"serve", file, "--port", "0", "--layers", "0-2", "--threads", "1"});
     test::ChildProcess high({"serve", file, "--port", "0", "--layers", "3-5", "--threads", "1"});
+    // The K-quant file's ranges name the super-block contract (kquant_dot.h); its down
+    // matrices are K-quants, the rest fall back to 32-value formats.
+    httplib::Client c(low.url());
+    const auto stats = c.Get("/v1/stats");
+    ASSERT_TRUE(stats && stats->status == 200);
+    EXPECT_EQ(nlohmann::json::parse(stats->body)["ffn_arithmetic"], arithmetic) << name;
     const Model m = load(file);
     auto wire = wire::client_wire("f32", [](const char*) -> const char* { return nullptr; });
     ASSERT_TRUE(wire.ok());
@@ -158,6 +167,19 @@ TEST_F(GgufDemo, TwoGgufShardsOverF32AreBitIdenticalToLocal) {
     EXPECT_EQ(test::greedy_with_logits(m, **remote, prompt, 12, &lr), test::greedy_with_logits(m, local, prompt, 12, &ll)) << name;
     EXPECT_EQ(lr, ll) << name;  // bit for bit
   }
+  // A shard that computes the K-quant file's products another way (as a build from before
+  // the super-block contract did, naming them "f32") is refused, not mixed in silently.
+  test::ChildProcess other({"serve", path("q8_0.gguf"), "--port", "0", "--threads", "1"});
+  auto wire = wire::client_wire("f32", [](const char*) -> const char* { return nullptr; });
+  ASSERT_TRUE(wire.ok());
+  const Model q4 = load(path("q4_k_m.gguf"));
+  std::vector<std::string> warnings;
+  auto refused = RemoteFfn::connect(q4, RemoteFfnOptions{"0-5=" + other.url(), *wire, {}, {}, 10000}, &warnings);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("computes the FFN with the f32 arithmetic, this client with q8k: the two builds compute "
+                                         "K-quant weights differently"),
+            std::string::npos)
+      << refused.error().message;
 }
 
 }  // namespace
