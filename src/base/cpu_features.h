@@ -23,12 +23,12 @@ bool cpu_has_avx512f_bw();
 // The above plus AVX512_VNNI and AVX512VL (masked also by "avx512vnni").
 bool cpu_has_avx512_vnni();
 
-// Whether decode products (one token) of K-quant and q8_0 matrices run faster on the
-// 256-bit tiles than on the AVX-512 ones: on AMD's Zen 4 (family 19h with AVX-512), whose
-// 512-bit units are double-pumped, the 256-bit tiles, one row at a time, read a K-quant
-// matrix from memory 1.3-1.8x faster and a q8_0 one 1.5-1.9x (docs/benchmarks/history.md,
-// "K-quant decode on Zen 4"). LARQL_BLOCK_DECODE=256 or 512 chooses on any CPU. Both give
-// the same bits.
+// Whether decode products (one token) of q8_0 matrices run faster on the 256-bit tile
+// than on the AVX-512 ones: on AMD's Zen 4 (family 19h with AVX-512), whose 512-bit units
+// are double-pumped, the 256-bit tile, one row at a time, reads a q8_0 matrix from memory
+// 1.5-1.9x faster (docs/benchmarks/history.md, "K-quant decode on Zen 4"; the K-quants'
+// decode takes its 256-bit tile on every CPU). LARQL_BLOCK_DECODE=256 or 512 chooses on any
+// CPU. Both give the same bits.
 bool cpu_prefers_256bit_block_decode();
 
 // AVX-512 F/BW plus AVX512_BF16 (vdpbf16ps, vcvtneps2bf16; masked also by "avx512bf16").

@@ -22,13 +22,7 @@ void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, si
     int8_t* qx = &qa.q[r * qa.cols + b * blocks::kValues];
     for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
     const size_t lanes = r * qa.lane_stride + 8 * b;
-    int block_sum = 0;
-    for (size_t g = 0; g < 8; ++g) {
-      const int group_sum = qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3];
-      qa.lane_group_sum[lanes + g] = float(group_sum);
-      block_sum += group_sum;
-    }
-    qa.scaled_block_sum[r * qa.blocks + b] = d * float(block_sum);
+    for (size_t g = 0; g < 8; ++g) qa.lane_group_sum[lanes + g] = float(qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3]);
     qa.block_scale[r * qa.blocks + b] = d;
   }
 }
@@ -40,7 +34,6 @@ void QuantizedActivations::quantize(const float* x, size_t n, size_t c, bool sim
   lane_stride = (blocks + 1) / 2 * 16;
   q.resize(n * c);
   lane_group_sum.assign(n * lane_stride, 0.0f);
-  scaled_block_sum.resize(n * blocks);
   block_scale.resize(n * blocks);
 #if defined(__x86_64__)
   void (*row)(const float*, QuantizedActivations&, size_t) = simd ? quantize_activation_row_avx2 : quantize_activation_row_scalar;

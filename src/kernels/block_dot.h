@@ -1,7 +1,7 @@
-// Products with GGML block-format weights (q8_0, q4_0, q4_1, q5_0, q5_1 and the K-quants
-// q4_k, q5_k, q6_k), llama.cpp's way: each row of activations is quantised to 8-bit blocks
-// of 32, and each 32-value weight block meets its activation block in an exact integer
-// dot product. The contract, which the scalar,
+// Products with GGML's 32-value block-format weights (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4),
+// llama.cpp's way: each row of activations is quantised to 8-bit blocks of 32, and each
+// weight block meets its activation block in an exact integer dot product. (The K-quants
+// have a contract of their own, by super-block: kquant_dot.h.) The contract, which the scalar,
 // AVX2 and AVX-512 VNNI versions all follow bit for bit:
 //
 //   activations: per block of 32, dx = max|x| / 127 (f32), qx = x · (1/dx) rounded to
@@ -15,10 +15,6 @@
 //   lanes:       block b adds to lane L = 8·(b mod 2) + g, in this order,
 //                   lane[L] = fma(dw_g·dx, float(p_g), lane[L])
 //                   lane[L] = fma(mw_g·dx, float(sx_g), lane[L])    (q4_1, q5_1)
-//   K minimums:  q4_k and q5_k add theirs once per super-block, after its eight blocks:
-//                lane[k] = fma(mw_k, t_k, lane[k]) for its blocks k = 0..7, where mw_k is
-//                block k's minimum (−dmin·m_k, exact) and t_k = dx · Σ qx over the whole
-//                block (one rounding), the activations' scaled block sum
 //   result:      the sixteen lanes reduced by matvec_tiles.h's fixed tree
 //
 // The result depends only on the row and the token's activations, never on the ISA,
@@ -75,7 +71,6 @@ struct QuantizedActivations {
   std::vector<int8_t> q;                  // [rows][cols] qx
   std::vector<float> block_scale;         // [rows][blocks] block b's dx
   std::vector<float> lane_group_sum;      // [rows][lane_stride] float(sx_g) at 8b + g (0 past the last block)
-  std::vector<float> scaled_block_sum;    // [rows][blocks] dx · Σ qx over block b (the K minimums' t_b)
 
   // Sizes the arrays for rows × cols and quantises x, the rows spread over the pool; with
   // simd, by the AVX2 version (the same numbers bit for bit as the scalar one).
@@ -83,7 +78,6 @@ struct QuantizedActivations {
   float scale(size_t row, size_t b) const { return block_scale[row * blocks + b]; }
   const float* scales(size_t row, size_t b) const { return &block_scale[row * blocks + b]; }  // from block b on
   const float* group_sums(size_t row, size_t b) const { return &lane_group_sum[row * lane_stride + 8 * b]; }
-  const float* block_sums(size_t row, size_t b) const { return &scaled_block_sum[row * blocks + b]; }
 };
 
 }  // namespace larql

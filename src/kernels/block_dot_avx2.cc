@@ -2,8 +2,7 @@
 // integers (unsigned, qw + z) times the activations' 32 by vpmaddubsw and vpmaddwd, which
 // leaves the eight group sums in order (exact: a 16-bit pair sum of w ≤ 63 and |x| ≤ 127
 // cannot saturate; q8_0 and mxfp4, signed, go in as |w| and x with w's sign, |w| ≤ 128), z · Σqx
-// subtracted, then the float steps per lane with each group's scale (q6_k has two per
-// block). Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators: decode
+// subtracted, then the float steps per lane with each group's scale. Lanes 0-7 (even blocks) and 8-15 (odd blocks) are two ymm accumulators: decode
 // holds both halves of an output, prefill one per pass (grid_tile). Prefill of more tokens
 // (quad_tile) holds two groups of four rows per register instead, from the rows unpacked
 // and interleaved once per token block (QuadRows).
@@ -49,93 +48,29 @@ struct BlockWeights {
   __m256 dw, mw;
 };
 
-// What is read once per chunk of a row: one block for the 32-value formats, a super-block
-// of eight for the K-quants (its scales unpacked once for all of them).
+// What is read once per chunk of a row: one block.
 template <DType T>
 struct Chunk {
-  static constexpr size_t kBlocks = blocks::is_kquant(T) ? 8 : 1;
   const uint8_t* p;
-  alignas(32) float scales[16];  // q4_k/q5_k: d·s_0..7 then −dmin·m_0..7; q6_k: d·sc_0..15
-  // Decode: each block's dw_g · dx, its scales times its activations' (scale_by), one
-  // product per chunk where there were eight: q4_k/q5_k block k's at k; q6_k sc_i · dx
-  // at i (block k's two at 2k, 2k + 1; scaled_dw spreads them over its lanes).
-  alignas(32) float scaled[T == DType::q6_k ? 16 : 8];
 };
 
-// Eight bytes at p widened to floats, signed or not.
-LARQL_AVX2 inline __m256 widen8(const uint8_t* p, bool is_signed) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  return _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
-}
-
-// The products below are exact, so the same floats as the scalar unpacking's.
 template <DType T>
 LARQL_AVX2 inline void load_chunk(Chunk<T>& ch, const uint8_t* row, size_t c) {
   ch.p = row + c * dtype_traits(T).block_bytes;
-  if constexpr (T == DType::q6_k) {
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::Q6Layout::d)));
-    for (size_t i = 0; i < 16; i += 8)
-      _mm256_store_ps(ch.scales + i, _mm256_mul_ps(d, widen8(ch.p + blocks::Q6Layout::scales + i, true)));
-  } else if constexpr (blocks::is_kquant(T)) {
-    const __m128i sm = unpack_scales_mins(ch.p + blocks::k_layout<T>().scales);
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p))), dmin = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + 2)));
-    _mm256_store_ps(ch.scales, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm))));
-    const __m256 mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)));
-    _mm256_store_ps(ch.scales + 8, _mm256_xor_ps(_mm256_mul_ps(dmin, mins), _mm256_set1_ps(-0.0f)));
-  }
 }
 
-// Bits from..from+N-1 of each byte moved to bits 4..4+N-1, the rest zero: the K-quants'
-// high bits (q5_k's one, q6_k's two) where their nibbles need them. 16-bit shifts by at
-// most 4: the bits that cross into the other byte of a pair are masked off.
-template <int N>
-LARQL_AVX2 inline __m256i bits_to_bit4(__m256i bytes, size_t from) {
-  const __m256i mask = _mm256_set1_epi8(char(((1 << N) - 1) << 4));
-  switch (from) {  // a constant where the tiles unroll their blocks
-    case 0: return _mm256_and_si256(_mm256_slli_epi16(bytes, 4), mask);
-    case 1: return _mm256_and_si256(_mm256_slli_epi16(bytes, 3), mask);
-    case 2: return _mm256_and_si256(_mm256_slli_epi16(bytes, 2), mask);
-    case 3: return _mm256_and_si256(_mm256_slli_epi16(bytes, 1), mask);
-    case 4: return _mm256_and_si256(bytes, mask);
-    case 5: return _mm256_and_si256(_mm256_srli_epi16(bytes, 1), mask);
-    case 6: return _mm256_and_si256(_mm256_srli_epi16(bytes, 2), mask);
-    default: return _mm256_and_si256(_mm256_srli_epi16(bytes, 3), mask);
-  }
-}
-
-// Block k of a chunk.
+// A chunk's block.
 template <DType T>
-LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch, size_t k) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  if constexpr (T == DType::q6_k) {
-    const size_t half = k / 4, i = k % 4;
-    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::ql + 64 * half + 32 * (i % 2)));
-    const __m256i nibbles = _mm256_and_si256(i < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::Q6Layout::qh + 32 * half));
-    const __m256i q = _mm256_or_si256(nibbles, bits_to_bit4<2>(qh, 2 * i));
-    const __m256 dw = _mm256_set_m128(_mm_set1_ps(ch.scales[2 * k + 1]), _mm_set1_ps(ch.scales[2 * k]));
-    return {q, dw, _mm256_setzero_ps()};
-  } else if constexpr (blocks::is_kquant(T)) {
-    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qs + 32 * (k / 2)));
-    __m256i q = _mm256_and_si256(k % 2 == 0 ? packed : _mm256_srli_epi16(packed, 4), low4);
-    if constexpr (blocks::k_layout<T>().qh != 0) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ch.p + blocks::k_layout<T>().qh));
-      q = _mm256_or_si256(q, bits_to_bit4<1>(qh, k));
-    }
-    return {q, _mm256_set1_ps(ch.scales[k]), _mm256_setzero_ps()};  // minimums: once per chunk
-  } else {
-    __m256 mw = _mm256_setzero_ps();
-    if constexpr (blocks::has_min(T)) mw = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::layout<T>().m)));
-    return {block_raw_integers<T>(ch.p), _mm256_set1_ps(block_scale_f16c<T>(ch.p)), mw};
-  }
+LARQL_AVX2 inline BlockWeights block_weights(const Chunk<T>& ch) {
+  __m256 mw = _mm256_setzero_ps();
+  if constexpr (blocks::has_min(T)) mw = _mm256_set1_ps(_cvtsh_ss(blocks::load_u16(ch.p + blocks::layout<T>().m)));
+  return {block_raw_integers<T>(ch.p), _mm256_set1_ps(block_scale_f16c<T>(ch.p)), mw};
 }
 
 // The integer a format's stored values are offset by (what Σ z·qx corrects).
 template <DType T>
 constexpr int stored_offset() {
-  if constexpr (T == DType::q6_k) return 32;
-  else if constexpr (blocks::is_kquant(T)) return 0;
-  else return zero_point<T>();
+  return zero_point<T>();
 }
 
 // Σ u·s over each four bytes (u unsigned, s signed), added to `start`.
@@ -173,8 +108,8 @@ LARQL_AVX2 inline __m256 group_sums(__m256i x) { return _mm256_cvtepi32_ps(dot4(
 
 // One block of one row and token into `lane`, the lanes of the block's half: the float
 // steps of the contract, with offset = offset_share's and sx = float(sx_g) where the
-// format needs them. The first step with dwdx = dw_g · dx already multiplied (decode's
-// K-quants: scale_by). The eight group sums Σ qw·qx of one block come out in order.
+// format needs them, and dwdx = dw_g · dx. The eight group sums Σ qw·qx of one block come
+// out in order.
 template <DType T>
 LARQL_AVX2 inline __m256 add_scaled_block(__m256 lane, __m256i q, __m256i x, __m256 dwdx, __m256i offset) {
   constexpr bool kOffset = stored_offset<T>() != 0;
@@ -188,83 +123,18 @@ LARQL_AVX2 inline __m256 add_scaled_block(__m256 lane, __m256i q, __m256i x, __m
 template <DType T>
 LARQL_AVX2 inline __m256 add_block(__m256 lane, const BlockWeights& w, __m256i x, __m256 dx, __m256i offset, __m256 sx) {
   lane = add_scaled_block<T>(lane, w.q, x, _mm256_mul_ps(w.dw, dx), offset);
-  if constexpr (blocks::has_min(T) && !blocks::is_kquant(T)) lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx), sx, lane);
+  if constexpr (blocks::has_min(T)) lane = _mm256_fmadd_ps(_mm256_mul_ps(w.mw, dx), sx, lane);
   return lane;
 }
 
-// Decode's K-quant chunks: Chunk::scaled from the scales and the eight blocks' dx (the
-// same products the per-block step would take, once per chunk).
-template <DType T>
-LARQL_AVX2 inline void scale_by(Chunk<T>& ch, __m256 dx8) {
-  if constexpr (T == DType::q6_k) {  // two scales per block: dx_k spread over sc_2k, sc_2k+1
-    _mm256_store_ps(ch.scaled, _mm256_mul_ps(_mm256_load_ps(ch.scales), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))));
-    _mm256_store_ps(ch.scaled + 8, _mm256_mul_ps(_mm256_load_ps(ch.scales + 8), _mm256_permutevar8x32_ps(dx8, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))));
-  } else {
-    _mm256_store_ps(ch.scaled, _mm256_mul_ps(_mm256_load_ps(ch.scales), dx8));
-  }
-}
-
-// Block k's dw_g · dx in its group lanes, from Chunk::scaled.
-template <DType T>
-LARQL_AVX2 inline __m256 scaled_dw(const Chunk<T>& ch, size_t k) {
-  if constexpr (T == DType::q6_k) {  // sc_2k's product in lanes 0-3, sc_2k+1's in 4-7
-    const int j = int(2 * (k % 4));
-    return _mm256_permutevar8x32_ps(_mm256_load_ps(ch.scaled + 8 * (k / 4)), _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1));
-  } else {
-    return _mm256_set1_ps(ch.scaled[k]);
-  }
-}
-
-// Decode of the K-quants: rows of one token, both halves of each output. The tile's rows
-// go one after another, each read start to end: one stream per thread, which the
-// hardware prefetcher follows. Four rows a chunk at a time, with the next tile's rows
-// prefetched by hand, read 0.55-0.75x as fast on the Zen 5 of docs/benchmarks/history.md (the
-// AVX-512 tiles, whose wider steps leave memory the bound, keep that scheme).
-template <DType T>
-LARQL_AVX2 void kquant_row_tile(const Tile& t) {
-  static_assert(blocks::is_kquant(T));
-  using C = Chunk<T>;
-  constexpr size_t kChunkBytes = dtype_traits(T).block_bytes;  // a K-quant "block" is its super-block
-  const size_t cols = t.w->cols, chunks = cols / blocks::kSuperValues, token = t.t0;
-  const QuantizedActivations& qa = *t.qa;
-  const uint8_t* const first_row = static_cast<const uint8_t*>(t.w->data);
-  for (size_t row = t.r0; row < t.r0 + t.nr; ++row) {
-    const uint8_t* const weights = first_row + row * chunks * kChunkBytes;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    C chunk;
-    // Block k of the current chunk, block b of the row, into the lanes of half H (b mod 2):
-    // a template on H so that both accumulators stay registers.
-    auto block = [&]<int H>(size_t k, size_t b) LARQL_AVX2 {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + token * cols + b * 32));
-      __m256i offset{};
-      if constexpr (stored_offset<T>() != 0) offset = offset_share<T>(_mm256_loadu_ps(qa.group_sums(token, b)));
-      acc[H] = add_scaled_block<T>(acc[H], block_weights<T>(chunk, k).q, x, scaled_dw<T>(chunk, k), offset);
-    };
-    // Each chunk's scales are unpacked as it comes: q6_k's read one chunk ahead, as the
-    // four-row tiles did, measured 7-12% slower one row at a time (docs/benchmarks/history.md).
-    for (size_t c = 0; c < chunks; ++c) {
-      load_chunk<T>(chunk, weights, c);
-      scale_by<T>(chunk, _mm256_loadu_ps(qa.scales(token, 8 * c)));
-      LARQL_UNROLL_TILE for (size_t k = 0; k < 8; k += 2) {
-        block.template operator()<0>(k, 8 * c + k);
-        block.template operator()<1>(k + 1, 8 * c + k + 1);
-      }
-      if constexpr (blocks::has_min(T))  // the K minimums, per super-block (block_dot.h)
-        acc[0] = _mm256_fmadd_ps(_mm256_load_ps(chunk.scales + 8), _mm256_loadu_ps(qa.block_sums(token, 8 * c)), acc[0]);
-    }
-    t.y[token * t.w->rows + row] = reduce16(acc[0], acc[1]);
-  }
-}
-
-// Decode of the 32-value formats: nr ≤ 4 rows of one token a block at a time, both halves
-// of each output. Each block's bytes in the next tile's rows are prefetched as its own
-// are read: the hardware prefetcher alone leaves NR interleaved streams of short rows
-// waiting. Q8_0, whose steps are fewer, decoded 10-20% slower one row at a time as the
-// K-quants go (docs/benchmarks/history.md, "AVX2 decode one row at a time"), except on
-// Zen 4, where matvec.cc's decode_on_256 gives it one row a tile.
+// Decode: nr ≤ 4 rows of one token a block at a time, both halves of each output. Each
+// block's bytes in the next tile's rows are prefetched as its own are read: the hardware
+// prefetcher alone leaves NR interleaved streams of short rows waiting. Q8_0, whose steps
+// are fewer, decoded 10-20% slower one row at a time (docs/benchmarks/history.md, "AVX2
+// decode one row at a time"), except on Zen 4, where matvec.cc's decode_on_256 gives it
+// one row a tile.
 template <DType T, int NR>
 LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
-  static_assert(!blocks::is_kquant(T));
   const size_t cols = t.w->cols, nblocks = cols / 32, token = t.t0;
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
@@ -283,7 +153,7 @@ LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
       Chunk<T> ch;
       load_chunk<T>(ch, rows[r], b);
       _mm_prefetch(reinterpret_cast<const char*>(ch.p) + ahead, _MM_HINT_T0);
-      acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(ch, 0), x, dx, offset, sx);
+      acc[r][H] = add_block<T>(acc[r][H], block_weights<T>(ch), x, dx, offset, sx);
     }
   };
   for (size_t b = 0; b + 1 < nblocks; b += 2) {
@@ -325,68 +195,30 @@ LARQL_AVX2 inline __m256 by_lanes(__m128 four) {
   return _mm256_permutevar8x32_ps(_mm256_set_m128(four, four), _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
 }
 
-// Eight floats of each of four rows (s[r][k]) by QuadRows' lanes: d[k] = by_lanes of the
-// rows' k-th, by a 4 × 8 transpose.
-LARQL_AVX2 inline void by_lanes(const __m256 (&s)[4], __m256 (&d)[8]) {
-  const __m256 low01 = _mm256_unpacklo_ps(s[0], s[1]), low23 = _mm256_unpacklo_ps(s[2], s[3]);   // k 0, 1 | 4, 5
-  const __m256 high01 = _mm256_unpackhi_ps(s[0], s[1]), high23 = _mm256_unpackhi_ps(s[2], s[3]);  // k 2, 3 | 6, 7
-  const __m256 rows[4] = {_mm256_shuffle_ps(low01, low23, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(low01, low23, _MM_SHUFFLE(3, 2, 3, 2)),
-                          _mm256_shuffle_ps(high01, high23, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(high01, high23, _MM_SHUFFLE(3, 2, 3, 2))};
-  for (int k = 0; k < 4; ++k) {  // rows[k]: the four rows' k-th | their (k + 4)-th
-    d[k] = _mm256_permutevar8x32_ps(rows[k], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-    d[k + 4] = _mm256_permutevar8x32_ps(rows[k], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
-  }
-}
-
 // Rows r0 .. r0 + nr − 1 of the tile into QuadRows (rows past nr as zeros).
 template <DType T>
 LARQL_AVX2 void unpack_quad_rows(const Tile& t, const QuadRows& out) {
-  using C = Chunk<T>;
-  const size_t chunks = t.w->cols / 32 / C::kBlocks;
+  const size_t blocks = t.w->cols / 32;
   auto store = [](uint8_t* at, __m256 v) LARQL_AVX2 { _mm256_storeu_ps(reinterpret_cast<float*>(at), v); };
-  for (size_t c = 0; c < chunks; ++c) {
-    C ch[4];
-    for (size_t r = 0; r < t.nr; ++r) load_chunk<T>(ch[r], t.w->row_ptr(t.r0 + r), c);
-    // The K-quants' scales for all eight blocks at once (q6_k's sixteen in two), by lanes.
-    __m256 scales[2][8];
-    if constexpr (blocks::is_kquant(T))
-      for (size_t half = 0; half < (T == DType::q6_k ? 2u : 1u); ++half) {
-        __m256 s[4];
-        for (size_t r = 0; r < 4; ++r) s[r] = r < t.nr ? _mm256_load_ps(ch[r].scales + 8 * half) : _mm256_setzero_ps();
-        by_lanes(s, scales[half]);
+  for (size_t b = 0; b < blocks; ++b) {
+    __m256i q[4];
+    float dw[4] = {}, mw[4] = {};
+    LARQL_UNROLL_TILE for (size_t r = 0; r < 4; ++r) {
+      if (r >= t.nr) {
+        q[r] = _mm256_setzero_si256();
+        continue;
       }
-    if constexpr (blocks::has_min(T) && blocks::is_kquant(T)) {  // minimums by lanes: four rows' pairs of blocks
-      __m256i mins[4];
-      for (size_t r = 0; r < 4; ++r)
-        mins[r] = r < t.nr ? _mm256_castps_si256(_mm256_load_ps(ch[r].scales + 8)) : _mm256_setzero_si256();
-      transpose_quarters(mins);
-      for (size_t v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.mins(c) + 32 * v), mins[v]);
+      Chunk<T> ch;
+      load_chunk<T>(ch, t.w->row_ptr(t.r0 + r), b);
+      const BlockWeights w = block_weights<T>(ch);
+      q[r] = stored_offset<T>() != 0 ? _mm256_sub_epi8(w.q, _mm256_set1_epi8(char(stored_offset<T>()))) : w.q;
+      dw[r] = _mm256_cvtss_f32(w.dw), mw[r] = _mm256_cvtss_f32(w.mw);
     }
-    for (size_t k = 0; k < C::kBlocks; ++k) {
-      __m256i q[4];
-      float dw[4] = {}, mw[4] = {};  // the 32-value formats' four rows'
-      LARQL_UNROLL_TILE for (size_t r = 0; r < 4; ++r) {
-        if (r >= t.nr) {
-          q[r] = _mm256_setzero_si256();
-          continue;
-        }
-        const BlockWeights w = block_weights<T>(ch[r], k);
-        q[r] = stored_offset<T>() != 0 ? _mm256_sub_epi8(w.q, _mm256_set1_epi8(char(stored_offset<T>()))) : w.q;
-        dw[r] = _mm256_cvtss_f32(w.dw), mw[r] = _mm256_cvtss_f32(w.mw);
-      }
-      transpose_quarters(q);
-      uint8_t* block = out.block(C::kBlocks * c + k);
-      for (size_t v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + 32 * v), q[v]);
-      if constexpr (T == DType::q6_k) {  // block k's scales: sc_2k, sc_2k+1
-        store(block + QuadRows::kScales, scales[k / 4][2 * k % 8]);
-        store(block + QuadRows::kSecond, scales[k / 4][(2 * k + 1) % 8]);
-      } else if constexpr (blocks::is_kquant(T)) {
-        store(block + QuadRows::kScales, scales[0][k]);
-      } else {
-        store(block + QuadRows::kScales, by_lanes(_mm_setr_ps(dw[0], dw[1], dw[2], dw[3])));
-        store(block + QuadRows::kSecond, by_lanes(_mm_setr_ps(mw[0], mw[1], mw[2], mw[3])));
-      }
-    }
+    transpose_quarters(q);
+    uint8_t* block = out.block(b);
+    for (size_t v = 0; v < 4; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + 32 * v), q[v]);
+    store(block + QuadRows::kScales, by_lanes(_mm_setr_ps(dw[0], dw[1], dw[2], dw[3])));
+    store(block + QuadRows::kSecond, by_lanes(_mm_setr_ps(mw[0], mw[1], mw[2], mw[3])));
   }
 }
 
@@ -397,8 +229,7 @@ constexpr size_t kGroup = 3, kBlockValues = 2048;
 // rows from the stored rows, kGroup at a time, one half of
 // the sixteen lanes per pass over a k-block (as matvec_avx2.cc's f32 tiles): the half's
 // NR × 3 accumulators and the operands fit the sixteen registers, where both halves'
-// would spill. The k-block's rows (their K-quant scales unpacked once) stay in L1 for all
-// the tokens; each lane still takes its blocks in order, so the result is the contract's.
+// would spill. The k-block's rows stay in L1 for all the tokens; each lane still takes its blocks in order, so the result is the contract's.
 // The activations are read as their 8-bit values and one scale per block (the offsets'
 // and minimums' group sums recomputed from them), not QuantizedActivations' per-lane
 // arrays: those doubled or tripled the bytes a token block streams, past L2 (measured
@@ -406,8 +237,8 @@ constexpr size_t kGroup = 3, kBlockValues = 2048;
 template <DType T, int NR>
 LARQL_AVX2 void grid_tile(const Tile& t) {
   using C = Chunk<T>;
-  constexpr size_t kChunkBlocks = C::kBlocks, kBlockChunks = kBlockValues / 32 / kChunkBlocks;
-  const size_t cols = t.w->cols, chunks = cols / 32 / kChunkBlocks;
+  constexpr size_t kBlockChunks = kBlockValues / 32;
+  const size_t cols = t.w->cols, chunks = cols / 32;
   const QuantizedActivations& qa = *t.qa;
   const uint8_t* rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = t.w->row_ptr(t.r0 + r);
@@ -418,34 +249,21 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
     const size_t t0 = t.t0 + kGroup * g;
     __m256 acc[NR][NT];
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = sums.lanes[g][H][r][j];
-    auto block = [&](size_t c, size_t k) LARQL_AVX2 {
-      const size_t b = kChunkBlocks * c + k;
+    auto block = [&](size_t b) LARQL_AVX2 {
       __m256i x[NT], offset[NT]{};  // offset and sx stay zero for formats without offsets or minimums
       __m256 dx[NT], sx[NT]{};
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
         x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + (t0 + size_t(j)) * cols + b * 32));
         dx[j] = _mm256_set1_ps(qa.scale(t0 + size_t(j), b));
         if constexpr (stored_offset<T>() != 0) offset[j] = offset_share<T>(x[j]);
-        if constexpr (blocks::has_min(T) && !blocks::is_kquant(T)) sx[j] = group_sums(x[j]);
+        if constexpr (blocks::has_min(T)) sx[j] = group_sums(x[j]);
       }
       LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) {
-        const BlockWeights w = block_weights<T>(chunk[r][c - c0], k);
+        const BlockWeights w = block_weights<T>(chunk[r][b - c0]);
         LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) acc[r][j] = add_block<T>(acc[r][j], w, x[j], dx[j], offset[j], sx[j]);
       }
     };
-    if constexpr (kChunkBlocks == 8) {
-      for (size_t c = c0; c < c1; ++c) {
-        LARQL_UNROLL_TILE for (size_t k = H; k < 8; k += 2) block(c, k);
-        if constexpr (H == 0 && blocks::has_min(T) && blocks::is_kquant(T))  // the K minimums, per super-block
-          LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
-            const __m256 t_k = _mm256_loadu_ps(qa.block_sums(t0 + size_t(j), 8 * c));
-            LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r)
-              acc[r][j] = _mm256_fmadd_ps(_mm256_load_ps(chunk[r][c - c0].scales + 8), t_k, acc[r][j]);
-          }
-      }
-    } else {
-      for (size_t c = c0 + H; c < c1; c += 2) block(c, 0);  // c0 is even
-    }
+    for (size_t b = c0 + H; b < c1; b += 2) block(b);  // c0 is even
     LARQL_UNROLL_TILE for (int r = 0; r < NR; ++r) LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) sums.lanes[g][H][r][j] = acc[r][j];
   };
   SpreadPrefetch next_rows(t, chunks);  // a k-block's share as its chunks are unpacked
@@ -469,12 +287,11 @@ LARQL_AVX2 void grid_tile(const Tile& t) {
 // time, broadcast to the four rows) and one scale per block.
 template <DType T>
 LARQL_AVX2 void quad_tile(const Tile& t) {
-  constexpr bool kSigned = quad_signed<T>(), kTwoScales = T == DType::q6_k;
-  constexpr bool kBlockMins = blocks::has_min(T) && !blocks::is_kquant(T), kSuperMins = blocks::has_min(T) && blocks::is_kquant(T);
+  constexpr bool kSigned = quad_signed<T>(), kMins = blocks::has_min(T);
   const size_t cols = t.w->cols, nblocks = cols / 32;
   thread_local std::vector<uint8_t> own;  // when the caller keeps no rows unpacked
   if (t.unpacked_rows == nullptr) own.resize(QuadRows::bytes(cols));
-  const QuadRows rows{t.unpacked_rows != nullptr ? t.unpacked_rows : own.data(), cols};
+  const QuadRows rows{t.unpacked_rows != nullptr ? t.unpacked_rows : own.data()};
   if (t.unpack_rows || t.unpacked_rows == nullptr) unpack_quad_rows<T>(t, rows);
   const QuantizedActivations& qa = *t.qa;
   PassSums<4, kGroup> sums;  // [group][half][register][token]
@@ -486,11 +303,11 @@ LARQL_AVX2 void quad_tile(const Tile& t) {
     LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) acc[j][v] = sums.lanes[g][H][v][j];
     for (size_t b = b0 + H; b < b1; b += 2) {
       const uint8_t* const block = rows.block(b);
-      __m256 first[NT], second[NT];  // dw · dx by lanes; q6_k's of groups 4-7, or mw · dx
+      __m256 first[NT], second[NT];  // dw · dx and mw · dx by lanes
       LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) {
         const __m256 dx = _mm256_set1_ps(qa.scale(t0 + size_t(j), b));
         first[j] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(block + QuadRows::kScales)), dx);
-        if constexpr (kTwoScales || kBlockMins)
+        if constexpr (kMins)
           second[j] = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(block + QuadRows::kSecond)), dx);
       }
       LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) {
@@ -501,17 +318,10 @@ LARQL_AVX2 void quad_tile(const Tile& t) {
           std::memcpy(&eight, x0 + size_t(j) * cols + 32 * b + 8 * size_t(v), 8);
           const __m256i x = _mm256_set1_epi64x(eight);
           const __m256i p = dot4(_mm256_setzero_si256(), u, kSigned ? _mm256_sign_epi8(x, w) : x);
-          acc[j][v] = _mm256_fmadd_ps(kTwoScales && v >= 2 ? second[j] : first[j], _mm256_cvtepi32_ps(p), acc[j][v]);
-          if constexpr (kBlockMins) acc[j][v] = _mm256_fmadd_ps(second[j], group_sums(x), acc[j][v]);
+          acc[j][v] = _mm256_fmadd_ps(first[j], _mm256_cvtepi32_ps(p), acc[j][v]);
+          if constexpr (kMins) acc[j][v] = _mm256_fmadd_ps(second[j], group_sums(x), acc[j][v]);
         }
       }
-      if constexpr (kSuperMins)  // the K minimums, per super-block after its last block in this half
-        if (H == 0 && b % 8 == 6)
-          LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) {
-            const __m256 t_k = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(qa.block_sums(t0 + size_t(j), b - 6) + 2 * v)));
-            const __m256 mins = _mm256_loadu_ps(reinterpret_cast<const float*>(rows.mins(b / 8) + 32 * v));
-            acc[j][v] = _mm256_fmadd_ps(mins, t_k, acc[j][v]);
-          }
     }
     LARQL_UNROLL_TILE for (int j = 0; j < NT; ++j) LARQL_UNROLL_TILE for (int v = 0; v < 4; ++v) sums.lanes[g][H][v][j] = acc[j][v];
   };
@@ -540,18 +350,14 @@ const std::array<TileFn, 4> kInterleavedRowTiles{&interleaved_row_tile<T, 1>, &i
                                                  &interleaved_row_tile<T, 4>};
 
 // The fewest tokens over a group of rows for which unpacking them into QuadRows pays: below
-// it the stored rows' tile (grid_tile) is faster. Measured crossings (5632 × 2048, Zen 5,
-// docs/benchmarks/history.md): q8_0 at 5-6 tokens, the K-quants at 6 (q6_k) to 8 (q4_k).
-template <DType T>
-constexpr size_t quad_min_tokens() {
-  return blocks::is_kquant(T) ? 8 : 6;
-}
+// it the stored rows' tile (grid_tile) is faster. Measured crossing (5632 × 2048, Zen 5,
+// docs/benchmarks/history.md): q8_0 at 5-6 tokens.
+constexpr size_t kQuadMinTokens = 6;
 
 template <DType T>
 void dispatch(const Tile& t) {
-  if (t.nt > 1 && std::max(t.nt, t.block_tokens) >= quad_min_tokens<T>()) quad_tile<T>(t);
+  if (t.nt > 1 && std::max(t.nt, t.block_tokens) >= kQuadMinTokens) quad_tile<T>(t);
   else if (t.nt > 1) kGridTiles<T>[t.nr - 1](t);
-  else if constexpr (blocks::is_kquant(T)) kquant_row_tile<T>(t);
   else kInterleavedRowTiles<T>[t.nr - 1](t);
 }
 
@@ -590,10 +396,6 @@ LARQL_AVX2 void quantize_activation_row_avx2(const float* x, QuantizedActivation
     const __m256i groups = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // Σ of each four, in order
     const size_t lanes = r * qa.lane_stride + 8 * b;
     _mm256_storeu_ps(&qa.lane_group_sum[lanes], _mm256_cvtepi32_ps(groups));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(groups), _mm256_extracti128_si256(groups, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    qa.scaled_block_sum[r * qa.blocks + b] = d * float(_mm_cvtsi128_si32(s));
     qa.block_scale[r * qa.blocks + b] = d;
   }
 }
@@ -601,7 +403,7 @@ LARQL_AVX2 void quantize_activation_row_avx2(const float* x, QuantizedActivation
 #endif
 
 void LARQL_AVX2_TILES(block_tile_avx2)(const Tile& t) {
-  blocks::with_block_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
+  blocks::with_32_value_format(t.w->dtype, [&]<DType T>() { dispatch<T>(t); });
 }
 
 }  // namespace larql

@@ -1,9 +1,9 @@
 // AVX-512 tiles for block-format weights (block_dot.h's contract), with and without VNNI
 // (block_dot_avx512_tiles.inc, compiled once for each): two blocks per zmm (lanes 0-7 the
 // even block's groups, 8-15 the odd one's). vpdpbusd multiplies unsigned by signed bytes,
-// four per lane, exactly. The formats stored without an offset (q4_1, q5_1, q4_k, q5_k)
-// go in as the unsigned operand and the activations signed. The signed ones (q8_0; q4_0,
-// q5_0 and q6_k once their offset z is taken off) go in signed and the activations
+// four per lane, exactly. The formats stored without an offset (q4_1, q5_1) go in as the
+// unsigned operand and the activations signed. The signed ones (q8_0; q4_0 and q5_0 once
+// their offset z is taken off) go in signed and the activations
 // unsigned, qx + 128, whose 128 · Σqw per row is the dots' start (kUnsignedX). Without
 // VNNI, the offset formats' z · Σqx per token is taken out instead.
 #if defined(__x86_64__)
@@ -35,11 +35,11 @@ namespace bw {
 }  // namespace
 
 void block_tile_vnni(const Tile& t) {
-  blocks::with_block_format(t.w->dtype, [&]<DType T>() { vnni::dispatch<T>(t); });
+  blocks::with_32_value_format(t.w->dtype, [&]<DType T>() { vnni::dispatch<T>(t); });
 }
 
 void block_tile_avx512bw(const Tile& t) {
-  blocks::with_block_format(t.w->dtype, [&]<DType T>() { bw::dispatch<T>(t); });
+  blocks::with_32_value_format(t.w->dtype, [&]<DType T>() { bw::dispatch<T>(t); });
 }
 
 }  // namespace larql

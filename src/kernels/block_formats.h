@@ -86,6 +86,14 @@ void with_block_format(DType t, Fn&& fn) {
 
 constexpr bool is_kquant(DType t) { return t == DType::q4_k || t == DType::q5_k || t == DType::q6_k; }
 
+// with_block_format for the 32-value formats only (block_dot.h's tiles).
+template <typename Fn>
+void with_32_value_format(DType t, Fn&& fn) {
+  with_block_format(t, [&]<DType T>() {
+    if constexpr (!is_kquant(T)) fn.template operator()<T>();
+  });
+}
+
 // with_block_format for the K-quants only (kquant_dot.h's tiles).
 template <typename Fn>
 void with_kquant_format(DType t, Fn&& fn) {

@@ -39,14 +39,6 @@ LARQL_KQUANT_AVX2 inline __m256i add_pair_products(__m256i acc, __m256i a, __m25
 #endif
 }
 
-// One row's super-block as the tile multiplies it.
-struct SuperWeights {
-  __m256i n[8];      // block k's 32 stored integers
-  __m256i scale[8];  // block k's scales as 16-bit pairs' factors: sc_k (q6_k: sc_2k for values 0-15, sc_2k+1 for 16-31)
-  __m256i fold;      // q6_k: sc_0..15 (the −32 · b_i terms); q4_k/q5_k: m_0, m_0, m_1, m_1 .. m_7, m_7 (M)
-  __m128 scales;     // d, dmin (super_block_scales)
-};
-
 // Bits from..from+N−1 of each byte moved to bit `to` and up, the rest zero. 16-bit shifts:
 // the bits that cross into the other byte of a pair are masked off.
 template <int N>
@@ -58,53 +50,64 @@ LARQL_KQUANT_AVX2 inline __m256i move_bits(__m256i bytes, int from, int to) {
   return _mm256_and_si256(bytes, mask);
 }
 
+LARQL_KQUANT_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Block k's 32 stored integers n (q4_k 0..15, q5_k 0..31, q6_k 0..63) of super-block sb.
+// A pair of blocks shares its loads, which the compiler merges where both are inlined.
+template <DType T>
+LARQL_KQUANT_AVX2 inline __m256i block_integers(const uint8_t* sb, int k) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (T == DType::q6_k) {
+    using L = blocks::Q6Layout;
+    const int half = k / 4, i = k % 4;
+    const __m256i ql = load32(sb + L::ql + 64 * half + 32 * (i % 2));
+    const __m256i low = _mm256_and_si256(i < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+    return _mm256_or_si256(low, move_bits<2>(load32(sb + L::qh + 32 * half), 2 * i, 4));
+  } else {
+    constexpr blocks::KLayout L = blocks::k_layout<T>();
+    const __m256i qs = load32(sb + L.qs + 32 * (k / 2));
+    const __m256i low = _mm256_and_si256(k % 2 == 0 ? qs : _mm256_srli_epi16(qs, 4), low4);
+    if constexpr (L.qh == 0) return low;
+    else return _mm256_or_si256(low, move_bits<1>(load32(sb + L.qh), k, 4));
+  }
+}
+
+// A super-block's scales as the products take them.
+template <DType T>
+struct SuperScales {
+  __m128i packed;  // q4_k/q5_k: s_0..7, m_0..7; q6_k: sc_0..15
+  __m256i wide;    // q4_k/q5_k: s_0..7 as 16-bit, in both halves
+
+  LARQL_KQUANT_AVX2 explicit SuperScales(const uint8_t* sb) {
+    if constexpr (T == DType::q6_k) {
+      packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + blocks::Q6Layout::scales));
+    } else {
+      packed = unpack_scales_mins(sb + blocks::k_layout<T>().scales);
+      wide = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+    }
+  }
+  // Block k's 16-bit pairs' factors: sc_k (q6_k: sc_2k for values 0-15, sc_2k+1 for 16-31).
+  LARQL_KQUANT_AVX2 __m256i block(int k) const {
+    if constexpr (T == DType::q6_k) {
+      const char a = char(2 * k), b = char(2 * k + 1);
+      return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(packed, _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)));
+    } else {
+      return _mm256_shuffle_epi8(wide, _mm256_set1_epi16(short(0x0100 + 0x0202 * k)));
+    }
+  }
+  // What multiplies the activations' sums of sixteen: q6_k sc_0..15 (the −32 · b_i terms);
+  // q4_k/q5_k m_0, m_0, m_1, m_1 .. m_7, m_7 (M).
+  LARQL_KQUANT_AVX2 __m256i fold() const {
+    if constexpr (T == DType::q6_k) return _mm256_cvtepi8_epi16(packed);
+    else return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+  }
+};
+
 // A super-block's d (and dmin): lanes 0 (and 1), by F16C.
 template <DType T>
 LARQL_KQUANT_AVX2 inline __m128 super_block_scales(const uint8_t* sb) {
   if constexpr (T == DType::q6_k) return _mm_cvtph_ps(_mm_cvtsi32_si128(blocks::load_u16(sb + blocks::Q6Layout::d)));
   return _mm_cvtph_ps(_mm_cvtsi32_si128(int(blocks::load_u32(sb))));  // d, dmin
-}
-
-template <DType T>
-LARQL_KQUANT_AVX2 inline void unpack(const uint8_t* sb, SuperWeights& w) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  if constexpr (T == DType::q6_k) {
-    using L = blocks::Q6Layout;
-    for (int half = 0; half < 2; ++half) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::ql + 64 * half));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::ql + 64 * half + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::qh + 32 * half));
-      w.n[4 * half + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), move_bits<2>(qh, 0, 4));
-      w.n[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), move_bits<2>(qh, 2, 4));
-      w.n[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), move_bits<2>(qh, 4, 4));
-      w.n[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), move_bits<2>(qh, 6, 4));
-    }
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + L::scales));
-    for (int k = 0; k < 8; ++k) {
-      const char a = char(2 * k), b = char(2 * k + 1);
-      const __m128i pick = _mm_setr_epi8(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
-      w.scale[k] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
-    }
-    w.fold = _mm256_cvtepi8_epi16(sc);
-  } else {
-    constexpr blocks::KLayout L = blocks::k_layout<T>();
-    __m256i qh = _mm256_setzero_si256();
-    if constexpr (L.qh != 0) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L.qh));
-    for (int pair = 0; pair < 4; ++pair) {
-      const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L.qs + 32 * pair));
-      w.n[2 * pair] = _mm256_and_si256(qs, low4);
-      w.n[2 * pair + 1] = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
-      if constexpr (L.qh != 0) {
-        w.n[2 * pair] = _mm256_or_si256(w.n[2 * pair], move_bits<1>(qh, 2 * pair, 4));
-        w.n[2 * pair + 1] = _mm256_or_si256(w.n[2 * pair + 1], move_bits<1>(qh, 2 * pair + 1, 4));
-      }
-    }
-    const __m128i sm = unpack_scales_mins(sb + L.scales);  // s_0..7, m_0..7
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    for (int k = 0; k < 8; ++k) w.scale[k] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0202 * k)));
-    w.fold = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-  }
-  w.scales = super_block_scales<T>(sb);
 }
 
 // [S, M, S, M] from s (the S lanes, q6_k's fold not yet taken off) and m = madd(fold, b).
@@ -116,64 +119,14 @@ LARQL_KQUANT_AVX2 inline __m128i reduce(__m256i s, __m256i m) {
   return _mm_hadd_epi32(q, q);
 }
 
-// The contract's S and M for one token's super-block (qx its 256 integers, b its 16 sums).
-template <DType T>
-LARQL_KQUANT_AVX2 inline __m128i integers(const SuperWeights& w, const int8_t* qx, const int16_t* b) {
+// The contract's S and M for one token's super-block (qx its 256 integers, b its 16 sums),
+// the weights' integers and factors from `integers(k)` and `factors(k)` for block k.
+template <DType T, class Integers, class Factors>
+LARQL_KQUANT_AVX2 inline __m128i super_block_sums(Integers&& integers, Factors&& factors, __m256i fold, const int8_t* qx,
+                                                  const int16_t* b) {
   __m256i s = _mm256_setzero_si256();
-  for (int k = 0; k < 8; ++k) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx + 32 * k));
-    s = add_pair_products(s, _mm256_maddubs_epi16(w.n[k], x), w.scale[k]);
-  }
-  return reduce<T>(s, _mm256_madd_epi16(w.fold, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))));
-}
-
-// Decode: one token, so each super-block's integers go straight from the weights' bytes
-// into the products, as llama.cpp's dot products take them, without unpack's copy.
-template <DType T>
-LARQL_KQUANT_AVX2 inline __m128i decode_integers(const uint8_t* sb, const int8_t* qx, const int16_t* b) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-  __m256i s = _mm256_setzero_si256();
-  auto add = [&](int k, __m256i n, __m256i scale) LARQL_KQUANT_AVX2 {
-    s = add_pair_products(s, _mm256_maddubs_epi16(n, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx + 32 * k))), scale);
-  };
-  if constexpr (T == DType::q6_k) {
-    using L = blocks::Q6Layout;
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + L::scales));
-    auto scale = [&](int k) LARQL_KQUANT_AVX2 {
-      const char a = char(2 * k), c = char(2 * k + 1);
-      return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(a, a, a, a, a, a, a, a, c, c, c, c, c, c, c, c)));
-    };
-    for (int half = 0; half < 2; ++half) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::ql + 64 * half));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::ql + 64 * half + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L::qh + 32 * half));
-      add(4 * half + 0, _mm256_or_si256(_mm256_and_si256(ql0, low4), move_bits<2>(qh, 0, 4)), scale(4 * half + 0));
-      add(4 * half + 1, _mm256_or_si256(_mm256_and_si256(ql1, low4), move_bits<2>(qh, 2, 4)), scale(4 * half + 1));
-      add(4 * half + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), move_bits<2>(qh, 4, 4)), scale(4 * half + 2));
-      add(4 * half + 3, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), move_bits<2>(qh, 6, 4)), scale(4 * half + 3));
-    }
-    return reduce<T>(s, _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), sums));
-  } else {
-    constexpr blocks::KLayout L = blocks::k_layout<T>();
-    const __m128i sm = unpack_scales_mins(sb + L.scales);  // s_0..7, m_0..7
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    auto scale = [&](int k) LARQL_KQUANT_AVX2 { return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(short(0x0100 + 0x0202 * k))); };
-    __m256i qh = _mm256_setzero_si256();
-    if constexpr (L.qh != 0) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L.qh));
-    for (int pair = 0; pair < 4; ++pair) {
-      const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + L.qs + 32 * pair));
-      __m256i even = _mm256_and_si256(qs, low4), odd = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
-      if constexpr (L.qh != 0) {
-        even = _mm256_or_si256(even, move_bits<1>(qh, 2 * pair, 4));
-        odd = _mm256_or_si256(odd, move_bits<1>(qh, 2 * pair + 1, 4));
-      }
-      add(2 * pair, even, scale(2 * pair));
-      add(2 * pair + 1, odd, scale(2 * pair + 1));
-    }
-    const __m256i fold = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-    return reduce<T>(s, _mm256_madd_epi16(fold, sums));
-  }
+  for (int k = 0; k < 8; ++k) s = add_pair_products(s, _mm256_maddubs_epi16(integers(k), load32(qx + 32 * k)), factors(k));
+  return reduce<T>(s, _mm256_madd_epi16(fold, load32(b)));
 }
 
 // The contract's float steps for one super-block, in lane 0 of acc: sm is [S, M, ..],
@@ -187,6 +140,8 @@ LARQL_KQUANT_AVX2 inline __m128 float_steps(__m128 acc, __m128i sm, __m128 scale
   return acc;
 }
 
+// Decode: one token, so each super-block's integers go straight from the weights' bytes
+// into the products, as llama.cpp's dot products take them.
 template <DType T>
 LARQL_KQUANT_AVX2 void decode_tile(const Tile& t) {
   const SuperBlockActivations& qa = *t.qk;
@@ -199,16 +154,19 @@ LARQL_KQUANT_AVX2 void decode_tile(const Tile& t) {
     __m128 acc = _mm_setzero_ps();
     for (size_t s = 0; s < supers; ++s) {
       const uint8_t* sb = row + s * sb_bytes;
-      const __m128i sm = decode_integers<T>(sb, qx + s * q8k::kValues, sums + s * (q8k::kValues / q8k::kGroup));
+      const SuperScales<T> scales(sb);
+      const __m128i sm = super_block_sums<T>([&](int k) LARQL_KQUANT_AVX2 { return block_integers<T>(sb, k); },
+                                             [&](int k) LARQL_KQUANT_AVX2 { return scales.block(k); }, scales.fold(),
+                                             qx + s * q8k::kValues, sums + s * (q8k::kValues / q8k::kGroup));
       acc = float_steps<T>(acc, sm, super_block_scales<T>(sb), dx[s]);
     }
     t.y[token * t.w->rows + t.r0 + r] = _mm_cvtss_f32(acc);
   }
 }
 
+// Prefill (AVX2 CPUs): each super-block of a row unpacked once for the tile's tokens.
 template <DType T>
-LARQL_KQUANT_AVX2 void tile(const Tile& t) {
-  if (t.nt == 1) return decode_tile<T>(t);
+LARQL_KQUANT_AVX2 void prefill_tile(const Tile& t) {
   const SuperBlockActivations& qa = *t.qk;
   const size_t supers = t.w->cols / q8k::kValues, sb_bytes = dtype_traits(T).block_bytes;
   for (size_t r = 0; r < t.nr; ++r) {
@@ -216,16 +174,27 @@ LARQL_KQUANT_AVX2 void tile(const Tile& t) {
     __m128 acc[kKquantTileTokens];
     for (__m128& a : acc) a = _mm_setzero_ps();
     for (size_t s = 0; s < supers; ++s) {
-      SuperWeights w;
-      unpack<T>(row + s * sb_bytes, w);
+      const uint8_t* sb = row + s * sb_bytes;
+      const SuperScales<T> scales(sb);
+      __m256i n[8], factors[8];
+      for (int k = 0; k < 8; ++k) n[k] = block_integers<T>(sb, k), factors[k] = scales.block(k);
+      const __m256i fold = scales.fold();
+      const __m128 d = super_block_scales<T>(sb);
       for (size_t j = 0; j < t.nt; ++j) {
         const size_t token = t.t0 + j;
-        const __m128i sm = integers<T>(w, qa.row_q(token) + s * q8k::kValues, qa.row_sums(token) + s * (q8k::kValues / q8k::kGroup));
-        acc[j] = float_steps<T>(acc[j], sm, w.scales, qa.row_scales(token)[s]);
+        const __m128i sm = super_block_sums<T>([&](int k) LARQL_KQUANT_AVX2 { return n[k]; }, [&](int k) LARQL_KQUANT_AVX2 { return factors[k]; },
+                                               fold, qa.row_q(token) + s * q8k::kValues, qa.row_sums(token) + s * (q8k::kValues / q8k::kGroup));
+        acc[j] = float_steps<T>(acc[j], sm, d, qa.row_scales(token)[s]);
       }
     }
     for (size_t j = 0; j < t.nt; ++j) t.y[(t.t0 + j) * t.w->rows + t.r0 + r] = _mm_cvtss_f32(acc[j]);
   }
+}
+
+template <DType T>
+LARQL_KQUANT_AVX2 void tile(const Tile& t) {
+  if (t.nt == 1) decode_tile<T>(t);
+  else prefill_tile<T>(t);
 }
 
 }  // namespace

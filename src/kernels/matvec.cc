@@ -35,17 +35,14 @@ void tile_scalar(const Tile& t) {
 void block_tile_scalar(const Tile& t) {
   const DType type = t.w->dtype;
   const size_t blocks = t.w->cols / 32;
-  const bool kquant = blocks::is_kquant(type);
   for (size_t r = 0; r < t.nr; ++r) {
     const uint8_t* row = t.w->row_ptr(t.r0 + r);
     for (size_t j = 0; j < t.nt; ++j) {
       const size_t token = t.t0 + j;
       const int8_t* qx = t.qa->q.data() + token * t.w->cols;
       float lanes[16] = {};
-      float k_mins[8];  // the current super-block's minimums (K-quants)
       for (size_t b = 0; b < blocks; ++b) {
         const blocks::UnpackedBlock w = blocks::unpack_block(type, row, b);
-        k_mins[b % 8] = w.min[0];
         const float dx = t.qa->scale(token, b);
         const float* sx = t.qa->group_sums(token, b);
         for (size_t g = 0; g < 8; ++g) {
@@ -53,11 +50,8 @@ void block_tile_scalar(const Tile& t) {
           for (size_t i = 4 * g; i < 4 * g + 4; ++i) p += int(w.q[i]) * int(qx[b * 32 + i]);
           float& lane = lanes[8 * (b % 2) + g];
           lane = std::fma(w.scale[g] * dx, float(p), lane);
-          if (blocks::has_min(type) && !kquant) lane = std::fma(w.min[g] * dx, sx[g], lane);
+          if (blocks::has_min(type)) lane = std::fma(w.min[g] * dx, sx[g], lane);
         }
-        // The K-quants' minimums, once per super-block after its eight blocks.
-        if (blocks::has_min(type) && kquant && b % 8 == 7)
-          for (size_t k = 0; k < 8; ++k) lanes[k] = std::fma(k_mins[k], t.qa->block_sums(token, b - 7)[k], lanes[k]);
       }
       t.y[token * t.w->rows + t.r0 + r] = reduce16(lanes);
     }
@@ -100,26 +94,24 @@ struct TilePlan {
   size_t max_rows, max_tokens;
 };
 
-// Decode on the 256-bit tiles (cpu_prefers_256bit_block_decode): where the default
-// dispatch asks for it, one token's product of a q4_k, q5_k, q6_k or q8_0 matrix, its rows
-// read one after another (the K-quants' tile does so whatever its rows; q8_0's takes one).
+// Decode on the 256-bit tile (cpu_prefers_256bit_block_decode): where the default dispatch
+// asks for it, one token's product of a q8_0 matrix, one row a tile. (The K-quants' decode
+// takes the 256-bit tile on every x86 ISA.)
 bool decode_on_256(const Matrix& w, size_t n) { return n == 1 && w.dtype == DType::q8_0; }
 
 TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
-  if (blocks::is_kquant(w.dtype)) {  // kquant_dot.h: one row at a time, its super-blocks unpacked once for the tile's tokens
-#if defined(__x86_64__)
-    static const bool avx_vnni = cpu_has_avx_vnni();
-    static const bool vnni = cpu_has_avx512_vnni();
-    const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
-    if (avx512 && n > 1) return {vnni ? kquant_tile_avx512_vnni : kquant_tile_avx512bw, 4, 4};
-    if (isa != MatmulIsa::scalar) return {avx_vnni ? kquant_tile_avx2_vnni : kquant_tile_avx2, 4, n == 1 ? 1 : kKquantTileTokens};
-#endif
-    return {kquant_tile_scalar, 4, 4};
-  }
-  const bool blocked = dtype_is_blocked(w.dtype), bf16_dot = w.effective_arithmetic() == Arithmetic::bf16_dot;
-  TilePlan plan{blocked ? block_tile_scalar : bf16_dot ? bf16dot_tile_scalar : tile_scalar, 4, 4};
+  const bool kquant = blocks::is_kquant(w.dtype), blocked = dtype_is_blocked(w.dtype);
+  const bool bf16_dot = w.effective_arithmetic() == Arithmetic::bf16_dot;
+  // The K-quants (kquant_dot.h) read one row at a time, each super-block unpacked once for
+  // the tile's tokens.
+  TilePlan plan{kquant ? kquant_tile_scalar : blocked ? block_tile_scalar : bf16_dot ? bf16dot_tile_scalar : tile_scalar, 4, 4};
 #if defined(__x86_64__)
   static const bool vnni = cpu_has_avx512_vnni(), avx_vnni = cpu_has_avx_vnni();  // cpuid is slow (a VM exit): ask once
+  const bool avx512 = isa == MatmulIsa::avx512 || isa == MatmulIsa::avx512bf16;
+  if (kquant && isa != MatmulIsa::scalar) {
+    if (avx512 && n > 1) return {vnni ? kquant_tile_avx512_vnni : kquant_tile_avx512bw, 4, 4};
+    return {avx_vnni ? kquant_tile_avx2_vnni : kquant_tile_avx2, 4, n == 1 ? 1 : kKquantTileTokens};
+  }
   switch (isa) {
     case MatmulIsa::scalar: break;
     case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
@@ -131,8 +123,7 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
       // Six rows by four tokens where 24 accumulators leave registers for the operands:
       // each chunk of a token, read from L2, meets six rows in L1. The block formats'
       // and the emulated bf16-dot tiles need more temporaries and take four.
-      if (blocked && tuned && decode_on_256(w, n))
-        plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, w.dtype == DType::q8_0 ? 1u : 4u, 1};
+      if (blocked && tuned && decode_on_256(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 1, 1};
       else if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
       else if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
       else if (bf16_dot) plan = {bf16dot_tile_avx512, n == 1 ? 8u : 4u, 4};

@@ -46,7 +46,7 @@ struct Tile {
   const uint8_t* prefetch = nullptr;
   size_t prefetch_lines = 0;
   // The block-format prefill tiles: room for their rows unpacked (AVX-512: UnpackedRow::bytes
-  // each; AVX2: QuadRows::bytes). The first tile over a group of rows in a token block
+  // each, KquantRows::bytes for the K-quants; AVX2: QuadRows::bytes). The first tile over a group of rows in a token block
   // unpacks them there (unpack_rows), the others over the same rows read them back; null:
   // unpack every time.
   uint8_t* unpacked_rows = nullptr;
@@ -56,41 +56,35 @@ struct Tile {
   size_t block_tokens = 0;
 };
 
-// A block-format row as the AVX-512 tiles multiply it, at base: per K-quant super-block
-// (256 values) its 16 scales as floats, then per whole pair of blocks three 64-byte slots:
-// its integers (as vpdpbusd takes them), its lane scales dw (32-value formats), and the
+// A block-format row as the AVX-512 tiles multiply it, at base: per whole pair of blocks
+// three 64-byte slots: its integers (as vpdpbusd takes them), its lane scales dw, and the
 // dots' start (formats whose integers go in signed) or the minimums mw. Every format keeps
-// the three slots' stride, used or not (packing the K-quants' one or two closer measured no
-// faster).
+// the three slots' stride, used or not.
 struct UnpackedRow {
   static constexpr size_t kDw = 64, kLast = 128;  // the slots' offsets in a pair's 192 bytes
-  static size_t bytes(size_t cols) { return cols / 256 * 64 + cols / 64 * 192; }
+  static size_t bytes(size_t cols) { return cols / 64 * 192; }
   uint8_t* base;
   size_t cols;
-  float* scales(size_t super_block) const { return reinterpret_cast<float*>(base + 64 * super_block); }
-  uint8_t* pair(size_t p) const { return base + cols / 256 * 64 + 192 * p; }
+  uint8_t* pair(size_t p) const { return base + 192 * p; }
 };
 
-// Four block-format rows as the AVX2 prefill tiles multiply them, at base: per K-quant
-// super-block (256 values) its minimums in four 32-byte vectors, then per block 192 bytes:
-// its integers in four 32-byte vectors, then two vectors of eight floats. Vector v of a
-// block holds groups 2v and 2v + 1 (values 8v .. 8v + 7) of the four rows, eight bytes
-// each, so that its int32 lane 2r + e is row r's group 2v + e; the floats and the
-// minimums go by the same lanes. The tiles' first over a group of rows in a token block
+// Four block-format rows as the AVX2 prefill tiles multiply them, at base: per block 192
+// bytes: its integers in four 32-byte vectors, then two vectors of eight floats. Vector v
+// of a block holds groups 2v and 2v + 1 (values 8v .. 8v + 7) of the four rows, eight bytes
+// each, so that its int32 lane 2r + e is row r's group 2v + e; the floats go by the same
+// lanes. The tiles' first over a group of rows in a token block
 // writes them (Tile::unpack_rows), the others read them (Tile::unpacked_rows).
 struct QuadRows {
   static constexpr size_t kScales = 128, kSecond = 160, kBlockBytes = 192;  // the integers at 0
-  static size_t bytes(size_t cols) { return cols / 256 * 128 + cols / 32 * kBlockBytes; }
+  static size_t bytes(size_t cols) { return cols / 32 * kBlockBytes; }
   uint8_t* base;
-  size_t cols;
-  uint8_t* mins(size_t super_block) const { return base + 128 * super_block; }
-  uint8_t* block(size_t b) const { return base + cols / 256 * 128 + kBlockBytes * b; }
+  uint8_t* block(size_t b) const { return base + kBlockBytes * b; }
 };
 
 // Whether a product of several tokens keeps rows of t unpacked. Not q8_0's, whose integers
 // are stored as they are multiplied: its rows kept unpacked (3 bytes per value) left L1
-// for L2 and made the down product slower (docs/benchmarks/history.md).
-// The K-quants' tile unpacks each super-block once for all its tokens (kquant_dot.h).
+// for L2 and made the down product slower (docs/benchmarks/history.md). The K-quants keep
+// theirs another way (KquantRows).
 inline bool keeps_unpacked_rows(DType t) { return dtype_is_blocked(t) && t != DType::q8_0 && !blocks::is_kquant(t); }
 
 #if defined(__x86_64__)
