@@ -224,8 +224,9 @@ void run_piece(const Schedule& s, size_t piece, size_t n, Tile& t) {
 void each_with(MatmulIsa isa, bool tuned, std::span<const InputProduct> products, ThreadPool& pool) {
   if (products.empty()) return;
   // Each distinct input in the forms the tiles read, once for all the products that take
-  // it: quantised for block formats (block_dot.h), rounded to bf16 for the bf16-dot
-  // arithmetic (bf16_dot.h). Kept across calls (their buffers' capacity is reused).
+  // it: quantised by blocks of 32 for the 32-value block formats (block_dot.h) and by
+  // super-blocks for the K-quants (kquant_dot.h; an input of both kinds takes both), rounded
+  // to bf16 for the bf16-dot arithmetic (bf16_dot.h). Kept across calls (their buffers' capacity is reused).
   thread_local std::vector<QuantizedActivations> quantized;
   thread_local std::vector<SuperBlockActivations> super_blocks;
   thread_local std::vector<bf16dot::RoundedActivations> rounded;

@@ -287,6 +287,30 @@ TEST(Matmul, SuperBlockQuantisationIsTheSameOnEveryIsa) {
   }
 }
 
+// A range's arithmetic names the contracts its products add to the exact ones (PROTOCOL
+// §8's ffn_arithmetic): the 32-value block formats are "f32", the K-quants "q8k".
+TEST(Matmul, RangeArithmeticNamesTheContractsOfItsProducts) {
+  const auto q8 = random_matrix(DType::q8_0, 2, 256, 1), q6 = random_matrix(DType::q6_k, 2, 256, 2);
+  auto bf16_dot = random_matrix(DType::bf16, 2, 256, 3);
+  bf16_dot.m.arithmetic = Arithmetic::bf16_dot;
+  RangeArithmetic a;
+  EXPECT_EQ(a.name(), "f32");
+  a.add(q8.m);
+  EXPECT_EQ(a.name(), "f32");
+  a.add(Matrix{DType::q4_k, 0, 0, nullptr});  // a matrix the range does not hold
+  EXPECT_EQ(a.name(), "f32");
+  a.add(q6.m);
+  EXPECT_EQ(a.name(), "q8k");
+  a.add(bf16_dot.m);
+  EXPECT_EQ(a.name(), "bf16-dot+q8k");
+  for (const char* name : {"f32", "bf16-dot", "q8k", "bf16-dot+q8k"}) {
+    const auto parsed = RangeArithmetic::from_name(name);
+    ASSERT_TRUE(parsed) << name;
+    EXPECT_EQ(parsed->name(), name);
+  }
+  for (const char* name : {"q8k+bf16-dot", "f16", ""}) EXPECT_FALSE(RangeArithmetic::from_name(name)) << name;
+}
+
 // The block tiles keep their rows unpacked for the later tiles of a token block
 // (Tile::unpacked_rows); 261 tokens of 2048 or 2080 columns cross from one block to the
 // next, and 2080 columns end each row in a single block, which is not kept.
@@ -322,14 +346,15 @@ TEST(Matmul, RowsEqualMatvecBitForBitAcrossThreadCounts) {
 }
 
 // Products of one input in one job (q, k and v; gate and up) give each product's matmul bit
-// for bit, whatever mix of arithmetics they read the input in (8-bit blocks, bf16, f32).
+// for bit, whatever mix of arithmetics they read the input in (8-bit blocks of 32 and
+// super-blocks of 256, as a K-quant file's fallback rows meet its K-quant ones; bf16; f32).
 TEST(Matmul, SharedInputProductsEqualOneMatmulEach) {
   const size_t cols = 512;
   auto bf16_dot = random_matrix(DType::bf16, 40, cols, 5);
   bf16_dot.m.arithmetic = Arithmetic::bf16_dot;
   const auto q4 = random_matrix(DType::q4_k, 9, cols, 6), q6 = random_matrix(DType::q6_k, 17, cols, 7);
-  const auto bf16 = random_matrix(DType::bf16, 33, cols, 8);
-  const std::vector<const Matrix*> mats{&bf16_dot.m, &q4.m, &q6.m, &bf16.m};
+  const auto bf16 = random_matrix(DType::bf16, 33, cols, 8), q5 = random_matrix(DType::q5_0, 12, cols, 9);
+  const std::vector<const Matrix*> mats{&bf16_dot.m, &q4.m, &q5.m, &q6.m, &bf16.m};
   std::vector<MatmulIsa> isas = simd_isas();
   isas.push_back(MatmulIsa::scalar);
   ThreadPool one(1), two(2);
