@@ -30,6 +30,9 @@
 // Every scale d · s is exact in f32 (an 11-bit significand times a small integer), and
 // so is its product with the integer, so a value has at most one rounding (the "+ m" or
 // "− dmin·m"), and every kernel computes the same float for it.
+//
+// Products with these weights follow one contract per kind: block_dot.h's for the
+// 32-value formats, kquant_dot.h's (by super-block, "q8k") for the K-quants.
 #pragma once
 
 #include <cstddef>
