@@ -11,16 +11,8 @@ namespace larql {
 
 void quantize_activation_row_scalar(const float* x, QuantizedActivations& qa, size_t r) {
   for (size_t b = 0; b < qa.blocks; ++b) {
-    const float* v = x + r * qa.cols + b * blocks::kValues;
-    float amax = 0;
-    bool finite = true;
-    for (size_t i = 0; i < blocks::kValues; ++i) {
-      finite = finite && std::isfinite(v[i]);
-      amax = std::max(amax, std::fabs(v[i]));
-    }
-    const auto [d, inverse] = activation_scale(amax, finite);
     int8_t* qx = &qa.q[r * qa.cols + b * blocks::kValues];
-    for (size_t i = 0; i < blocks::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
+    const float d = quantize_to_int8(x + r * qa.cols + b * blocks::kValues, blocks::kValues, qx);
     const size_t lanes = r * qa.lane_stride + 8 * b;
     for (size_t g = 0; g < 8; ++g) qa.lane_group_sum[lanes + g] = float(qx[4 * g] + qx[4 * g + 1] + qx[4 * g + 2] + qx[4 * g + 3]);
     qa.block_scale[r * qa.blocks + b] = d;

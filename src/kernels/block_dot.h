@@ -65,6 +65,20 @@ inline int8_t round_to_int8(float v) {
   return int8_t(r);
 }
 
+// n values quantised to 8 bits with one scale, the way both block contracts do it (the
+// scalar version): qx into q, and dx returned.
+inline float quantize_to_int8(const float* v, size_t n, int8_t* q) {
+  float amax = 0;
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(v[i]);
+    amax = std::max(amax, std::fabs(v[i]));
+  }
+  const auto [d, inverse] = activation_scale(amax, finite);
+  for (size_t i = 0; i < n; ++i) q[i] = finite ? round_to_int8(v[i] * inverse) : 0;
+  return d;
+}
+
 struct QuantizedActivations {
   size_t rows = 0, cols = 0, blocks = 0;  // blocks per row = cols / 32
   size_t lane_stride = 0;                 // floats per row of lane_group_sum: 8 per block, blocks rounded up to pairs

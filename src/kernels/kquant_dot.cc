@@ -11,16 +11,8 @@ namespace larql {
 
 void quantize_super_block_row_scalar(const float* x, SuperBlockActivations& qa, size_t r) {
   for (size_t s = 0; s < qa.supers; ++s) {
-    const float* v = x + r * qa.cols + s * q8k::kValues;
-    float amax = 0;
-    bool finite = true;
-    for (size_t i = 0; i < q8k::kValues; ++i) {
-      finite = finite && std::isfinite(v[i]);
-      amax = std::max(amax, std::fabs(v[i]));
-    }
-    const auto [d, inverse] = activation_scale(amax, finite);
     int8_t* qx = &qa.q[r * qa.cols + s * q8k::kValues];
-    for (size_t i = 0; i < q8k::kValues; ++i) qx[i] = finite ? round_to_int8(v[i] * inverse) : 0;
+    const float d = quantize_to_int8(x + r * qa.cols + s * q8k::kValues, q8k::kValues, qx);
     int16_t* sums = &qa.sums[(r * qa.cols + s * q8k::kValues) / q8k::kGroup];
     for (size_t g = 0; g < q8k::kValues / q8k::kGroup; ++g) {
       int sum = 0;
