@@ -7,15 +7,21 @@
 //
 // Inputs: Gaussian rows, and the same with one value in 64 made ten times larger (the
 // outliers real activations have). Prints per format the relative RMS error
-// sqrt(Σ (y − exact)² / Σ exact²) over every output of the first --layers layers.
+// sqrt(Σ (y − exact)² / Σ exact²) over every output of the first --layers layers, and
+// beside it the error of the activations' 8-bit rounding alone (the weights exact, the
+// sums in double) with one scale per 32, 64, 128 and 256 values: what a contract with
+// each group size would cost.
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <iterator>
 #include <cstdio>
 #include <map>
 #include <random>
 #include <vector>
 
+#include "kernels/block_dot.h"
 #include "kernels/matvec.h"
 #include "kernels/thread_pool.h"
 #include "model/loader.h"
@@ -36,9 +42,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   ThreadPool pool(2);
+  static constexpr size_t kGroups[] = {32, 64, 128, 256};
   struct Sums {
     double error = 0, exact = 0;
+    double rounding[std::size(kGroups)] = {};  // Σ (rounded-only − exact)² per group size
     size_t products = 0;
+  };
+  // x rounded as the block contracts round activations, one scale per `group` values.
+  auto rounded = [](const float* x, size_t n, size_t group) {
+    std::vector<double> out(n);
+    std::vector<int8_t> q(group);
+    for (size_t g = 0; g < n; g += group) {
+      const float d = quantize_to_int8(x + g, group, q.data());
+      for (size_t i = 0; i < group; ++i) out[g + i] = double(d) * q[i];
+    }
+    return out;
   };
   std::map<std::pair<std::string, bool>, Sums> by_format;  // (format, outliers)
   for (size_t l = 0; l < std::min(layers, model->layers.size()); ++l) {
@@ -53,6 +71,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (outliers && i % 64 == 17 ? 10.0f : 1.0f);
         matmul(*m, x.data(), tokens, y.data(), pool);
         Sums& s = by_format[{std::string(dtype_name(m->dtype)), outliers}];
+        std::vector<std::vector<double>> xr;  // [group size][tokens × cols]
+        for (size_t group : kGroups) xr.push_back(rounded(x.data(), x.size(), group));
         for (size_t r = 0; r < m->rows; ++r) {
           dequantize_row(m->dtype, m->row_ptr(r), m->cols, w.data());
           for (size_t t = 0; t < tokens; ++t) {
@@ -61,14 +81,22 @@ int main(int argc, char** argv) {
             const double e = double(y[t * m->rows + r]) - exact;
             s.error += e * e;
             s.exact += exact * exact;
+            for (size_t g = 0; g < std::size(kGroups); ++g) {
+              double approx = 0;
+              for (size_t k = 0; k < m->cols; ++k) approx += double(w[k]) * xr[g][t * m->cols + k];
+              s.rounding[g] += (approx - exact) * (approx - exact);
+            }
           }
         }
         ++s.products;
       }
     }
   }
-  for (const auto& [key, s] : by_format)
-    std::printf("%s %s inputs: relative RMS error %.4e over %zu products\n", key.first.c_str(), key.second ? "outlier" : "gaussian",
-                std::sqrt(s.error / s.exact), s.products);
+  for (const auto& [key, s] : by_format) {
+    std::printf("%s %s inputs: relative RMS error %.4e over %zu products; the activations' rounding alone, a scale per", key.first.c_str(),
+                key.second ? "outlier" : "gaussian", std::sqrt(s.error / s.exact), s.products);
+    for (size_t g = 0; g < std::size(kGroups); ++g) std::printf(" %zu: %.4e", kGroups[g], std::sqrt(s.rounding[g] / s.exact));
+    std::printf("\n");
+  }
   return 0;
 }
