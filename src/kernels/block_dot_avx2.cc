@@ -17,10 +17,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <utility>
 #include <vector>
 
@@ -368,35 +366,11 @@ void dispatch(const Tile& t) {
 // products, clamp and round-to-nearest-even (vcvtps2dq under the default MXCSR, which the
 // scalar version's magic-number rounding also follows).
 LARQL_AVX2 void quantize_activation_row_avx2(const float* x, QuantizedActivations& qa, size_t r) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (size_t b = 0; b < qa.blocks; ++b) {
-    const float* v = x + r * qa.cols + b * blocks::kValues;
-    __m256 part[4];
-    __m256 amax8 = _mm256_setzero_ps();
-    int finite = 0xff;
-    for (int i = 0; i < 4; ++i) {
-      part[i] = _mm256_loadu_ps(v + 8 * i);
-      finite &= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(part[i], part[i]), _mm256_setzero_ps(), _CMP_EQ_OQ));
-      amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign, part[i]));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const auto [d, inverse] = activation_scale(_mm_cvtss_f32(m), finite == 0xff);
-    __m256i q = _mm256_setzero_si256();
-    if (finite == 0xff) {
-      __m256i n[4];
-      for (int i = 0; i < 4; ++i)
-        n[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(part[i], _mm256_set1_ps(inverse)), lo), hi));
-      // Packing interleaves the 128-bit lanes; the permutation puts the groups of four back in order.
-      q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3])), order);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(&qa.q[r * qa.cols + b * blocks::kValues]), q);
-    const __m256i groups = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);  // Σ of each four, in order
-    const size_t lanes = r * qa.lane_stride + 8 * b;
-    _mm256_storeu_ps(&qa.lane_group_sum[lanes], _mm256_cvtepi32_ps(groups));
-    qa.block_scale[r * qa.blocks + b] = d;
+    int8_t* qx = &qa.q[r * qa.cols + b * blocks::kValues];
+    qa.block_scale[r * qa.blocks + b] = quantize_to_int8_avx2(x + r * qa.cols + b * blocks::kValues, blocks::kValues, qx);
+    const __m256i groups = sums_of_four(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx)));
+    _mm256_storeu_ps(&qa.lane_group_sum[r * qa.lane_stride + 8 * b], _mm256_cvtepi32_ps(groups));
   }
 }
 

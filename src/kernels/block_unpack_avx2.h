@@ -1,10 +1,12 @@
 // Internal to the block-format tiles: a block's 32 integers (block_dot.h's qw) in a ymm
-// register. AVX2 only, so the AVX-512 tiles inline it too.
+// register, and the activations' 8-bit rounding both block contracts share. AVX2 only, so
+// the AVX-512 tiles inline it too.
 #pragma once
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include "kernels/block_dot.h"
 #include "kernels/block_formats.h"
 
 #define LARQL_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -67,6 +69,41 @@ LARQL_AVX2 inline __m128i unpack_scales_mins(const uint8_t* packed) {
   const __m128i high_nibbles = _mm_and_si128(_mm_srli_epi16(low, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
   const __m128i top_bits = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_setr_epi8(0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48));
   return _mm_or_si128(_mm_or_si128(low_bits, high_nibbles), top_bits);
+}
+
+// block_dot.h's quantize_to_int8 by AVX2, the same bits: n values (a multiple of 32) to
+// 8-bit integers with one scale, qx into q and dx returned.
+LARQL_AVX2 inline float quantize_to_int8_avx2(const float* v, size_t n, int8_t* q) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  __m256 amax8 = _mm256_setzero_ps();
+  int finite = 0xff;
+  for (size_t i = 0; i < n; i += 8) {
+    const __m256 part = _mm256_loadu_ps(v + i);
+    finite &= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(part, part), _mm256_setzero_ps(), _CMP_EQ_OQ));
+    amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign, part));
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const auto [d, inverse] = activation_scale(_mm_cvtss_f32(m), finite == 0xff);
+  for (size_t c = 0; c < n; c += 32) {
+    __m256i packed = _mm256_setzero_si256();
+    if (finite == 0xff) {
+      __m256i r[4];
+      for (int i = 0; i < 4; ++i)
+        r[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(v + c + 8 * i), _mm256_set1_ps(inverse)), lo), hi));
+      // Packing interleaves the 128-bit lanes; the permutation puts the values back in order.
+      packed = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])),
+                                           _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + c), packed);
+  }
+  return d;
+}
+
+// The sums of each four of 32 8-bit integers, in order, as int32.
+LARQL_AVX2 inline __m256i sums_of_four(__m256i q) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
 }
 
 // The format's zero point: what is subtracted from a stored value (block_formats.h).

@@ -201,41 +201,18 @@ LARQL_KQUANT_AVX2 void tile(const Tile& t) {
 
 #if !LARQL_AVX_VNNI
 LARQL_AVX2 void quantize_super_block_row_avx2(const float* x, SuperBlockActivations& qa, size_t r) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (size_t s = 0; s < qa.supers; ++s) {
-    const float* v = x + r * qa.cols + s * q8k::kValues;
-    __m256 amax8 = _mm256_setzero_ps();
-    int finite = 0xff;
-    for (size_t i = 0; i < q8k::kValues; i += 8) {
-      const __m256 part = _mm256_loadu_ps(v + i);
-      finite &= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(part, part), _mm256_setzero_ps(), _CMP_EQ_OQ));
-      amax8 = _mm256_max_ps(amax8, _mm256_andnot_ps(sign, part));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const auto [d, inverse] = activation_scale(_mm_cvtss_f32(m), finite == 0xff);
     int8_t* qx = &qa.q[r * qa.cols + s * q8k::kValues];
+    qa.scale[r * qa.supers + s] = quantize_to_int8_avx2(x + r * qa.cols + s * q8k::kValues, q8k::kValues, qx);
     int16_t* sums = &qa.sums[(r * qa.cols + s * q8k::kValues) / q8k::kGroup];
     for (size_t c = 0; c < q8k::kValues; c += 32) {
-      __m256i q = _mm256_setzero_si256();
-      if (finite == 0xff) {
-        __m256i n[4];
-        for (int i = 0; i < 4; ++i)
-          n[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(v + c + 8 * i), _mm256_set1_ps(inverse)), lo), hi));
-        // Packing interleaves the 128-bit lanes; the permutation puts the values back in order.
-        q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3])), order);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qx + c), q);
       // Sums of four, then of sixteen: values c .. c+15 in the low half, c+16 .. c+31 in the high.
-      __m256i h = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+      __m256i h = sums_of_four(load32(qx + c));
       h = _mm256_hadd_epi32(h, h);
       h = _mm256_hadd_epi32(h, h);
       sums[c / 16] = int16_t(_mm_cvtsi128_si32(_mm256_castsi256_si128(h)));
       sums[c / 16 + 1] = int16_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)));
     }
-    qa.scale[r * qa.supers + s] = d;
   }
 }
 #endif
