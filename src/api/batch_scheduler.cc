@@ -98,8 +98,11 @@ void BatchScheduler::run() {
       }
     }
     step(active);
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     ++steps_;
+    // Every sequence waits for room on the shards: the next try after their Retry-After,
+    // or sooner for a new request.
+    if (pause_.count() > 0 && !stopping_) work_.wait_for(lock, pause_);
   }
   const Error shutting_down{ErrorCode::overloaded, "the server is shutting down; send the request elsewhere"};
   for (auto& job : active) job->push({std::nullopt, Job::End::error, shutting_down});
@@ -218,18 +221,53 @@ void BatchScheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
   prefix_cache_stats_ = prefix_cache_.stats();
 }
 
+bool BatchScheduler::admit(std::vector<std::shared_ptr<Job>>& all, std::vector<std::shared_ptr<Job>>& active,
+                           std::vector<SequenceChunk>& chunks) {
+  const std::vector<Admission> admissions = transformer_.admit(chunks);
+  const auto now = std::chrono::steady_clock::now();
+  size_t kept = 0;
+  for (size_t i = 0; i < active.size(); ++i) {
+    const Admission& a = admissions[i];
+    if (a.state == Admission::State::failed) {
+      active[i]->push({std::nullopt, Job::End::error, a.error});
+      std::erase(all, active[i]);  // (its cache is not kept: its sessions may be half open)
+    } else if (a.state == Admission::State::wait) {
+      active[i]->room_retry_at_ = now + std::clamp(a.retry_after, kMinRoomPause, kMaxRoomPause);
+    } else {
+      active[kept] = std::move(active[i]), chunks[kept] = chunks[i], ++kept;
+    }
+  }
+  active.resize(kept), chunks.resize(kept);
+  if (kept == 0) pause_until_room(all);
+  return kept > 0;
+}
+
+void BatchScheduler::pause_until_room(std::span<const std::shared_ptr<Job>> all) {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& job : all)
+    if (job->room_retry_at_ > now) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(job->room_retry_at_ - now);
+      pause_ = pause_.count() ? std::min(pause_, left) : left;
+    }
+}
+
 void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& all) {
+  pause_ = {};
   retire(all);
   if (all.empty()) {
     kv_cache_bytes_ = 0;
     return;
   }
   // The jobs in this step: those whose prompt's cached prefix is in (the others wait for a
-  // sequence still prefilling theirs).
+  // sequence still prefilling theirs), except those waiting for room on the shards.
   std::vector<std::shared_ptr<Job>> active;
+  const auto now = std::chrono::steady_clock::now();
   for (auto& job : all)
-    if (job->started_ || start(*job, all)) active.push_back(job);
-  if (active.empty()) return;  // (none waits for a job that is not running)
+    if ((job->started_ || start(*job, all)) && job->room_retry_at_ <= now) active.push_back(job);
+  if (active.empty()) {  // (none waits for a job that is not running)
+    pause_until_room(all);
+    return;
+  }
   const ModelConfig& c = transformer_.config();
   const size_t ctx = std::min(options_.ctx, c.context);
   // Each job's chunk: its next prompt piece, or its last token (and its drafts). A tree of
@@ -264,6 +302,7 @@ void BatchScheduler::step(std::vector<std::shared_ptr<Job>>& all) {
       chunks.push_back({&job->cache_, job->fed_.tokens, pos, 0, job->fed_.parents});
     }
   }
+  if (!admit(all, active, chunks)) return;
   std::vector<float> logits;
   if (auto s = transformer_.forward_batch(chunks, logits); !s) {
     for (auto& job : all) job->push({std::nullopt, Job::End::error, s.error()});

@@ -81,6 +81,8 @@ class Job {
   bool started_ = false;  // its prompt's cached prefix is looked up and in its cache
   KvCache cache_;
   std::optional<Sampler> sampler_;
+  // No room on the shards for its sessions: not in a step before this (BatchScheduler::admit).
+  std::chrono::steady_clock::time_point room_retry_at_{};
   size_t prefilled_ = 0;    // prompt tokens in the cache
   std::vector<TokenLogprobs> prompt_logprobs_;  // gathered chunk by chunk, when asked for
   size_t generated_ = 0;
@@ -151,8 +153,15 @@ class BatchScheduler {
  private:
   std::shared_ptr<Job> make_job(JobRequest request) const;
   void run();
-  // One step over the active jobs; false when there were none.
+  // One step over the active jobs.
   void step(std::vector<std::shared_ptr<Job>>& active);
+  // Readies the step's new sequences where the layers run (sessions on shards), before the
+  // pass: a job that cannot start ends alone with its error, one without room yet leaves
+  // this step (its chunk too) and tries again after the shard's Retry-After. False when no
+  // chunk is left.
+  bool admit(std::vector<std::shared_ptr<Job>>& all, std::vector<std::shared_ptr<Job>>& active, std::vector<SequenceChunk>& chunks);
+  // No job could run: pause_ until the first one waiting for room tries again.
+  void pause_until_room(std::span<const std::shared_ptr<Job>> all);
   // Puts the longest cached prefix of a new job's prompt in its cache, or the prefix another
   // running sequence holds. False: it waits, because one still prefilling will soon hold
   // more of its prompt than any has now (requests that arrive together prefill a shared
@@ -186,6 +195,10 @@ class BatchScheduler {
   PrefixCache prefix_cache_;              // (the engine thread's)
   PrefixCache::Stats prefix_cache_stats_;  // its stats after the last step (under mutex_)
   bool stopping_ = false;
+  // Set by a step in which no job could run because those left wait for room on the shards
+  // (the engine thread's): the engine waits this long, or for a new request, before the next.
+  std::chrono::milliseconds pause_{0};
+  static constexpr std::chrono::milliseconds kMinRoomPause{20}, kMaxRoomPause{1000};
   std::thread engine_;
 };
 

@@ -25,13 +25,18 @@ void add_remote_layers_option(CLI::App* cmd, FfnOptions& o) {
                                  "whole layers on session shards (larql serve --sessions): \"0-15=URL|URL,16-31=URL\"; a token "
                                  "costs one round trip per range instead of one per layer, the shards keeping the KV cache");
   if (auto* ffn = cmd->get_option_no_throw("--ffn")) layers->excludes(ffn);
+  cmd->add_option("--session-wait-s", o.session_wait_s,
+                  "with --remote-layers: while every replica of a range is full (503), how long a new sequence waits for "
+                  "room before it fails")
+      ->capture_default_str()
+      ->check(non_negative());
 }
 
 Result<std::unique_ptr<RemoteLayers>> connect_remote_layers(const Model& model, const FfnOptions& o, size_t max_positions,
                                                             const std::string& command) {
   auto wire = wire::client_wire(o.wire, wire::process_env());
   if (!wire) return wire.error();
-  RemoteLayersOptions ro{*o.remote_layers, *wire, o.api_key, o.ca_cert, o.timeout_ms, max_positions};
+  RemoteLayersOptions ro{*o.remote_layers, *wire, o.api_key, o.ca_cert, o.timeout_ms, max_positions, std::chrono::seconds(o.session_wait_s)};
   if (!ro.api_key)
     if (const char* key = std::getenv("LARQL_API_KEY"); key && *key) ro.api_key = key;
   std::vector<std::string> warnings;

@@ -24,6 +24,7 @@ struct FfnOptions {
   int timeout_ms = 30000;
   double hedge_after_ms = 0;
   bool expert_rows = false;
+  int session_wait_s = 30;  // --remote-layers: a new sequence's wait for room on full shards
 };
 
 void add_ffn_options(CLI::App* cmd, FfnOptions& o);

@@ -4,8 +4,10 @@
 // and gets back the residual leaving it, the shard keeping the range's KV cache.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -14,6 +16,16 @@
 namespace larql {
 
 struct SequenceChunk;
+
+// Whether a sequence may join the next pass (LayerRangeBackend::admit): it is ready where the
+// layers run; or there is no room for it there yet (a later pass tries again, not before
+// retry_after); or it cannot run, and the error ends that sequence alone.
+struct Admission {
+  enum class State { ready, wait, failed };
+  State state = State::ready;
+  std::chrono::milliseconds retry_after{0};  // wait
+  std::optional<Error> error = {};           // failed
+};
 
 class LayerRangeBackend {
  public:
@@ -32,6 +44,12 @@ class LayerRangeBackend {
     (void)from, (void)positions;
     return nullptr;
   }
+  // Before a pass, on the thread that runs them: readies the new sequences of `chunks` where
+  // this range runs (a remote range opens or forks their sessions) without waiting for room,
+  // and sets the admissions (one per chunk) of those that are not ready; chunks already not
+  // ready are left alone. A batch admits its sequences so that one that cannot start yet
+  // neither stalls nor fails the others' pass; a pass readies what admission did not, waiting.
+  virtual void admit(std::span<const SequenceChunk> chunks, std::span<Admission> admissions) { (void)chunks, (void)admissions; }
 };
 
 }  // namespace larql

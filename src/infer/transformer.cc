@@ -379,6 +379,12 @@ std::optional<KvCache> Transformer::continue_from(const KvCache& from, size_t po
   return out;
 }
 
+std::vector<Admission> Transformer::admit(std::span<const SequenceChunk> chunks) {
+  std::vector<Admission> admissions(chunks.size());
+  for (LayerRangeBackend* r : ranges_) r->admit(chunks, admissions);
+  return admissions;
+}
+
 Status Transformer::forward_batch(std::span<const SequenceChunk> chunks, std::vector<float>& logits) {
   if (auto s = prepare_rows(chunks, false); !s) return s;
   embed_rows(x_);

@@ -82,6 +82,10 @@ class Transformer {
   // Nullopt when the ranges cannot.
   std::optional<KvCache> continue_from(const KvCache& from, size_t positions) const;
 
+  // Where the layers run elsewhere: readies the chunks' new sequences there before a pass,
+  // one admission per chunk (LayerRangeBackend::admit); every one ready when they run here.
+  std::vector<Admission> admit(std::span<const SequenceChunk> chunks);
+
   const ModelConfig& config() const { return model_.config; }
 
  private:

@@ -27,10 +27,10 @@ namespace {
 
 constexpr size_t kMaxReplays = 2;        // per sequence, then the error names the range
 constexpr int kMaxBusyRetries = 3;       // 503s waited out per step
-constexpr auto kOpenBusyWait = std::chrono::seconds(30);  // every replica full: how long an open waits for room
 constexpr size_t kEntryMargin = 28 * 256;  // a request's session entries, kept out of the row budget
 
 std::string str(uint64_t v) { return std::to_string(v); }
+std::string str(std::chrono::milliseconds t) { return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(t).count()) + " s"; }
 
 // A full shard's Retry-After waited out, not past `give_up`; false when that has passed.
 bool wait_for_room(Clock::time_point give_up, int retry_after_s) {
@@ -58,6 +58,21 @@ struct PartRef {
   SessionId id;
 };
 
+// Per chunk: the earlier chunk it repeats, or SIZE_MAX. n > 1 answers to one prompt start
+// with the same rows at position 0: the later ones fork the first's sessions once it has
+// run, and take its rows. (A repeat's source is not itself a repeat.)
+std::vector<size_t> repeated_chunks(std::span<const SequenceChunk> chunks) {
+  std::vector<size_t> source(chunks.size(), SIZE_MAX);
+  for (size_t c = 0; c < chunks.size(); ++c)
+    for (size_t k = 0; k < c && chunks[c].pos == 0; ++k)
+      if (source[k] == SIZE_MAX && chunks[k].pos == 0 && chunks[k].first_logit == chunks[c].first_logit &&
+          std::equal(chunks[k].tokens.begin(), chunks[k].tokens.end(), chunks[c].tokens.begin(), chunks[c].tokens.end())) {
+        source[c] = k;
+        break;
+      }
+  return source;
+}
+
 // DELETEs owed for sequences that are gone; sent at the next pass and at the end.
 struct Closer {
   std::mutex mutex;
@@ -80,6 +95,8 @@ struct RemoteLayers::Sequence {
   // range's session is a fork of that one's, made at this sequence's first pass.
   std::shared_ptr<const Sequence> fork_from;
   size_t fork_at = 0;
+  // Set at its first admission (Range::admit): until when it waits for room on full shards.
+  std::optional<Clock::time_point> admit_by;
   std::shared_ptr<Closer> closer;
   ~Sequence() {
     std::lock_guard lock(closer->mutex);
@@ -95,6 +112,7 @@ class RemoteLayers::Range : public LayerRangeBackend {
   size_t last_layer() const override { return layers_.last; }
   Status run(std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) override;
   std::shared_ptr<void> continue_from(const std::shared_ptr<void>& from, size_t positions) override;
+  void admit(std::span<const SequenceChunk> chunks, std::span<Admission> admissions) override;
 
   Impl& impl_;
   size_t index_;
@@ -202,7 +220,9 @@ struct RemoteLayers::Impl {
   }
 
   // Opens range r's session of `seq` on its live replica with the fewest of our sessions.
-  Status open_part(size_t r, Sequence& seq) {
+  // Every replica full: waits for room, or with `full_retry_after_s` returns `overloaded` at
+  // once and sets it to the shards' smallest Retry-After.
+  Status open_part(size_t r, Sequence& seq, int* full_retry_after_s = nullptr) {
     Range& range = *ranges[r];
     Sequence::Part& part = seq.parts[r];
     if (part.open) {
@@ -214,8 +234,8 @@ struct RemoteLayers::Impl {
     const std::string body = json{{"max_positions", positions}}.dump();
     std::string last_error = "no replica answers";
     // Every replica full (503): waited out, each time for the smallest Retry-After, until
-    // kOpenBusyWait has passed; a full shard frees room as idle sessions expire.
-    const auto give_up = Clock::now() + kOpenBusyWait;
+    // options.room_wait has passed; a full shard frees room as idle sessions expire.
+    const auto give_up = Clock::now() + options.room_wait;
     for (;;) {
       // Live replicas first, the fewest of our sessions first; then those passed over lately
       // (a restarted shard answers again), the longest passed over first.
@@ -258,16 +278,20 @@ struct RemoteLayers::Impl {
         return Ok{};
       }
       if (!wait_s) break;
+      if (full_retry_after_s) {
+        *full_retry_after_s = wait_s;
+        return make_error(ErrorCode::overloaded, "layers " + range.name() + ": every replica is full (" + last_error + ")");
+      }
       if (!wait_for_room(give_up, wait_s))
         return make_error(ErrorCode::overloaded, "layers " + range.name() + ": every replica was full for " +
-                                                     str(std::chrono::seconds(kOpenBusyWait).count()) + " s (" + last_error + ")");
+                                                     str(options.room_wait) + " (" + last_error + ")");
     }
     return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": cannot open a session (" + last_error + ")");
   }
 
   // Range r's session of `seq` as a fork of `source`'s first `positions` (PROTOCOL §13: made
-  // on the shard, no values on the wire), on the source's replica.
-  Status fork_part(size_t r, Sequence& seq, const Sequence& source, size_t positions) {
+  // on the shard, no values on the wire), on the source's replica. That one full: as open_part.
+  Status fork_part(size_t r, Sequence& seq, const Sequence& source, size_t positions, int* full_retry_after_s = nullptr) {
     Range& range = *ranges[r];
     Sequence::Part& part = seq.parts[r];
     if (part.open) {
@@ -280,11 +304,15 @@ struct RemoteLayers::Impl {
     const size_t max_positions = std::min(this->max_positions ? this->max_positions : model.config.context, range.max_positions);
     const std::string body = json{{"max_positions", max_positions}, {"fork", session_id_hex(from.id)}, {"positions", positions}}.dump();
     // The source's replica full (503): room made from a kept prefix, or waited for as an open waits.
-    const auto give_up = Clock::now() + kOpenBusyWait;
+    const auto give_up = Clock::now() + options.room_wait;
     auto res = replica.client->post("/v1/sessions", body, "application/json", headers());
     while (res && res->status == 503) {
-      if (!relieved() && !wait_for_room(give_up, res->retry_after_s())) break;
+      if (!relieved() && (full_retry_after_s || !wait_for_room(give_up, res->retry_after_s()))) break;
       res = replica.client->post("/v1/sessions", body, "application/json", headers());
+    }
+    if (res && res->status == 503 && full_retry_after_s) {
+      *full_retry_after_s = res->retry_after_s();
+      return make_error(ErrorCode::overloaded, "layers " + range.name() + ": " + replica.url + " is full (" + describe_call(res) + ")");
     }
     if (!res || res->status != 201)
       return make_error(ErrorCode::shard_unavailable, "layers " + range.name() + ": forking a session on " + replica.url + " failed: " + describe_call(res));
@@ -464,6 +492,38 @@ struct RemoteLayers::Impl {
     return Ok{};
   }
 
+  // Range r's sessions of the chunks' new sequences: opened at position 0, or forked where a
+  // kept prefix continues (repeats fork in the pass, after their source has run). No room on
+  // any replica: the chunk waits, until options.room_wait after its first try. A fork whose
+  // source is gone is left to the pass, which rebuilds the prefix.
+  void admit(size_t r, std::span<const SequenceChunk> chunks, std::span<Admission> admissions) {
+    if (r == 0) flush_closes();  // ended sequences' sessions make room first
+    const std::vector<size_t> repeats = repeated_chunks(chunks);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const SequenceChunk& ch = chunks[c];
+      if (admissions[c].state != Admission::State::ready || repeats[c] != SIZE_MAX) continue;
+      Sequence& seq = sequence(*ch.cache);
+      const bool fork = seq.fork_from && ch.pos == seq.fork_at;
+      if (seq.parts[r].open || (!fork && ch.pos != 0)) continue;  // (lost sessions are the pass's to replay)
+      const auto now = Clock::now();
+      if (!seq.admit_by) seq.admit_by = now + options.room_wait;
+      int retry_after_s = 0;
+      Status s = fork ? fork_part(r, seq, *seq.fork_from, seq.fork_at, &retry_after_s) : open_part(r, seq, &retry_after_s);
+      if (s) continue;
+      if (s.error().code == ErrorCode::overloaded && now < *seq.admit_by) {
+        admissions[c] = {Admission::State::wait, std::chrono::seconds(retry_after_s)};
+      } else if (s.error().code == ErrorCode::overloaded) {
+        admissions[c] = {Admission::State::failed, {}, Error{ErrorCode::overloaded, "waited " + str(options.room_wait) + " for room: " + s.error().message}};
+      } else if (fork) {
+        seq.fork_from.reset();
+      } else {
+        admissions[c] = {Admission::State::failed, {}, s.error()};
+      }
+    }
+    for (size_t c = 0; c < chunks.size(); ++c)  // a repeat goes with its source
+      if (repeats[c] != SIZE_MAX && admissions[repeats[c]].state != Admission::State::ready) admissions[c] = admissions[repeats[c]];
+  }
+
   Status run(size_t r, std::span<const SequenceChunk> chunks, std::vector<float>& x, bool logit_rows_only) {
     const size_t H = model.config.hidden;
     if (r == 0) flush_closes();
@@ -478,6 +538,7 @@ struct RemoteLayers::Impl {
       size_t out_rows;
     };
     std::vector<Twin> twins;
+    const std::vector<size_t> repeats = repeated_chunks(chunks);
     std::vector<size_t> item_of;  // per chunk: its item, or SIZE_MAX for a twin
     size_t in_row = 0, out_rows = 0;
     for (const SequenceChunk& ch : chunks) out_rows += logit_rows_only ? ch.tokens.size() - ch.first_logit : ch.tokens.size();
@@ -494,14 +555,10 @@ struct RemoteLayers::Impl {
         seq.history.insert(seq.history.end(), ch.tokens.begin(), ch.tokens.end());
       }
       const size_t n = ch.tokens.size(), out_from = logit_rows_only ? ch.first_logit : 0;
-      std::optional<size_t> twin_of;  // the earlier chunk's item this one repeats
-      for (size_t k = 0; k < c && ch.pos == 0 && !twin_of; ++k)
-        if (item_of[k] != SIZE_MAX && chunks[k].pos == 0 && chunks[k].first_logit == ch.first_logit &&
-            std::equal(chunks[k].tokens.begin(), chunks[k].tokens.end(), ch.tokens.begin(), ch.tokens.end()))
-          twin_of = item_of[k];
-      item_of.push_back(twin_of ? SIZE_MAX : items.size());
-      if (twin_of) {
-        twins.push_back({*twin_of, &seq, n, out.data() + out_row * H, n - out_from});
+      const bool twin = repeats[c] != SIZE_MAX;
+      item_of.push_back(twin ? SIZE_MAX : items.size());
+      if (twin) {
+        twins.push_back({item_of[repeats[c]], &seq, n, out.data() + out_row * H, n - out_from});
       } else {
         Sequence::Part& part = seq.parts[r];
         if (!part.open && seq.fork_from && ch.pos == seq.fork_at) {
@@ -544,6 +601,10 @@ Status RemoteLayers::Range::run(std::span<const SequenceChunk> chunks, std::vect
 
 std::shared_ptr<void> RemoteLayers::Range::continue_from(const std::shared_ptr<void>& from, size_t positions) {
   return impl_.continue_from(from, positions);
+}
+
+void RemoteLayers::Range::admit(std::span<const SequenceChunk> chunks, std::span<Admission> admissions) {
+  impl_.admit(index_, chunks, admissions);
 }
 
 RemoteLayers::RemoteLayers(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

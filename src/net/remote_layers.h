@@ -1,12 +1,14 @@
 // Whole layer ranges on session shards (PROTOCOL §13): each range of the map runs on a
 // session shard that keeps the range's KV cache, so a token costs one round trip per range
 // instead of one per layer. One session per sequence on one replica of each range, opened
-// at the sequence's first pass and deleted when the sequence's KvCache goes. A session that
+// when a batch admits the sequence (else at its first pass) and deleted when the
+// sequence's KvCache goes. A session that
 // is gone (session_unknown, or its replica refusing connections) is rebuilt without the
 // caller noticing: a new session on a live replica, fed the sequence's tokens again from
 // position 0 (bit-identical over f32), at most twice per sequence.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -26,6 +28,8 @@ struct RemoteLayersOptions {
   std::optional<std::string> ca_cert = {};
   int timeout_ms = 30000;
   size_t max_positions = 0;            // each session's; 0: the model's context (within the shards' bound)
+  // Every replica of a range full (503): how long opening a sequence's session waits for room.
+  std::chrono::milliseconds room_wait = std::chrono::seconds(30);
 };
 
 struct RemoteLayersStats {

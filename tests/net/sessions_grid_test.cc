@@ -457,6 +457,35 @@ TEST(SessionsGrid, AnOpenWaitsForAFullShardToMakeRoom) {
   EXPECT_EQ(through["replays"], 0);
 }
 
+// The API over a full shard: a new answer waits for room, and after --session-wait-s fails
+// alone with a 503 that says why; once the shard has room (the session holding it deleted),
+// answers start, and an ended answer's session makes room for the next one before it opens.
+TEST(SessionsGrid, TheApisNewAnswerWaitsForRoomAndFailsAloneWhenNoneComes) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--layers", "0-5", "--threads", "1", "--sessions", "--max-sessions", "1"});
+  ChildProcess api({"api", kDemo, "--port", "0", "--threads", "1", "--wire", "f32", "--cache-bytes", "0", "--session-wait-s", "1",
+                    "--remote-layers", "0-5=" + shard.url()});
+  httplib::Client c("127.0.0.1", shard.port()), client("127.0.0.1", api.port());
+  client.set_read_timeout(60);
+  auto held = c.Post("/v1/sessions", json{{"max_positions", 64}}.dump(), "application/json");
+  ASSERT_TRUE(held && held->status == 201);
+  const std::string body = json{{"prompt", "And God said,"}, {"max_tokens", 12}, {"temperature", 0}}.dump();
+  auto refused = client.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  EXPECT_NE(refused->body.find("waited 1 s for room"), std::string::npos) << refused->body;
+  EXPECT_NE(refused->body.find("every replica is full"), std::string::npos) << refused->body;
+
+  auto deleted = c.Delete("/v1/sessions/" + json::parse(held->body)["session"].get<std::string>());
+  ASSERT_TRUE(deleted && deleted->status == 204);
+  const auto local = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt 'And God said,' --steps 12 --json --threads 1");
+  ASSERT_EQ(local.status, 0) << local.output;
+  for (int answer = 0; answer < 2; ++answer) {  // the second opens where the first's session was
+    auto r = client.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], json::parse(local.output)["text"]) << "answer " << answer;
+  }
+}
+
 // Shards started beside a router may still be loading: a range none of whose replicas
 // answers yet, where the others serve sessions, is waited for (--wait-for-shards-s), then
 // named; it is not taken for a gap in the map. With no shard answering at all, the router
