@@ -23,6 +23,23 @@ bool masked(std::string_view feature) {
   return false;
 }
 
+// AVX-512 F and BW as the CPU has them, whatever LARQL_CPU_MASK hides.
+bool cpu_reports_avx512f_bw() {
+#if defined(LARQL_EMULATE_AVX512)
+  return false;
+#elif defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xe6u) != 0xe6u) return false;  // XMM, YMM, opmask, ZMM state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b & (1u << 16)) && (b & (1u << 30));  // AVX512F, AVX512BW
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool cpu_has_avx2_fma_f16c() {
@@ -57,16 +74,8 @@ bool cpu_has_avx512f_bw() {
   if (masked("avx512") || masked("avx2")) return false;
 #if defined(LARQL_EMULATE_AVX512)
   return cpu_has_avx2_fma_f16c();  // the tests' emulated build: SIMDe on AVX2 (simd_avx512.h)
-#elif defined(__x86_64__) || defined(__i386__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
-  unsigned xcr0_lo, xcr0_hi;
-  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  if ((xcr0_lo & 0xe6u) != 0xe6u) return false;  // XMM, YMM, opmask, ZMM state
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return (b & (1u << 16)) && (b & (1u << 30));  // AVX512F, AVX512BW
 #else
-  return false;
+  return cpu_reports_avx512f_bw();
 #endif
 }
 
@@ -96,10 +105,10 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-bool cpu_prefers_256bit_block_decode() {
+bool cpu_prefers_one_row_q8_0_decode() {
   if (const char* choice = std::getenv("LARQL_BLOCK_DECODE"); choice && *choice)
     return std::string_view(choice) == "256";
-  if (!cpu_has_avx512f_bw()) return false;
+  if (masked("avx2") || !cpu_reports_avx512f_bw()) return false;  // (a mask of AVX-512 alone leaves Zen 4's memory)
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(LARQL_EMULATE_AVX512)
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return false;

@@ -23,13 +23,16 @@ bool cpu_has_avx512f_bw();
 // The above plus AVX512_VNNI and AVX512VL (masked also by "avx512vnni").
 bool cpu_has_avx512_vnni();
 
-// Whether decode products (one token) of q8_0 matrices run faster on the 256-bit tile
-// than on the AVX-512 ones: on AMD's Zen 4 (family 19h with AVX-512), whose 512-bit units
-// are double-pumped, the 256-bit tile, one row at a time, reads a q8_0 matrix from memory
-// 1.5-1.9x faster (docs/benchmarks/history.md, "K-quant decode on Zen 4"; the K-quants'
-// decode takes its 256-bit tile on every CPU). LARQL_BLOCK_DECODE=256 or 512 chooses on any
-// CPU. Both give the same bits.
-bool cpu_prefers_256bit_block_decode();
+// Whether decode products (one token) of q8_0 matrices run faster one row at a time on the
+// 256-bit tile than on the ISA's multi-row tile (eight rows on AVX-512, four on AVX2): on
+// AMD's Zen 4 (family 19h with AVX-512, also when LARQL_CPU_MASK hides it), whose 512-bit
+// units are double-pumped and whose prefetcher follows one stream per thread, one row at a
+// time reads a q8_0 matrix from memory 1.5-1.9x faster than the AVX-512 tile and decodes
+// the MoE's experts 1.5x faster than four interleaved rows (docs/benchmarks/history.md, "K-quant
+// decode on Zen 4" and "Q8_0 decode one row at a time on Zen 4's AVX2"; the K-quants' decode
+// takes its one-row tile on every CPU). LARQL_BLOCK_DECODE=256 (one row) or 512 (the ISA's
+// tile) chooses on any CPU. Both give the same bits.
+bool cpu_prefers_one_row_q8_0_decode();
 
 // AVX-512 F/BW plus AVX512_BF16 (vdpbf16ps, vcvtneps2bf16; masked also by "avx512bf16").
 bool cpu_has_avx512_bf16();

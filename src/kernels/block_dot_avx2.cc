@@ -129,8 +129,8 @@ LARQL_AVX2 inline __m256 add_block(__m256 lane, const BlockWeights& w, __m256i x
 // block's bytes in the next tile's rows are prefetched as its own are read: the hardware
 // prefetcher alone leaves NR interleaved streams of short rows waiting. Q8_0, whose steps
 // are fewer, decoded 10-20% slower one row at a time (docs/benchmarks/history.md, "AVX2
-// decode one row at a time"), except on Zen 4, where matvec.cc's decode_on_256 gives it
-// one row a tile.
+// decode one row at a time", on Zen 5), except on Zen 4, where matvec.cc's decode_one_row
+// gives it one row a tile.
 template <DType T, int NR>
 LARQL_AVX2 void interleaved_row_tile(const Tile& t) {
   const size_t cols = t.w->cols, nblocks = cols / 32, token = t.t0;

@@ -94,10 +94,10 @@ struct TilePlan {
   size_t max_rows, max_tokens;
 };
 
-// Decode on the 256-bit tile (cpu_prefers_256bit_block_decode): where the default dispatch
-// asks for it, one token's product of a q8_0 matrix, one row a tile. (The K-quants' decode
-// takes the 256-bit tile on every x86 ISA.)
-bool decode_on_256(const Matrix& w, size_t n) { return n == 1 && w.dtype == DType::q8_0; }
+// Decode one row at a time on the 256-bit tile (cpu_prefers_one_row_q8_0_decode): where the
+// default dispatch asks for it, one token's product of a q8_0 matrix, on AVX2 and AVX-512
+// ISAs alike. (The K-quants' decode takes the 256-bit one-row tile on every x86 ISA.)
+bool decode_one_row(const Matrix& w, size_t n) { return n == 1 && w.dtype == DType::q8_0; }
 
 TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
   const bool kquant = blocks::is_kquant(w.dtype), blocked = dtype_is_blocked(w.dtype);
@@ -115,15 +115,15 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
   switch (isa) {
     case MatmulIsa::scalar: break;
     case MatmulIsa::avx2:  // sixteen ymm registers hold fewer accumulators
-      plan = {blocked ? (avx_vnni ? block_tile_avx2_vnni : block_tile_avx2) : bf16_dot ? bf16dot_tile_avx2 : tile_avx2, 4,
-              n == 1 ? 1 : kGridTokens};
+      plan = {blocked ? (avx_vnni ? block_tile_avx2_vnni : block_tile_avx2) : bf16_dot ? bf16dot_tile_avx2 : tile_avx2,
+              tuned && decode_one_row(w, n) ? 1u : 4u, n == 1 ? 1 : kGridTokens};
       break;
     case MatmulIsa::avx512:
     case MatmulIsa::avx512bf16:
       // Six rows by four tokens where 24 accumulators leave registers for the operands:
       // each chunk of a token, read from L2, meets six rows in L1. The block formats'
       // and the emulated bf16-dot tiles need more temporaries and take four.
-      if (blocked && tuned && decode_on_256(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 1, 1};
+      if (blocked && tuned && decode_one_row(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 1, 1};
       else if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
       else if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
       else if (bf16_dot) plan = {bf16dot_tile_avx512, n == 1 ? 8u : 4u, 4};
@@ -326,7 +326,7 @@ std::span<const InputProduct> of_one_input(std::span<const Product> products, co
 
 // Whether the default dispatch takes the 256-bit decode tiles (asked once: cpuid is slow).
 bool tuned_for_this_cpu() {
-  static const bool tuned = cpu_prefers_256bit_block_decode();
+  static const bool tuned = cpu_prefers_one_row_q8_0_decode();
   return tuned;
 }
 
