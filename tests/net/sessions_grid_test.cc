@@ -682,8 +682,19 @@ TEST(SessionsGrid, AnswersSurviveReplicasKilledAndRestartedUnderThem) {
       while (finished < std::min<size_t>(before + 2, 16) && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the clients' progress, bounded by the deadline
       shards[k]->kill_now();
-      shards[k]->stop();  // reaped: its port is free again
-      shards[k] = start(ranges[k], std::to_string(ports[k]));  // on its own port again
+      shards[k]->stop();  // reaped: its port is free again, unless another socket took it meanwhile
+      // On its own port again. The kernel may have given that port to an outgoing
+      // connection (the router's, another test's): tried again until it is free.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      for (;;) {
+        try {
+          shards[k] = start(ranges[k], std::to_string(ports[k]));
+          break;
+        } catch (const std::exception& e) {
+          if (std::chrono::steady_clock::now() >= give_up) throw std::runtime_error("restarting replica " + std::to_string(k) + ": " + e.what());
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a retry's pause, bounded by the deadline
+        }
+      }
     }
   });
   EXPECT_EQ(equal, 16u);
