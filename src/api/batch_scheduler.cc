@@ -212,9 +212,12 @@ bool BatchScheduler::start(Job& job, std::span<const std::shared_ptr<Job>> activ
 
 void BatchScheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
   for (auto& job : active)
-    if (job->cancelled() && job->started_ && prefix_cache_.enabled()) {
-      const std::span<const int> tokens = held(*job);
-      prefix_cache_.keep({tokens.begin(), tokens.end()}, std::move(job->cache_));
+    if (job->cancelled()) {
+      if (job->started_ && prefix_cache_.enabled()) {
+        const std::span<const int> tokens = held(*job);
+        prefix_cache_.keep({tokens.begin(), tokens.end()}, std::move(job->cache_));
+      }
+      release(*job);
     }
   std::erase_if(active, [](const auto& j) { return j->cancelled(); });
   std::lock_guard lock(mutex_);
@@ -230,7 +233,8 @@ bool BatchScheduler::admit(std::vector<std::shared_ptr<Job>>& all, std::vector<s
     const Admission& a = admissions[i];
     if (a.state == Admission::State::failed) {
       active[i]->push({std::nullopt, Job::End::error, a.error});
-      std::erase(all, active[i]);  // (its cache is not kept: its sessions may be half open)
+      release(*active[i]);  // (not kept: its sessions may be half open)
+      std::erase(all, active[i]);
     } else if (a.state == Admission::State::wait) {
       active[i]->room_retry_at_ = now + std::clamp(a.retry_after, kMinRoomPause, kMaxRoomPause);
     } else {
@@ -240,6 +244,11 @@ bool BatchScheduler::admit(std::vector<std::shared_ptr<Job>>& all, std::vector<s
   active.resize(kept), chunks.resize(kept);
   if (kept == 0) pause_until_room(all);
   return kept > 0;
+}
+
+void BatchScheduler::release(Job& job) {
+  job.cache_ = KvCache{};
+  job.model_draft_.reset();
 }
 
 void BatchScheduler::pause_until_room(std::span<const std::shared_ptr<Job>> all) {

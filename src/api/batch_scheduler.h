@@ -167,6 +167,10 @@ class BatchScheduler {
   // more of its prompt than any has now (requests that arrive together prefill a shared
   // prefix once).
   bool start(Job& job, std::span<const std::shared_ptr<Job>> active);
+  // An ended job's caches go at once (their memory; their sessions, where the layers run on
+  // shards), not when the connection holding the Job lets it go: n > 1 choices of one
+  // request end one by one, and a later one may be waiting for the room an earlier one holds.
+  static void release(Job& job);
   // Drops the ended jobs, keeping what their caches hold in the prefix cache.
   void retire(std::vector<std::shared_ptr<Job>>& active);
   // The tokens whose keys and values a job's cache holds, from position 0.
