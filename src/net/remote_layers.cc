@@ -91,13 +91,17 @@ struct RemoteLayers::Sequence {
   std::vector<Part> parts;   // per range
   std::vector<int> history;  // every token fed so far, the current pass's included
   size_t replays = 0;
-  // Continuing another sequence's first fork_at positions (a prefix cache's hit): each
-  // range's session is a fork of that one's, made at this sequence's first pass.
+  // Continuing another sequence's first fork_at positions (a prefix cache's hit, or a repeat
+  // whose fork found no room): each range's session is a fork of that one's, made when the
+  // sequence is admitted or at its next pass. Held until every range has forked.
   std::shared_ptr<const Sequence> fork_from;
   size_t fork_at = 0;
   // Set at its first admission (Range::admit): until when it waits for room on full shards.
   std::optional<Clock::time_point> admit_by;
   std::shared_ptr<Closer> closer;
+  bool all_open() const {
+    return std::all_of(parts.begin(), parts.end(), [](const Part& p) { return p.open; });
+  }
   ~Sequence() {
     std::lock_guard lock(closer->mutex);
     for (size_t r = 0; r < parts.size(); ++r)
@@ -509,6 +513,7 @@ struct RemoteLayers::Impl {
       if (!seq.admit_by) seq.admit_by = now + options.room_wait;
       int retry_after_s = 0;
       Status s = fork ? fork_part(r, seq, *seq.fork_from, seq.fork_at, &retry_after_s) : open_part(r, seq, &retry_after_s);
+      if (s && fork && seq.all_open()) seq.fork_from.reset();  // every range forked: the source may go
       if (s) continue;
       if (s.error().code == ErrorCode::overloaded && now < *seq.admit_by) {
         admissions[c] = {Admission::State::wait, std::chrono::seconds(retry_after_s)};
@@ -536,6 +541,7 @@ struct RemoteLayers::Impl {
       size_t rows;
       float* out;
       size_t out_rows;
+      std::shared_ptr<const Sequence> source_seq;
     };
     std::vector<Twin> twins;
     const std::vector<size_t> repeats = repeated_chunks(chunks);
@@ -558,7 +564,8 @@ struct RemoteLayers::Impl {
       const bool twin = repeats[c] != SIZE_MAX;
       item_of.push_back(twin ? SIZE_MAX : items.size());
       if (twin) {
-        twins.push_back({item_of[repeats[c]], &seq, n, out.data() + out_row * H, n - out_from});
+        twins.push_back({item_of[repeats[c]], &seq, n, out.data() + out_row * H, n - out_from,
+                         std::static_pointer_cast<const Sequence>(chunks[repeats[c]].cache->remote)});
       } else {
         Sequence::Part& part = seq.parts[r];
         if (!part.open && seq.fork_from && ch.pos == seq.fork_at) {
@@ -567,7 +574,7 @@ struct RemoteLayers::Impl {
           if (auto s = fork_part(r, seq, *seq.fork_from, seq.fork_at); !s) {
             seq.fork_from.reset();
             if (auto rs = replay(seq, r, ch.pos, "the cached prefix's session is gone: " + s.error().message); !rs) return rs;
-          } else if (std::all_of(seq.parts.begin(), seq.parts.end(), [](const Sequence::Part& p) { return p.open; })) {
+          } else if (seq.all_open()) {
             seq.fork_from.reset();  // every range forked: the source may go
           }
         }
@@ -586,9 +593,12 @@ struct RemoteLayers::Impl {
     }
     if (auto s = step(r, items); !s) return s;
     for (const Twin& t : twins) {
-      const StepItem& source = items[t.source];
-      if (auto s = fork_part(r, *t.seq, *source.seq, t.rows); !s) return s;
-      std::copy_n(source.out, t.out_rows * H, t.out);
+      std::copy_n(items[t.source].out, t.out_rows * H, t.out);
+      // The source's replica full (or failing): the repeat forks it later as a kept prefix is
+      // forked, waiting for room outside the pass when a batch admits it, else at its next
+      // pass; a fork that cannot be made then is replayed. Neither holds up this pass.
+      int retry_after_s = 0;
+      if (!fork_part(r, *t.seq, *t.source_seq, t.rows, &retry_after_s)) t.seq->fork_from = t.source_seq, t.seq->fork_at = t.rows;
     }
     x.swap(out);
     return Ok{};

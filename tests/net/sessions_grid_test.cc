@@ -330,6 +330,26 @@ TEST(SessionsGrid, SeveralChoicesOfOnePromptForkOneSession) {
   EXPECT_EQ(rows3 - rows1, prompt + 3 * decode);
 }
 
+// n > 1 choices on a shard with room for two sessions: the third choice's fork finds it
+// full after the prefill, waits outside the batch's steps while the first two run to their
+// end, then forks the first's prefix; all three equal the local text.
+TEST(SessionsGrid, AChoiceWhoseForkFindsTheShardFullWaitsForTheOthers) {
+  ChildProcess shard({"serve", kDemo, "--port", "0", "--layers", "0-5", "--threads", "1", "--sessions", "--max-sessions", "2"});
+  ChildProcess api({"api", kDemo, "--port", "0", "--parallel", "4", "--threads", "1", "--wire", "f32", "--cache-bytes", "0",
+                    "--session-wait-s", "20", "--remote-layers", "0-5=" + shard.url()});
+  httplib::Client c("127.0.0.1", api.port());
+  c.set_read_timeout(60);
+  auto r = c.Post("/v1/completions", json{{"prompt", "And God said,"}, {"max_tokens", 16}, {"temperature", 0}, {"n", 3}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  const auto local = test::run_command(std::string(LARQL_BINARY) + " run " + kDemo + " --prompt 'And God said,' --steps 16 --json --threads 1");
+  ASSERT_EQ(local.status, 0) << local.output;
+  const json choices = json::parse(r->body)["choices"];
+  ASSERT_EQ(choices.size(), 3u);
+  for (const auto& choice : choices) EXPECT_EQ(choice["text"], json::parse(local.output)["text"]) << choice["index"];
+  EXPECT_EQ(shard_metric(shard, "larql_shard_sessions_opened_total"), 3);  // one opened, two forks (a refusal is not an open)
+}
+
 // The prompt prefix cache over sessions: a turn that resends the last one continues it on
 // the shards by forking the kept sessions (only its new rows go over the wire), with the
 // text and log-probabilities of a local server without the cache; once the shards have let
