@@ -123,7 +123,7 @@ TilePlan plan_tiles(MatmulIsa isa, const Matrix& w, size_t n, bool tuned) {
       // Six rows by four tokens where 24 accumulators leave registers for the operands:
       // each chunk of a token, read from L2, meets six rows in L1. The block formats'
       // and the emulated bf16-dot tiles need more temporaries and take four.
-      if (blocked && tuned && decode_one_row(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 1, 1};
+      if (tuned && decode_one_row(w, n)) plan = {avx_vnni ? block_tile_avx2_vnni : block_tile_avx2, 1, 1};
       else if (blocked) plan = {vnni ? block_tile_vnni : block_tile_avx512bw, n == 1 ? 8u : 4u, 4};
       else if (bf16_dot && isa == MatmulIsa::avx512bf16) plan = {bf16dot_tile_avx512bf16, n == 1 ? 8u : 6u, 4};
       else if (bf16_dot) plan = {bf16dot_tile_avx512, n == 1 ? 8u : 4u, 4};
@@ -324,7 +324,7 @@ std::span<const InputProduct> of_one_input(std::span<const Product> products, co
   return each;
 }
 
-// Whether the default dispatch takes the 256-bit decode tiles (asked once: cpuid is slow).
+// Whether the default dispatch decodes q8_0 one row at a time (asked once: cpuid is slow).
 bool tuned_for_this_cpu() {
   static const bool tuned = cpu_prefers_one_row_q8_0_decode();
   return tuned;
