@@ -9,10 +9,11 @@
 // outliers real activations have). Prints per format the relative RMS error
 // sqrt(Σ (y − exact)² / Σ exact²) over every output of the first --layers layers, and
 // beside it the error of the activations' 8-bit rounding alone (the weights exact, the
-// sums in double) with one scale per 32, 64, 128 and 256 values: what a contract with
-// each group size would cost.
+// sums in double) with one scale per 32, 64, 128 and 256 values, and with the two-level
+// scales of the candidate contracts below: what a contract of each kind would cost.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -43,9 +44,19 @@ int main(int argc, char** argv) {
   }
   ThreadPool pool(2);
   static constexpr size_t kGroups[] = {32, 64, 128, 256};
+  // Candidate contracts with integer sums per super-block: per 256 values one scale
+  // d = max / (L·K), per 32 an integer multiplier k in 1..K (the smallest whose steps d·k
+  // reach the block's max), values rounded to ±L steps of d·k. L = 127 is an int8 as
+  // vpmaddubsw's signed operand takes it; L = 255 a sign and an 8-bit magnitude (the
+  // magnitude as the unsigned operand, the sign moved onto the weights by vpsignb). K is as
+  // large as q6_k's int32 sums allow.
+  struct Scheme {
+    int levels, multipliers;
+  };
+  static constexpr Scheme kSchemes[] = {{127, 15}, {255, 1}, {255, 8}};
   struct Sums {
     double error = 0, exact = 0;
-    double rounding[std::size(kGroups)] = {};  // Σ (rounded-only − exact)² per group size
+    double rounding[std::size(kGroups) + std::size(kSchemes)] = {};  // Σ (rounded-only − exact)² per group size, then scheme
     size_t products = 0;
   };
   // x rounded as the block contracts round activations, one scale per `group` values.
@@ -55,6 +66,25 @@ int main(int argc, char** argv) {
     for (size_t g = 0; g < n; g += group) {
       const float d = quantize_to_int8(x + g, group, q.data());
       for (size_t i = 0; i < group; ++i) out[g + i] = double(d) * q[i];
+    }
+    return out;
+  };
+  auto rounded_two_level = [](const float* x, size_t n, Scheme sc) {
+    std::vector<double> out(n);
+    for (size_t g = 0; g < n; g += 256) {
+      double m = 0;
+      for (size_t i = 0; i < 256; ++i) m = std::max(m, double(std::fabs(x[g + i])));
+      if (m == 0) continue;
+      const double d = m / (double(sc.levels) * sc.multipliers);
+      for (size_t b = 0; b < 256; b += 32) {
+        double mb = 0;
+        for (size_t i = 0; i < 32; ++i) mb = std::max(mb, double(std::fabs(x[g + b + i])));
+        const double k = std::clamp(std::ceil(sc.multipliers * mb / m), 1.0, double(sc.multipliers));
+        for (size_t i = 0; i < 32; ++i) {
+          const double q = std::clamp(std::nearbyint(x[g + b + i] / (d * k)), -double(sc.levels), double(sc.levels));
+          out[g + b + i] = q * d * k;
+        }
+      }
     }
     return out;
   };
@@ -73,6 +103,7 @@ int main(int argc, char** argv) {
         Sums& s = by_format[{std::string(dtype_name(m->dtype)), outliers}];
         std::vector<std::vector<double>> xr;  // [group size][tokens × cols]
         for (size_t group : kGroups) xr.push_back(rounded(x.data(), x.size(), group));
+        for (Scheme sc : kSchemes) xr.push_back(rounded_two_level(x.data(), x.size(), sc));
         for (size_t r = 0; r < m->rows; ++r) {
           dequantize_row(m->dtype, m->row_ptr(r), m->cols, w.data());
           for (size_t t = 0; t < tokens; ++t) {
@@ -81,7 +112,7 @@ int main(int argc, char** argv) {
             const double e = double(y[t * m->rows + r]) - exact;
             s.error += e * e;
             s.exact += exact * exact;
-            for (size_t g = 0; g < std::size(kGroups); ++g) {
+            for (size_t g = 0; g < xr.size(); ++g) {
               double approx = 0;
               for (size_t k = 0; k < m->cols; ++k) approx += double(w[k]) * xr[g][t * m->cols + k];
               s.rounding[g] += (approx - exact) * (approx - exact);
@@ -96,6 +127,8 @@ int main(int argc, char** argv) {
     std::printf("%s %s inputs: relative RMS error %.4e over %zu products; the activations' rounding alone, a scale per", key.first.c_str(),
                 key.second ? "outlier" : "gaussian", std::sqrt(s.error / s.exact), s.products);
     for (size_t g = 0; g < std::size(kGroups); ++g) std::printf(" %zu: %.4e", kGroups[g], std::sqrt(s.rounding[g] / s.exact));
+    for (size_t i = 0; i < std::size(kSchemes); ++i)
+      std::printf(" L%d K%d: %.4e", kSchemes[i].levels, kSchemes[i].multipliers, std::sqrt(s.rounding[std::size(kGroups) + i] / s.exact));
     std::printf("\n");
   }
   return 0;

@@ -20,6 +20,11 @@
 //
 // The result depends only on the row and the token's activations: prefill equals token by
 // token, and remote equals local. It is a range's "q8k" arithmetic (PROTOCOL §8).
+//
+// One activation scale per 256 values rounds more coarsely than the 32-value formats' one
+// per 32 (1.3× their product error on Gaussian inputs, llama.cpp's own); the contracts that
+// would not were measured slower. docs/benchmarks.md, "K-quant decode on compute-bound
+// CPUs", has both.
 #pragma once
 
 #include <cstddef>
